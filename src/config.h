@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The daemon's configuration: embedded defaults, runner.conf and runner.conf.d/ drop-ins. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum NetworkMode {
+        NETWORK_MODE_NONE,
+        NETWORK_MODE_ALLOWLIST,
+        _NETWORK_MODE_MAX,
+        _NETWORK_MODE_INVALID = -22,
+} NetworkMode;
+
+typedef struct Config {
+        /* [Runner] */
+        char **listen;                  /* NULL-terminated; used only without socket activation */
+        uint64_t idle_exit_usec;        /* 0 = never */
+        int log_level;
+        unsigned max_connections;
+        unsigned max_connections_per_client;
+        uint64_t header_timeout_usec;
+        uint64_t request_timeout_usec;
+        uint64_t max_request_body_bytes;
+
+        /* [Auth] */
+        char *token_file;
+        char *signing_key_file;
+        uint64_t signature_max_skew_usec;
+
+        /* [Execution] */
+        char *bwrap;
+        bool allow_unscoped;
+        uint64_t default_timeout_usec;
+        uint64_t max_timeout_usec;
+        uint64_t memory_max;            /* bytes, 0 = no limit */
+        uint64_t tasks_max;             /* 0 = no limit */
+        unsigned cpu_quota_percent;     /* 0 = no limit */
+        uint64_t tmp_size;
+
+        /* [Quota]: 0 = unlimited */
+        uint64_t max_workspace_bytes;
+        uint64_t max_output_bytes;
+        uint64_t max_upload_file_bytes;
+        uint64_t max_upload_request_bytes;
+
+        /* [Network] */
+        NetworkMode network_mode;
+        char **network_allow;
+        char **network_mirrors;
+
+        /* [NPU] */
+        bool npu_enable;
+} Config;
+
+/* config_init() - fill in the embedded defaults. Return: 0 or -ENOMEM. */
+int config_init(Config *c);
+void config_done(Config *c);
+
+/*
+ * config_parse_buffer() - apply one systemd-style INI file held in memory (pure: no I/O).
+ * On a bad line, *ret_error is set to "FILE:LINE: what is wrong" (caller frees).
+ * Return: 0, -EINVAL on a bad line, -ENOMEM.
+ */
+int config_parse_buffer(Config *c, const char *filename, const char *data, size_t size, char **ret_error);
+
+/*
+ * config_load() - apply @path (the main file; a missing one is fine unless @required) and then
+ * every "*.conf" in "@path.d/" in lexical order. Return: 0, -EINVAL (with *ret_error),
+ * -ENOENT (required file missing, with *ret_error), other -errno from reading files.
+ */
+int config_load(Config *c, const char *path, bool required, char **ret_error);
+
+/* Validators shared with the command line and the API. Return: 0 or -EINVAL. */
+int config_parse_bytes(const char *s, uint64_t *ret);
+int config_parse_seconds(const char *s, uint64_t *ret_usec);
+int config_parse_bool(const char *s, bool *ret);
+
+const char *network_mode_to_string(NetworkMode m);
+NetworkMode network_mode_from_string(const char *s);

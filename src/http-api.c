@@ -1,0 +1,507 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The HTTP API: route table, authentication order, JSON (de)serialisation, errno → HTTP map. */
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "build-config.h"
+#include "http-api.h"
+#include "http-server.h"
+#include "log-ids.h"
+#include "log.h"
+#include "manager.h"
+#include "util/macro.h"
+#include "util/string-util.h"
+
+SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
+
+typedef enum RouteAuth {
+        ROUTE_AUTH_NONE,
+        ROUTE_AUTH_BEARER,
+        ROUTE_AUTH_SIGNED,              /* bearer + X-Sandbox-Timestamp + X-Sandbox-Signature */
+} RouteAuth;
+
+typedef struct Route Route;
+typedef void (*RouteHandler)(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                             const char **params, size_t *lens);
+
+struct Route {
+        const char *method;
+        const char *pattern;
+        RouteAuth auth;
+        bool json_body;
+        RouteHandler handler;
+};
+
+/* ---- pure helpers ---------------------------------------------------------------------------- */
+
+unsigned http_status_from_errno(int error) {
+        switch (abs(error)) {
+        case 0:
+                return 200;
+        case EINVAL:
+        case EBADMSG:
+                return 400;
+        case EPERM:
+        case EACCES:
+                return 403;
+        case ENOENT:
+                return 404;
+        case EEXIST:
+                return 409;
+        case E2BIG:
+        case EFBIG:
+                return 413;
+        case EDQUOT:
+                return 507;
+        case EBUSY:
+        case EAGAIN:
+        case ENOMEM:
+                return 503;
+        default:
+                return 500;
+        }
+}
+
+char *http_error_json(const char *code, const char *message) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *clean = NULL;
+        size_t j = 0;
+        char *s;
+
+        clean = strdup(message ?: "");
+        if (!clean)
+                return NULL;
+        for (size_t i = 0; clean[i]; i++)
+                if ((unsigned char) clean[i] >= 0x20 && clean[i] != 0x7f)
+                        clean[j++] = clean[i];
+        clean[j] = '\0';
+
+        o = json_object_new_object();
+        if (!o ||
+            json_object_object_add(o, "error", json_object_new_string(code ?: "internal")) < 0 ||
+            json_object_object_add(o, "message", json_object_new_string(clean)) < 0)
+                return NULL;
+        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        return s;
+}
+
+static int json_check(json_object *o, unsigned depth, const char **ret_why) {
+        if (depth > HTTP_JSON_MAX_DEPTH) {
+                *ret_why = "JSON nesting is too deep";
+                return -EBADMSG;
+        }
+        switch (json_object_get_type(o)) {
+        case json_type_string: {
+                const char *s = json_object_get_string(o);
+                if (strlen(s) != (size_t) json_object_get_string_len(o)) {
+                        *ret_why = "JSON strings must not contain \\u0000";
+                        return -EBADMSG;
+                }
+                return 0;
+        }
+        case json_type_double:
+                if (!isfinite(json_object_get_double(o))) {
+                        *ret_why = "JSON number out of range";
+                        return -EBADMSG;
+                }
+                return 0;
+        case json_type_object: {
+                json_object_object_foreach(o, key, val) {
+                        int r;
+                        (void) key;
+                        r = json_check(val, depth + 1, ret_why);
+                        if (r < 0)
+                                return r;
+                }
+                return 0;
+        }
+        case json_type_array:
+                for (size_t i = 0; i < json_object_array_length(o); i++) {
+                        int r = json_check(json_object_array_get_idx(o, i), depth + 1, ret_why);
+                        if (r < 0)
+                                return r;
+                }
+                return 0;
+        case json_type_null:
+        case json_type_boolean:
+        case json_type_int:
+                return 0;
+        }
+        return 0;
+}
+
+int http_json_parse(const char *body, size_t size, json_object **ret, const char **ret_why) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        struct json_tokener *tok;
+        enum json_tokener_error err;
+        size_t end;
+        int r;
+
+        if (size == 0) {
+                *ret_why = "the request body is empty; a JSON object is required";
+                return -EBADMSG;
+        }
+        if (size > INT32_MAX) {
+                *ret_why = "the request body is too large";
+                return -EBADMSG;
+        }
+        tok = json_tokener_new_ex(HTTP_JSON_MAX_DEPTH);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        o = json_tokener_parse_ex(tok, body, (int) size);
+        err = json_tokener_get_error(tok);
+        end = json_tokener_get_parse_end(tok);
+        json_tokener_free(tok);
+
+        if (err == json_tokener_continue) {
+                *ret_why = "the JSON document is incomplete";
+                return -EBADMSG;
+        }
+        if (err == json_tokener_error_depth) {
+                *ret_why = "JSON nesting is too deep";
+                return -EBADMSG;
+        }
+        if (err != json_tokener_success) {
+                *ret_why = json_tokener_error_desc(err);
+                return -EBADMSG;
+        }
+        for (; end < size; end++)
+                if (!strchr(" \t\r\n", body[end])) {
+                        *ret_why = "trailing data after the JSON document";
+                        return -EBADMSG;
+                }
+        if (!json_object_is_type(o, json_type_object)) {
+                *ret_why = "the request body must be a JSON object";
+                return -EBADMSG;
+        }
+        r = json_check(o, 1, ret_why);
+        if (r < 0)
+                return r;
+        *ret = STEAL(o);
+        return 0;
+}
+
+int http_route_match(const char *pattern, const char *path, const char **params, size_t *lens, size_t max) {
+        const char *p = pattern, *q = path;
+        int n = 0;
+
+        for (;;) {
+                if (*p == '\0' && *q == '\0')
+                        return n;
+                if (*p == '*') {
+                        size_t l = strcspn(q, "/");
+                        if (l == 0 || (size_t) n >= max)
+                                return -ENOENT;
+                        params[n] = q;
+                        lens[n] = l;
+                        n++;
+                        p++;
+                        q += l;
+                        continue;
+                }
+                if (*p != *q)
+                        return -ENOENT;
+                p++;
+                q++;
+        }
+}
+
+/* ---- replies --------------------------------------------------------------------------------- */
+
+static void reply_json(HttpRequest *req, unsigned status, json_object *o) {
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        int r;
+
+        r = http_request_reply(req, status, "application/json", s, strlen(s), false, NULL);
+        if (r < 0)
+                log_warning_errno(r, "Failed to queue a reply, ignoring: %m");
+}
+
+static void reply_error_full(HttpRequest *req, unsigned status, const char *code, bool close,
+                             const char *const *headers, const char *fmt, ...) _printf_(6, 7);
+static void reply_error_full(HttpRequest *req, unsigned status, const char *code, bool close,
+                             const char *const *headers, const char *fmt, ...) {
+        _cleanup_free_ char *msg = NULL, *body = NULL;
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = vasprintf(&msg, fmt, ap);
+        va_end(ap);
+        if (r >= 0)
+                body = http_error_json(code, msg);
+        if (!body) {
+                static const char oom[] = "{\"error\":\"internal\",\"message\":\"Out of memory.\"}";
+                (void) http_request_reply(req, 500, "application/json", oom, strlen(oom), true, NULL);
+                return;
+        }
+        r = http_request_reply(req, status, "application/json", body, strlen(body), close, headers);
+        if (r < 0)
+                log_warning_errno(r, "Failed to queue an error reply, ignoring: %m");
+}
+
+#define reply_error(req, status, code, ...) reply_error_full(req, status, code, false, NULL, __VA_ARGS__)
+
+static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
+        _cleanup_free_ char *path = str_escape_log(http_request_path(req), 256);
+        _cleanup_free_ char *method = str_escape_log(http_request_method(req), 32);
+
+        m->n_auth_failures++;
+        log_struct(LOG_NOTICE,
+                   "MESSAGE_ID=" SR_MESSAGE_AUTH_FAILED,
+                   "HTTP_METHOD=%s", method ?: "?",
+                   "HTTP_PATH=%s", path ?: "?",
+                   "HTTP_REQUEST_ID=%" PRIu64, http_request_id(req),
+                   "SANDBOX_CLIENT=%s", http_request_client(req),
+                   "SANDBOX_REASON=%s", reason,
+                   "MESSAGE=Rejected %s '%s' from %s: %s.", method ?: "?", path ?: "?",
+                   http_request_client(req), reason);
+}
+
+/* ---- handlers -------------------------------------------------------------------------------- */
+
+static json_object *json_u64(uint64_t v) {
+        return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);
+}
+
+static void handle_health(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                          const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *runner = json_object_new_object();
+
+        if (!o || !runner) {
+                json_object_put(runner);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        json_object_object_add(o, "status", json_object_new_string("ok"));
+        json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(o, "uptimeSec", json_u64(manager_uptime_sec(m)));
+        json_object_object_add(runner, "maxWorkspaceBytes", json_u64(m->config.max_workspace_bytes));
+        json_object_object_add(runner, "maxFileBytes", json_u64(0));
+        json_object_object_add(runner, "maxOutputBytes", json_u64(m->config.max_output_bytes));
+        json_object_object_add(o, "runner", runner);
+        reply_json(req, 200, o);
+}
+
+static void handle_status(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                          const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *conn = json_object_new_object(), *reqs = json_object_new_object();
+
+        if (!o || !conn || !reqs) {
+                json_object_put(conn);
+                json_object_put(reqs);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(o, "uptimeSec", json_u64(manager_uptime_sec(m)));
+        json_object_object_add(o, "socketActivated", json_object_new_boolean(m->socket_activated));
+        json_object_object_add(o, "listeners", json_u64(http_server_n_listeners(m->http)));
+        json_object_object_add(conn, "open", json_u64(http_server_n_connections(m->http)));
+        json_object_object_add(conn, "max", json_u64(m->config.max_connections));
+        json_object_object_add(conn, "maxPerClient", json_u64(m->config.max_connections_per_client));
+        json_object_object_add(o, "connections", conn);
+        json_object_object_add(reqs, "total", json_u64(http_server_n_requests(m->http)));
+        json_object_object_add(reqs, "authFailures", json_u64(m->n_auth_failures));
+        json_object_object_add(o, "requests", reqs);
+        json_object_object_add(o, "idleExitSec", json_u64(m->config.idle_exit_usec / USEC_PER_SEC));
+        reply_json(req, 200, o);
+}
+
+static void handle_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                           const char **params, size_t *lens) {
+        json_object *mode;
+
+        if (json_object_object_get_ex(body, "kernelMode", &mode) &&
+            json_object_is_type(mode, json_type_string) && streq(json_object_get_string(mode), "persistent"))
+                return reply_error(req, 400, "persistent_kernel_unsupported",
+                                   "kernelMode 'persistent' is not supported; use 'ephemeral' or omit it.");
+        reply_error(req, 503, "sandbox_unavailable", "Sandboxed execution is not available in this build.");
+}
+
+static const Route routes[] = {
+        { "GET",  "/health",        ROUTE_AUTH_NONE,   false, handle_health },
+        { "GET",  "/status",        ROUTE_AUTH_BEARER, false, handle_status },
+        { "POST", "/execute",       ROUTE_AUTH_SIGNED, true,  handle_execute },
+        { "POST", "/execute-shell", ROUTE_AUTH_SIGNED, true,  handle_execute },
+};
+
+/* ---- request flow ---------------------------------------------------------------------------- */
+
+#define MAX_TARGET_BYTES 8192
+#define MAX_HEADERS 100
+
+static const char *const www_authenticate[] = {
+        "WWW-Authenticate", "Bearer realm=\"sandbox-runner\"", NULL,
+};
+
+uint64_t http_api_begin(HttpRequest *req, void *userdata) {
+        Manager *m = userdata;
+        const char *path = http_request_path(req), *method = http_request_method(req);
+        const char *params[HTTP_ROUTE_MAX_PARAMS];
+        size_t lens[HTTP_ROUTE_MAX_PARAMS];
+        const Route *route = NULL;
+        char allow[64] = "";
+        const char *ct, *cl;
+        int r;
+
+        if (strlen(http_request_target(req)) > MAX_TARGET_BYTES) {
+                reply_error_full(req, 414, "invalid_request", true, NULL,
+                                 "The request target is longer than %u bytes.", MAX_TARGET_BYTES);
+                return 0;
+        }
+        if (http_request_n_headers(req) > MAX_HEADERS) {
+                reply_error_full(req, 431, "invalid_request", true, NULL,
+                                 "The request has more than %u header fields.", MAX_HEADERS);
+                return 0;
+        }
+        /* Request smuggling: refuse ambiguous framing outright and close the connection. */
+        if (http_request_header_count(req, "Content-Length") > 1 ||
+            (http_request_header_count(req, "Content-Length") > 0 &&
+             http_request_header_count(req, "Transfer-Encoding") > 0) ||
+            http_request_header_count(req, "Transfer-Encoding") > 1) {
+                reply_error_full(req, 400, "invalid_request", true, NULL,
+                                 "Ambiguous message framing (Content-Length and Transfer-Encoding).");
+                return 0;
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+                if (http_route_match(routes[i].pattern, path, params, lens, HTTP_ROUTE_MAX_PARAMS) < 0)
+                        continue;
+                if (streq(routes[i].method, method)) {
+                        route = &routes[i];
+                        break;
+                }
+                if (strlen(allow) + strlen(routes[i].method) + 3 < sizeof(allow)) {
+                        if (allow[0])
+                                strcat(allow, ", ");
+                        strcat(allow, routes[i].method);
+                }
+        }
+        if (!route && allow[0]) {
+                const char *const hdr[] = { "Allow", allow, NULL };
+                reply_error_full(req, 405, "method_not_allowed", false, hdr,
+                                 "Method %s is not allowed here; allowed: %s.",
+                                 strlen(method) <= 16 ? method : "(long)", allow);
+                return 0;
+        }
+        if (!route) {
+                reply_error(req, 404, "not_found", "No such endpoint.");
+                return 0;
+        }
+
+        if (route->auth != ROUTE_AUTH_NONE) {
+                r = auth_check_bearer(m->secrets.token, http_request_header(req, "Authorization"));
+                if (r < 0) {
+                        log_auth_failure(m, req, r == -ENODATA ? "missing bearer token" : "wrong bearer token");
+                        reply_error_full(req, 401, "unauthorized", false, www_authenticate,
+                                         r == -ENODATA ? "A bearer token is required (Authorization: Bearer <token>)."
+                                                       : "The bearer token is not valid.");
+                        return 0;
+                }
+        }
+
+        http_request_set_userdata(req, (void *) route, NULL);
+        if (!route->json_body)
+                return 0;
+
+        ct = http_request_header(req, "Content-Type");
+        if (!ct || !str_has_prefix_ci(ct, "application/json") ||
+            (ct[16] != '\0' && ct[16] != ';' && ct[16] != ' ')) {
+                reply_error_full(req, 415, "invalid_request", true, NULL,
+                                 "The request body must be sent as Content-Type: application/json.");
+                return 0;
+        }
+        cl = http_request_header(req, "Content-Length");
+        if (cl) {
+                char *end = NULL;
+                unsigned long long v;
+
+                errno = 0;
+                v = strtoull(cl, &end, 10);
+                if (errno != 0 || !end || *end || cl[0] < '0' || cl[0] > '9') {
+                        reply_error_full(req, 400, "invalid_request", true, NULL, "Invalid Content-Length.");
+                        return 0;
+                }
+                if (v > m->config.max_request_body_bytes) {
+                        reply_error_full(req, 413, "payload_too_large", true, NULL,
+                                         "The request body exceeds %" PRIu64 " bytes.",
+                                         m->config.max_request_body_bytes);
+                        return 0;
+                }
+        }
+        return m->config.max_request_body_bytes;
+}
+
+void http_api_dispatch(HttpRequest *req, void *userdata) {
+        Manager *m = userdata;
+        const Route *route = NULL;
+        const char *params[HTTP_ROUTE_MAX_PARAMS] = {};
+        size_t lens[HTTP_ROUTE_MAX_PARAMS] = {};
+        _cleanup_(json_object_putp) json_object *body = NULL;
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(routes); i++)
+                if (streq(routes[i].method, http_request_method(req)) &&
+                    http_route_match(routes[i].pattern, http_request_path(req), params, lens,
+                                     HTTP_ROUTE_MAX_PARAMS) >= 0) {
+                        route = &routes[i];
+                        break;
+                }
+        if (!route)
+                return reply_error(req, 404, "not_found", "No such endpoint.");
+
+        if (route->auth == ROUTE_AUTH_SIGNED) {
+                size_t size;
+                const void *data = http_request_body(req, &size);
+                struct timespec ts;
+
+                (void) clock_gettime(CLOCK_REALTIME, &ts);
+                r = auth_signature_verify(m->secrets.signing_key, m->secrets.signing_key_size,
+                                          http_request_header(req, "X-Sandbox-Timestamp"),
+                                          http_request_header(req, "X-Sandbox-Signature"),
+                                          http_request_method(req), http_request_target(req),
+                                          data, size, ts.tv_sec, m->config.signature_max_skew_usec / USEC_PER_SEC);
+                switch (r) {
+                case 0:
+                        break;
+                case -ENODATA:
+                        log_auth_failure(m, req, "signature missing");
+                        return reply_error(req, 401, "signature_missing",
+                                           "X-Sandbox-Timestamp and X-Sandbox-Signature are required on this endpoint.");
+                case -EBADMSG:
+                        log_auth_failure(m, req, "signature malformed");
+                        return reply_error(req, 401, "signature_invalid",
+                                           "X-Sandbox-Timestamp must be decimal Unix seconds and X-Sandbox-Signature 'v1=' followed by 64 lowercase hex digits.");
+                case -ETIME:
+                        log_auth_failure(m, req, "signature timestamp outside the window");
+                        return reply_error(req, 401, "signature_expired",
+                                           "X-Sandbox-Timestamp is more than %" PRIu64 " s away from the server's clock.",
+                                           m->config.signature_max_skew_usec / USEC_PER_SEC);
+                default:
+                        log_auth_failure(m, req, "signature mismatch");
+                        return reply_error(req, 401, "signature_invalid",
+                                           "The request signature does not match (check the signing key, the path with query, and the body hash).");
+                }
+        }
+
+        if (route->json_body) {
+                const char *why = NULL;
+                size_t size;
+                const char *data = http_request_body(req, &size);
+
+                r = http_json_parse(data, size, &body, &why);
+                if (r == -ENOMEM)
+                        return reply_error(req, 503, "internal", "Out of memory.");
+                if (r < 0)
+                        return reply_error(req, 400, "invalid_request", "Invalid JSON body: %s.", why);
+        }
+
+        route->handler(m, req, route, body, params, lens);
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The HTTP API: route table, authentication order, JSON (de)serialisation, errno → HTTP map. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct HttpRequest HttpRequest;
+typedef struct Manager Manager;
+
+#define HTTP_JSON_MAX_DEPTH 64
+#define HTTP_ROUTE_MAX_PARAMS 4
+
+/* Entry points for HttpServerCallbacks; @userdata is the Manager. */
+uint64_t http_api_begin(HttpRequest *req, void *userdata);
+void http_api_dispatch(HttpRequest *req, void *userdata);
+
+/* http_status_from_errno() - the one errno → HTTP status map (STYLE.md §4). */
+unsigned http_status_from_errno(int error);
+
+/*
+ * http_error_json() - render {"error": code, "message": message} (message sanitised: control
+ * characters dropped). Return: a new string or NULL on OOM.
+ */
+char *http_error_json(const char *code, const char *message);
+
+/*
+ * http_json_parse() - parse a request body: strict JSON, valid UTF-8, depth ≤ HTTP_JSON_MAX_DEPTH,
+ * no trailing data, an object at the top, no NUL inside strings, no non-finite numbers.
+ * Return: 0, -EBADMSG with *ret_why set to a static explanation, -ENOMEM.
+ */
+int http_json_parse(const char *body, size_t size, json_object **ret, const char **ret_why);
+
+/*
+ * http_route_match() - match @path against @pattern, where a "*" segment matches one non-empty
+ * segment; captured segments go to @params (pointers into @path, lengths in @lens).
+ * Return: number of captures (≥ 0) or -ENOENT.
+ */
+int http_route_match(const char *pattern, const char *path, const char **params, size_t *lens, size_t max);

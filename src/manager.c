@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "build-config.h"
+#include "http-api.h"
+#include "http-server.h"
+#include "log-ids.h"
+#include "log.h"
+#include "manager.h"
+#include "util/macro.h"
+#include "util/socket-util.h"
+#include "util/strv.h"
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+
+        (void) clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+uint64_t manager_uptime_sec(Manager *m) {
+        return (now_usec(CLOCK_MONOTONIC) - m->start_usec) / USEC_PER_SEC;
+}
+
+/* $STATE_DIRECTORY may list several directories separated by ':'; the first is ours. */
+static int dir_from_env(const char *env, const char *fallback, mode_t mode, char **ret) {
+        const char *e = getenv(env);
+        char *d;
+
+        if (!isempty(e))
+                d = strndup(e, strcspn(e, ":"));
+        else
+                d = strdup(fallback);
+        if (!d)
+                return -ENOMEM;
+        if (mkdir(d, mode) < 0 && errno != EEXIST) {
+                int r = negative_errno();
+                free(d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+static void manager_update_idle(Manager *m) {
+        int r;
+
+        if (!m->idle_timer)
+                return;
+        if (m->busy > 0 || (m->http && http_server_n_connections(m->http) > 0)) {
+                (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
+                return;
+        }
+        r = sd_event_source_set_time_relative(m->idle_timer, m->config.idle_exit_usec);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->idle_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_warning_errno(r, "Failed to arm the idle timer, ignoring: %m");
+}
+
+static void on_http_activity(HttpServer *s, void *userdata) {
+        manager_update_idle(userdata);
+}
+
+void manager_busy_ref(Manager *m) {
+        m->busy++;
+        manager_update_idle(m);
+}
+
+void manager_busy_unref(Manager *m) {
+        if (m->busy > 0)
+                m->busy--;
+        manager_update_idle(m);
+}
+
+static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->busy > 0 || http_server_n_connections(m->http) > 0)
+                return 0;
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_IDLE_EXIT,
+                   "SANDBOX_IDLE_SEC=%" PRIu64, m->config.idle_exit_usec / USEC_PER_SEC,
+                   "MESSAGE=Idle for %" PRIu64 " s, exiting; socket activation starts the runner again.",
+                   m->config.idle_exit_usec / USEC_PER_SEC);
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        log_debug("Received %s, shutting down.", strsignal((int) si->ssi_signo));
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+int manager_new(Config *config, Secrets *secrets, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        HttpServerLimits limits;
+        HttpServerCallbacks cb = {
+                .begin = http_api_begin,
+                .dispatch = http_api_dispatch,
+                .activity = on_http_activity,
+        };
+        sigset_t mask;
+        int r;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->config = *config;
+        *config = (Config) {};
+        m->secrets = *secrets;
+        *secrets = (Secrets) {};
+        m->start_usec = now_usec(CLOCK_MONOTONIC);
+        m->start_realtime_usec = now_usec(CLOCK_REALTIME);
+
+        r = dir_from_env("STATE_DIRECTORY", "/var/lib/sandbox-runner", 0700, &m->state_dir);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the state directory: %m");
+        r = dir_from_env("RUNTIME_DIRECTORY", "/run/sandbox-runner", 0755, &m->runtime_dir);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the runtime directory: %m");
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block signals: %m");
+        r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch signals: %m");
+
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+
+        limits = (HttpServerLimits) {
+                .max_connections = m->config.max_connections,
+                .max_connections_per_client = m->config.max_connections_per_client,
+                .header_timeout_usec = m->config.header_timeout_usec,
+                .request_timeout_usec = m->config.request_timeout_usec,
+                .max_body_bytes = m->config.max_request_body_bytes,
+        };
+        r = http_server_new(m->event, &limits, &cb, m, &m->http);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the HTTP server: %m");
+
+        *ret = STEAL(m);
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        m->idle_timer = sd_event_source_disable_unref(m->idle_timer);
+        m->http = http_server_free(m->http);
+        sd_event_unref(m->event);
+        config_done(&m->config);
+        secrets_done(&m->secrets);
+        free(m->state_dir);
+        free(m->runtime_dir);
+        free(m);
+        return NULL;
+}
+
+static int bind_listener(const char *address) {
+        _cleanup_close_ int fd = -EBADF;
+        ListenAddress a;
+        int one = 1, r;
+
+        r = listen_address_parse(address, &a);
+        if (r < 0)
+                return log_error_errno(r, "Invalid listen address '%s'.", address);
+
+        fd = socket(a.addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to create a socket for '%s': %m", address);
+        if (a.addr.sa.sa_family == AF_UNIX) {
+                struct stat st;
+                /* Remove a stale socket from an earlier run, never anything else. */
+                if (lstat(a.addr.un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+                        (void) unlink(a.addr.un.sun_path);
+        } else
+                (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, &a.addr.sa, a.len) < 0)
+                return log_error_errno(errno, "Failed to bind to '%s': %m", address);
+        if (a.addr.sa.sa_family == AF_UNIX)
+                (void) chmod(a.addr.un.sun_path, 0660);
+        if (listen(fd, SOMAXCONN) < 0)
+                return log_error_errno(errno, "Failed to listen on '%s': %m", address);
+        return STEAL_FD(fd);
+}
+
+int manager_listen(Manager *m, char **extra_listen) {
+        char **names = NULL;
+        int n, r;
+
+        n = sd_listen_fds_with_names(true, &names);
+        if (n < 0)
+                return log_error_errno(n, "Failed to read the sockets passed by systemd: %m");
+
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                const char *name = names ? names[i] : "unknown";
+
+                if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+                        log_warning("Passed file descriptor %i ('%s') is not a listening stream socket, closing it.",
+                                    fd, name);
+                        safe_close(fd);
+                        continue;
+                }
+                r = http_server_add_listener(m->http, fd);
+                if (r < 0) {
+                        strv_free(names);
+                        return log_error_errno(r, "Failed to serve socket '%s': %m", name);
+                }
+                m->socket_activated = true;
+        }
+        strv_free(names);
+
+        if (!m->socket_activated) {
+                char **list = !strv_length(extra_listen) ? m->config.listen : extra_listen;
+
+                for (char **a = list; a && *a; a++) {
+                        int fd = bind_listener(*a);
+                        if (fd < 0)
+                                return fd;
+                        r = http_server_add_listener(m->http, fd);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to serve '%s': %m", *a);
+                }
+        }
+        if (http_server_n_listeners(m->http) == 0)
+                return log_error_errno(ENOENT,
+                                       "No socket to listen on: none was passed by systemd and no Listen= address is configured.");
+
+        /* Idle exit only makes sense when systemd keeps the listening socket for us. */
+        if (m->socket_activated && m->config.idle_exit_usec > 0) {
+                r = sd_event_add_time_relative(m->event, &m->idle_timer, CLOCK_MONOTONIC,
+                                               m->config.idle_exit_usec, USEC_PER_SEC, on_idle, m);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the idle timer: %m");
+                (void) sd_event_source_set_description(m->idle_timer, "idle-exit");
+        }
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        int r;
+
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_STARTED,
+                   "SANDBOX_VERSION=%s", PACKAGE_VERSION,
+                   "SANDBOX_LISTENERS=%u", http_server_n_listeners(m->http),
+                   "SANDBOX_SOCKET_ACTIVATED=%i", m->socket_activated,
+                   "SANDBOX_STATE_DIRECTORY=%s", m->state_dir,
+                   "MESSAGE=sandbox-runnerd %s ready, serving %u socket%s%s.", PACKAGE_VERSION,
+                   http_server_n_listeners(m->http), http_server_n_listeners(m->http) == 1 ? "" : "s",
+                   m->socket_activated ? " passed by systemd" : "");
+        (void) sd_notifyf(false, "READY=1\nSTATUS=Serving %u socket(s).", http_server_n_listeners(m->http));
+
+        r = sd_event_loop(m->event);
+
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_STOPPING,
+                   "SANDBOX_UPTIME_SEC=%" PRIu64, manager_uptime_sec(m),
+                   "MESSAGE=sandbox-runnerd stopping after %" PRIu64 " s.", manager_uptime_sec(m));
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return 0;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "auth.h"
+#include "config.h"
+
+typedef struct HttpServer HttpServer;
+
+typedef struct Manager {
+        sd_event *event;
+        Config config;
+        Secrets secrets;
+        HttpServer *http;
+        sd_event_source *idle_timer;
+        uint64_t start_usec;             /* CLOCK_MONOTONIC */
+        uint64_t start_realtime_usec;
+        char *state_dir;
+        char *runtime_dir;
+        bool socket_activated;
+        unsigned busy;                   /* work that must keep the daemon alive (executions) */
+        uint64_t n_auth_failures;
+} Manager;
+
+/* manager_new() - build the loop and the HTTP server from a loaded config. Return: 0 or -errno. */
+int manager_new(Config *config, Secrets *secrets, Manager **ret);
+Manager *manager_free(Manager *m);
+static inline void manager_freep(Manager **m) {
+        *m = manager_free(*m);
+}
+
+/*
+ * manager_listen() - take the sockets systemd passed (any number, named "api" or unnamed) or,
+ * without socket activation, bind @extra_listen (or the configured Listen= addresses).
+ * Return: 0, -ENOENT when no listener could be had (with a log message), other -errno.
+ */
+int manager_listen(Manager *m, char **extra_listen);
+
+/* manager_run() - notify readiness, run until SIGTERM/SIGINT or idle exit. Return: 0 or -errno. */
+int manager_run(Manager *m);
+
+/* manager_busy_ref()/unref() - keep the daemon from idle-exiting while work runs. */
+void manager_busy_ref(Manager *m);
+void manager_busy_unref(Manager *m);
+
+uint64_t manager_uptime_sec(Manager *m);

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* String helpers. */
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/string-util.h"
+
+char *str_escape_log(const char *s, size_t max) {
+        static const char hex[] = "0123456789abcdef";
+        size_t n, j = 0;
+        char *out;
+
+        if (!s)
+                s = "";
+        n = strnlen(s, max + 1);
+        out = malloc((n > max ? max : n) * 4 + 4);
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < n && i < max; i++) {
+                unsigned char c = (unsigned char) s[i];
+
+                if (c < 0x20 || c >= 0x7f || c == '\\' || c == '\'' || c == '"') {
+                        out[j++] = '\\';
+                        out[j++] = 'x';
+                        out[j++] = hex[c >> 4];
+                        out[j++] = hex[c & 15];
+                } else
+                        out[j++] = (char) c;
+        }
+        if (n > max) {
+                memcpy(out + j, "...", 3);
+                j += 3;
+        }
+        out[j] = '\0';
+        return out;
+}
+
+bool str_has_prefix_ci(const char *s, const char *prefix) {
+        return s && strncasecmp(s, prefix, strlen(prefix)) == 0;
+}

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* String helpers. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * str_escape_log() - a copy of @s safe to put in a log line: control characters, backslashes,
+ * quotes and bytes ≥ 0x7f become \xNN; cut at @max input bytes with "..." appended.
+ * Return: a new string or NULL on OOM.
+ */
+char *str_escape_log(const char *s, size_t max);
+
+/* str_has_prefix_ci() - case-insensitive prefix check. */
+bool str_has_prefix_ci(const char *s, const char *prefix);
