@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Set-up for a fresh Debian 12 machine, as root. Idempotent.
+#   tests/setup.sh run    install what is missing, build, (re)start the runner on 127.0.0.1:4311
+#   tests/setup.sh test   install what is missing, build, run the whole test suite
+#                         (plain build, ASan+UBSan build, clang build); fails on any skipped test
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+packages=(
+        # build
+        meson ninja-build pkg-config gcc clang libc6-dev
+        libsystemd-dev libmicrohttpd-dev libseccomp-dev libjson-c-dev libcap-dev
+        libcurl4-gnutls-dev nettle-dev scdoc
+        # run time
+        bubblewrap systemd dbus polkitd
+        # tests
+        libcmocka-dev python3 curl iproute2 procps util-linux valgrind
+)
+
+die() { echo "setup.sh: $*" >&2; exit 1; }
+
+install_packages() {
+        local missing=() p
+        for p in "${packages[@]}"; do
+                dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+        done
+        if [ ${#missing[@]} -gt 0 ]; then
+                echo "Installing: ${missing[*]}"
+                export DEBIAN_FRONTEND=noninteractive
+                apt-get update -qq
+                apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+        fi
+}
+
+# setup_build DIR [meson options...]: configure once, reconfigure when options change.
+setup_build() {
+        local dir=$1; shift
+        if [ -f "$dir/build.ninja" ]; then
+                meson configure "$dir" "$@" >/dev/null
+        else
+                meson setup "$dir" "$@" >/dev/null
+        fi
+        ninja -C "$dir" >/dev/null
+}
+
+state=/var/lib/sandbox-runner
+run_dir=/run/sandbox-runner
+pidfile=$run_dir/dev.pid
+
+stop_dev_daemon() {
+        local pid
+        [ -f "$pidfile" ] || return 0
+        pid=$(cat "$pidfile")
+        # Only ever stop the daemon this script started.
+        if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q sandbox-runnerd; then
+                kill -TERM "$pid" 2>/dev/null || true
+                for _ in $(seq 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+        fi
+        rm -f "$pidfile"
+}
+
+cmd_run() {
+        install_packages
+        setup_build build -Dtests=enabled
+        stop_dev_daemon
+
+        install -d -m 0700 "$state" "$state/credentials"
+        install -d -m 0755 "$run_dir"
+        for secret in api-token signing-key; do
+                if [ ! -s "$state/credentials/$secret" ]; then
+                        (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$state/credentials/$secret")
+                        echo "Generated $state/credentials/$secret"
+                fi
+        done
+
+        # The embedded defaults, no config file: --config points at an empty one.
+        : >"$run_dir/dev.conf"
+        CREDENTIALS_DIRECTORY=$state/credentials STATE_DIRECTORY=$state RUNTIME_DIRECTORY=$run_dir \
+                setsid "$top/build/src/sandbox-runnerd" --config "$run_dir/dev.conf" --listen 127.0.0.1:4311 \
+                --log-target console </dev/null >>"$state/dev.log" 2>&1 &
+        echo $! >"$pidfile"
+
+        for _ in $(seq 100); do
+                curl -fsS -o /dev/null http://127.0.0.1:4311/health 2>/dev/null && break
+                sleep 0.1
+        done
+        curl -fsS http://127.0.0.1:4311/health >/dev/null || { tail -20 "$state/dev.log"; die "the runner did not come up"; }
+
+        cat <<MSG
+sandbox-runnerd is running on http://127.0.0.1:4311 (pid $(cat "$pidfile"), log: $state/dev.log).
+  curl http://127.0.0.1:4311/health
+  curl -H "Authorization: Bearer \$(cat $state/credentials/api-token)" http://127.0.0.1:4311/status
+  $top/build/src/ctl/sandbox-runnerctl --token-file $state/credentials/api-token status
+Stop it with: kill \$(cat $pidfile)
+MSG
+}
+
+# Sum up meson's testlog.json of each build; print the plain closing line.
+summarize() {
+        /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+ok = fail = skip = 0
+for log in sys.argv[1:]:
+    for line in open(log):
+        line = line.strip()
+        if not line:
+            continue
+        r = json.loads(line)["result"]
+        if r in ("OK", "EXPECTEDFAIL"):
+            ok += 1
+        elif r == "SKIP":
+            skip += 1
+            print("skipped:", json.loads(line)["name"], "in", log)
+        else:
+            fail += 1
+            print("failed:", json.loads(line)["name"], "in", log)
+print(f"tests: {ok} passed, {fail} failed, {skip} skipped")
+sys.exit(1 if fail or skip else 0)
+PY
+}
+
+cmd_test() {
+        install_packages
+        local rc=0 logs=()
+
+        echo "== gcc build (-Werror), all suites"
+        setup_build build -Dtests=enabled -Dwerror=true
+        meson test -C build --print-errorlogs --num-processes 2 || rc=1
+        logs+=(build/meson-logs/testlog.json)
+
+        echo "== ASan+UBSan build: unit and bad-input battery"
+        setup_build build-asan -Dtests=enabled -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
+        meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite battery || rc=1
+        logs+=(build-asan/meson-logs/testlog.json)
+
+        echo "== clang build (-Werror): unit"
+        if [ ! -f build-clang/build.ninja ]; then
+                CC=clang meson setup build-clang -Dtests=enabled -Dwerror=true >/dev/null
+        fi
+        ninja -C build-clang >/dev/null
+        meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit || rc=1
+        logs+=(build-clang/meson-logs/testlog.json)
+
+        echo "== install tree"
+        rm -rf build/dest
+        DESTDIR="$top/build/dest" meson install -C build --no-rebuild --quiet
+        for f in libexec/sandbox-runnerd bin/sandbox-runnerctl; do
+                [ -x "build/dest/usr/local/$f" ] || { echo "missing from the install tree: $f"; rc=1; }
+        done
+
+        summarize "${logs[@]}" || rc=1
+        return $rc
+}
+
+[ "$(id -u)" = 0 ] || die "run me as root (sudo $0 ${1:-})"
+case "${1:-}" in
+run) cmd_run ;;
+test) cmd_test ;;
+*) die "usage: $0 run|test" ;;
+esac
