@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Sends one HTTP request to the daemon with libcurl and collects the answer into memory. */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/un.h>
+
+#include <curl/curl.h>
+
+#include "ctl-util.h"
+#include "http-client.h"
+
+struct HttpClient {
+        char *url;              /* as given */
+        char *base;             /* "scheme://authority[/prefix]" without a trailing '/' */
+        char *unix_path;        /* AF_UNIX socket, or NULL */
+        char *user_agent;
+        uint64_t timeout_usec;
+};
+
+typedef struct Buffer {
+        char *data;
+        size_t size;
+        size_t allocated;
+        bool too_big;
+} Buffer;
+
+SR_DEFINE_FREE_FUNC(CURL *, curl_easy_cleanup);
+
+/* Header lists may carry the token: overwrite every line before libcurl frees them. */
+static void curl_slist_erase_and_freep(struct curl_slist **l) {
+        for (struct curl_slist *i = *l; i; i = i->next)
+                if (i->data)
+                        explicit_bzero(i->data, strlen(i->data));
+        curl_slist_free_all(*l);
+        *l = NULL;
+}
+
+static bool has_bad_chars(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char) *s <= 0x20 || (unsigned char) *s == 0x7f)
+                        return true;
+        return false;
+}
+
+int http_client_new(const char *url, uint64_t timeout_usec, const char *user_agent, HttpClient **ret) {
+        _cleanup_(http_client_freep) HttpClient *c = NULL;
+        size_t n;
+
+        if (isempty(url) || has_bad_chars(url))
+                return -EINVAL;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->timeout_usec = timeout_usec;
+
+        c->url = strdup(url);
+        c->user_agent = strdup(user_agent ?: "sandbox-runnerctl");
+        if (!c->url || !c->user_agent)
+                return -ENOMEM;
+
+        if (strncmp(url, "unix:", 5) == 0) {
+                const char *p = url + 5;
+
+                if (p[0] != '/')
+                        return -EINVAL;
+                if (strlen(p) >= sizeof_field(struct sockaddr_un, sun_path))
+                        return -ENAMETOOLONG;
+
+                c->unix_path = strdup(p);
+                /* The host part is only what goes into the Host: header. */
+                c->base = strdup("http://localhost");
+                if (!c->unix_path || !c->base)
+                        return -ENOMEM;
+        } else {
+                const char *authority;
+
+                if (strncasecmp(url, "http://", 7) == 0)
+                        authority = url + 7;
+                else if (strncasecmp(url, "https://", 8) == 0)
+                        authority = url + 8;
+                else
+                        return -EINVAL;
+
+                /* A host is required; paths of requests are appended, so no query or fragment. */
+                if (authority[0] == '\0' || authority[0] == '/' || authority[0] == ':' || strpbrk(url, "?#"))
+                        return -EINVAL;
+
+                c->base = strdup(url);
+                if (!c->base)
+                        return -ENOMEM;
+                n = strlen(c->base);
+                while (n > 0 && c->base[n - 1] == '/')
+                        c->base[--n] = '\0';
+        }
+
+        *ret = STEAL(c);
+        return 0;
+}
+
+HttpClient *http_client_free(HttpClient *c) {
+        if (!c)
+                return NULL;
+
+        free(c->url);
+        free(c->base);
+        free(c->unix_path);
+        free(c->user_agent);
+        free(c);
+        return NULL;
+}
+
+const char *http_client_url(const HttpClient *c) {
+        return c->url;
+}
+
+void http_response_done(HttpResponse *r) {
+        if (!r)
+                return;
+
+        free(r->body);
+        free(r->content_type);
+        *r = (HttpResponse) {};
+}
+
+static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
+        Buffer *b = userdata;
+        size_t n = size * nmemb;
+
+        if (n > HTTP_RESPONSE_SIZE_MAX - b->size) {
+                b->too_big = true;
+                return 0;       /* makes libcurl fail with CURLE_WRITE_ERROR */
+        }
+
+        if (b->size + n + 1 > b->allocated) {
+                size_t a = MAX(b->allocated * 2, b->size + n + 1);
+                char *p;
+
+                a = MIN(a, HTTP_RESPONSE_SIZE_MAX + 1);
+                p = realloc(b->data, a);
+                if (!p)
+                        return 0;
+                b->data = p;
+                b->allocated = a;
+        }
+
+        memcpy(b->data + b->size, ptr, n);
+        b->size += n;
+        b->data[b->size] = '\0';
+        return n;
+}
+
+static int curl_code_to_errno(CURLcode code, const Buffer *b) {
+        /* Over int: libcurl has ~100 codes and adds more; everything unlisted is -EIO. */
+        switch ((int) code) {
+        case CURLE_OK:
+                return 0;
+        case CURLE_COULDNT_CONNECT:
+                return -ECONNREFUSED;
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+                return -EHOSTUNREACH;
+        case CURLE_OPERATION_TIMEDOUT:
+                return -ETIMEDOUT;
+        case CURLE_GOT_NOTHING:
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_PARTIAL_FILE:
+                return -ECONNRESET;
+        case CURLE_WRITE_ERROR:
+                return b->too_big ? -EFBIG : -ENOMEM;
+        case CURLE_OUT_OF_MEMORY:
+                return -ENOMEM;
+        case CURLE_URL_MALFORMAT:
+        case CURLE_UNSUPPORTED_PROTOCOL:
+                return -EINVAL;
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CIPHER:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_WEIRD_SERVER_REPLY:
+        case CURLE_HTTP2:
+        case CURLE_HTTP2_STREAM:
+                return -EPROTO;
+        default:
+                return -EIO;
+        }
+}
+
+static int append_header(struct curl_slist **l, const char *line) {
+        struct curl_slist *n;
+
+        n = curl_slist_append(*l, line);
+        if (!n)
+                return -ENOMEM;
+        *l = n;
+        return 0;
+}
+
+int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret, char **ret_error) {
+        _cleanup_(curl_slist_erase_and_freep) struct curl_slist *headers = NULL;
+        _cleanup_(curl_easy_cleanupp) CURL *curl = NULL;
+        _cleanup_free_ char *full_url = NULL, *ua = NULL, *ct = NULL;
+        _cleanup_free_ char *buffer_data = NULL, *ct_copy = NULL;
+        char errbuf[CURL_ERROR_SIZE] = "";
+        Buffer b = {};
+        const char *content_type = NULL;
+        CURLcode code;
+        long status = 0;
+        int r;
+
+        if (ret_error)
+                *ret_error = NULL;
+
+        if (isempty(req->method) || has_bad_chars(req->method) ||
+            !req->path || req->path[0] != '/' || has_bad_chars(req->path))
+                return -EINVAL;
+        if (req->bearer && (isempty(req->bearer) || has_bad_chars(req->bearer)))
+                return -EINVAL;
+
+        if (asprintf(&full_url, "%s%s", c->base, req->path) < 0) {
+                full_url = NULL;
+                return -ENOMEM;
+        }
+        if (asprintf(&ua, "User-Agent: %s", c->user_agent) < 0) {
+                ua = NULL;
+                return -ENOMEM;
+        }
+
+        curl = curl_easy_init();
+        if (!curl)
+                return -ENOMEM;
+
+        r = append_header(&headers, "Accept: application/json");
+        if (r < 0)
+                return r;
+        r = append_header(&headers, ua);
+        if (r < 0)
+                return r;
+        /* No "Expect: 100-continue" round trip for larger bodies. */
+        r = append_header(&headers, "Expect:");
+        if (r < 0)
+                return r;
+        if (req->body && req->content_type) {
+                if (asprintf(&ct, "Content-Type: %s", req->content_type) < 0) {
+                        ct = NULL;
+                        return -ENOMEM;
+                }
+                r = append_header(&headers, ct);
+                if (r < 0)
+                        return r;
+        }
+        if (req->bearer) {
+                _cleanup_erase_ char *auth = NULL;
+
+                if (asprintf(&auth, "Authorization: Bearer %s", req->bearer) < 0) {
+                        auth = NULL;
+                        return -ENOMEM;
+                }
+                r = append_header(&headers, auth);
+                if (r < 0)
+                        return r;
+        }
+        for (const char *const *h = req->headers; h && *h; h++) {
+                r = append_header(&headers, *h);
+                if (r < 0)
+                        return r;
+        }
+
+        /* Each setopt that can fail only does so on memory or an unsupported option. */
+        code = curl_easy_setopt(curl, CURLOPT_URL, full_url);
+        if (code == CURLE_OK && c->unix_path)
+                code = curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, c->unix_path);
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+        /* Never hand the token to a proxy from the environment, never follow a redirect elsewhere. */
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_PROXY, "");
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85.0 */
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+        /* FIXME: drop when libcurl >= 7.85 is required. */
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_PROTOCOLS, (long) (CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_cb);
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
+        if (code == CURLE_OK && c->timeout_usec > 0)
+                code = curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                                        (long) MIN(DIV_ROUND_UP(c->timeout_usec, USEC_PER_MSEC),
+                                                   (uint64_t) LONG_MAX));
+
+        if (code == CURLE_OK) {
+                if (req->body || !streq(req->method, "GET")) {
+                        /* POST-style transfer of the body (possibly empty, which still sends
+                         * "Content-Length: 0"), then the method's own name if it is not POST. */
+                        code = curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                                                (curl_off_t) (req->body ? req->body_size : 0));
+                        if (code == CURLE_OK)
+                                code = curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->body ?: "");
+                        if (code == CURLE_OK && !streq(req->method, "POST"))
+                                code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+                } else
+                        code = curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+        }
+        if (code != CURLE_OK)
+                return code == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+
+        code = curl_easy_perform(curl);
+        buffer_data = b.data;   /* freed on every return path below */
+        if (code != CURLE_OK) {
+                long os_errno = 0;
+
+                /* For a refused connection the OS error says it best ("No such file or directory"
+                 * for a missing socket file); libcurl's text would name "localhost port 80". */
+                if (code == CURLE_COULDNT_CONNECT &&
+                    curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno > 0)
+                        (void) snprintf(errbuf, sizeof(errbuf), "%s", strerror((int) os_errno));
+
+                if (ret_error) {
+                        *ret_error = strdup(errbuf[0] != '\0' ? errbuf : curl_easy_strerror(code));
+                        if (!*ret_error)
+                                return -ENOMEM;
+                }
+                return curl_code_to_errno(code, &b);
+        }
+
+        (void) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        (void) curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &content_type);
+
+        if (content_type) {
+                ct_copy = strdup(content_type);
+                if (!ct_copy)
+                        return -ENOMEM;
+        }
+        if (!buffer_data) {
+                buffer_data = strdup("");       /* an empty answer */
+                if (!buffer_data)
+                        return -ENOMEM;
+        }
+
+        *ret = (HttpResponse) {
+                .status = status,
+                .body = STEAL(buffer_data),
+                .body_size = b.size,
+                .content_type = STEAL(ct_copy),
+        };
+        return 0;
+}
