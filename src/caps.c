@@ -11,14 +11,14 @@
 
 SR_DEFINE_FREE_FUNC(cap_t, cap_free);
 
-int caps_drop_all(void) {
+int caps_drop_all(bool keep_setfcap_bound) {
         _cleanup_(cap_freep) cap_t empty = NULL;
         cap_value_t last = (cap_value_t) cap_max_bits() - 1;
 
         /* The bounding set first: dropping from it needs CAP_SETPCAP, which goes next. */
         for (cap_value_t c = 0; c <= last; c++) {
                 int v = cap_get_bound(c);
-                if (v <= 0)
+                if (v <= 0 || (keep_setfcap_bound && c == CAP_SETFCAP))
                         continue;
                 if (cap_drop_bound(c) < 0 && errno != EPERM && errno != EINVAL)
                         return negative_errno();

@@ -9,13 +9,16 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "execution.h"
 #include "http-api.h"
 #include "http-server.h"
 #include "log-ids.h"
 #include "log.h"
 #include "manager.h"
+#include "replay.h"
 #include "util/macro.h"
 #include "util/string-util.h"
+#include "util/utf8.h"
 
 SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
@@ -98,8 +101,14 @@ static int json_check(json_object *o, unsigned depth, const char **ret_why) {
         switch (json_object_get_type(o)) {
         case json_type_string: {
                 const char *s = json_object_get_string(o);
-                if (strlen(s) != (size_t) json_object_get_string_len(o)) {
+                size_t n = (size_t) json_object_get_string_len(o);
+                if (strlen(s) != n) {
                         *ret_why = "JSON strings must not contain \\u0000";
+                        return -EBADMSG;
+                }
+                /* Escapes can produce what raw-byte validation cannot see (a lone \\ud800). */
+                if (!utf8_valid(s, n)) {
+                        *ret_why = "JSON strings must be valid Unicode (no lone surrogates)";
                         return -EBADMSG;
                 }
                 return 0;
@@ -113,7 +122,10 @@ static int json_check(json_object *o, unsigned depth, const char **ret_why) {
         case json_type_object: {
                 json_object_object_foreach(o, key, val) {
                         int r;
-                        (void) key;
+                        if (!utf8_valid(key, strlen(key))) {
+                                *ret_why = "JSON keys must be valid Unicode";
+                                return -EBADMSG;
+                        }
                         r = json_check(val, depth + 1, ret_why);
                         if (r < 0)
                                 return r;
@@ -273,18 +285,59 @@ static json_object *json_u64(uint64_t v) {
 static void handle_health(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                           const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *runner = json_object_new_object();
+        json_object *runner, *sandbox, *scopes, *net, *ws;
+        const char *reason;
+        bool can = manager_can_execute(m, &reason) >= 0;
 
-        if (!o || !runner) {
-                json_object_put(runner);
+        if (!o)
                 return reply_error(req, 500, "internal", "Out of memory.");
-        }
-        json_object_object_add(o, "status", json_object_new_string("ok"));
+        json_object_object_add(o, "status", json_object_new_string(can ? "ok" : "degraded"));
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "uptimeSec", json_u64(manager_uptime_sec(m)));
+
+        sandbox = json_object_new_object();
+        json_object_object_add(sandbox, "usable", json_object_new_boolean(m->probe.usable));
+        json_object_object_add(sandbox, "proc", json_object_new_string(m->probe.probe.proc_fresh ? "fresh" : "ro-bind"));
+        json_object_object_add(sandbox, "disableUserns", json_object_new_boolean(m->probe.probe.disable_userns));
+        if (m->probe.bwrap_version)
+                json_object_object_add(sandbox, "bwrap", json_object_new_string(m->probe.bwrap_version));
+        if (m->probe.reason)
+                json_object_object_add(sandbox, "reason", json_object_new_string(m->probe.reason));
+        json_object_object_add(sandbox, "executions", json_object_new_boolean(can));
+        if (!can)
+                json_object_object_add(sandbox, "executionsRefused", json_object_new_string(reason));
+        json_object_object_add(o, "sandbox", sandbox);
+
+        scopes = json_object_new_object();
+        json_object_object_add(scopes, "available", json_object_new_boolean(m->scopes_available));
+        if (m->scopes_reason)
+                json_object_object_add(scopes, "reason", json_object_new_string(m->scopes_reason));
+        json_object_object_add(scopes, "limits", json_object_new_string(
+                        m->scopes_available ? "scope" : m->config.allow_unscoped ? "rlimit (weaker: no memory, tasks or CPU accounting)"
+                                                                                 : "none"));
+        json_object_object_add(o, "scopes", scopes);
+
+        net = json_object_new_object();
+        json_object_object_add(net, "mode", json_object_new_string(network_mode_to_string(m->config.network_mode)));
+        json_object_object_add(net, "available",
+                               json_object_new_boolean(m->config.network_mode == NETWORK_MODE_NONE));
+        if (m->config.network_mode != NETWORK_MODE_NONE)
+                json_object_object_add(net, "reason", json_object_new_string("the egress gateway is not built yet"));
+        json_object_object_add(o, "sandboxNetwork", net);
+
+        ws = json_object_new_object();
+        {
+                _cleanup_free_ char *root = NULL;
+                if (asprintf(&root, "%s/workspaces", m->state_dir) >= 0)
+                        json_object_object_add(ws, "root", json_object_new_string(root));
+        }
+        json_object_object_add(o, "workspace", ws);
+
+        runner = json_object_new_object();
         json_object_object_add(runner, "maxWorkspaceBytes", json_u64(m->config.max_workspace_bytes));
         json_object_object_add(runner, "maxFileBytes", json_u64(0));
         json_object_object_add(runner, "maxOutputBytes", json_u64(m->config.max_output_bytes));
+        json_object_object_add(runner, "runningExecutions", json_u64(m->n_executions_running));
         json_object_object_add(o, "runner", runner);
         reply_json(req, 200, o);
 }
@@ -311,18 +364,101 @@ static void handle_status(Manager *m, HttpRequest *req, const Route *route, json
         json_object_object_add(reqs, "authFailures", json_u64(m->n_auth_failures));
         json_object_object_add(o, "requests", reqs);
         json_object_object_add(o, "idleExitSec", json_u64(m->config.idle_exit_usec / USEC_PER_SEC));
+        {
+                json_object *ex = json_object_new_object(), *running = json_object_new_array();
+                for (Execution *e = m->executions; e; e = execution_next(e))
+                        if (!execution_finished(e)) {
+                                json_object *x = json_object_new_object();
+                                json_object_object_add(x, "executionId", json_object_new_string(execution_id(e)));
+                                json_object_object_add(x, "workspaceId", json_object_new_string(execution_workspace(e)));
+                                json_object_array_add(running, x);
+                        }
+                json_object_object_add(ex, "running", running);
+                json_object_object_add(ex, "total", json_u64(m->n_executions_total));
+                json_object_object_add(o, "executions", ex);
+        }
         reply_json(req, 200, o);
+}
+
+static void on_execution_done(Execution *e, void *userdata) {
+        HttpRequest *req = userdata;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        const char *message = NULL;
+        int failure;
+
+        http_request_set_userdata(req, NULL, NULL);
+        failure = execution_failure(e, &message);
+        if (failure == -ENOENT)
+                reply_error(req, 400, "invalid_request", "%s.", message ?: "not found");
+        else if (failure < 0)
+                reply_error(req, 503, "sandbox_unavailable", "The sandbox could not be started: %s.",
+                            message ?: "unknown error");
+        else {
+                o = execution_to_json(e);
+                if (o)
+                        reply_json(req, 200, o);
+                else
+                        reply_error(req, 500, "internal", "Out of memory.");
+        }
+        execution_free_later(e);
+}
+
+static void on_request_gone(HttpRequest *req, void *userdata) {
+        Execution *e = userdata;
+
+        /* API.md: a client that disconnects from a synchronous request aborts its run. */
+        execution_detach(e);
+        execution_cancel(e, EXECUTION_STATUS_CANCELLED);
 }
 
 static void handle_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                            const char **params, size_t *lens) {
-        json_object *mode;
+        _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
+        _cleanup_free_ char *why = NULL;
+        ExecutionMaxima max = {
+                .default_timeout_usec = m->config.default_timeout_usec,
+                .max_timeout_usec = m->config.max_timeout_usec,
+                .memory_max = m->config.memory_max,
+                .tasks_max = m->config.tasks_max,
+                .cpu_quota_percent = m->config.cpu_quota_percent,
+        };
+        const char *reason;
+        Execution *e;
+        struct timespec ts;
+        int r;
 
-        if (json_object_object_get_ex(body, "kernelMode", &mode) &&
-            json_object_is_type(mode, json_type_string) && streq(json_object_get_string(mode), "persistent"))
+        r = execution_request_parse(body, streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL
+                                                                                 : EXECUTION_KIND_EXECUTE,
+                                    &max, &er, &why);
+        if (r == -EPROTONOSUPPORT)
                 return reply_error(req, 400, "persistent_kernel_unsupported",
                                    "kernelMode 'persistent' is not supported; use 'ephemeral' or omit it.");
-        reply_error(req, 503, "sandbox_unavailable", "Sandboxed execution is not available in this build.");
+        if (r == -ENOMEM)
+                return reply_error(req, 503, "internal", "Out of memory.");
+        if (r < 0)
+                return reply_error(req, 400, "invalid_request", "Invalid request: %s.", why ?: "bad field");
+
+        r = manager_can_execute(m, &reason);
+        if (r < 0)
+                return reply_error(req, 503, "sandbox_unavailable", "Executions are refused: %s.", reason);
+
+        if (er->execution_id) {
+                (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+                r = replay_table_check_and_insert(m->replay, er->execution_id,
+                                                  (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000);
+                if (r == -EEXIST)
+                        return reply_error(req, 409, "execution_id_conflict",
+                                           "executionId '%s' was used within the last 60 s.", er->execution_id);
+                if (r < 0)
+                        return reply_error(req, 503, "internal", "The replay table is full.");
+        }
+
+        r = execution_new(m, STEAL(er), &e);
+        if (r < 0)
+                return reply_error(req, 503, "internal", "Out of memory.");
+        http_request_set_userdata(req, e, on_request_gone);
+        http_request_suspend(req);
+        (void) execution_start(e, on_execution_done, req);
 }
 
 static const Route routes[] = {

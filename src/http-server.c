@@ -64,6 +64,7 @@ struct HttpRequest {
         struct MHD_Response *response;
         unsigned status;
         bool started, dispatched, suspended, replied;
+        bool too_large;                   /* body over the cap: discarded, 413 at the end */
         void *userdata;
         void (*abort_cb)(HttpRequest *req, void *userdata);
 };
@@ -305,15 +306,15 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 size_t n = *upload_data_size;
 
                 *upload_data_size = 0;
-                if (req->replied)
-                        return MHD_YES;           /* answered early; discard what still comes */
+                if (req->replied || req->too_large)
+                        return MHD_YES;           /* answered early or over the cap: discard */
                 if ((uint64_t) req->body_size + n > req->body_cap) {
-                        char msg[160];
-                        (void) snprintf(msg, sizeof(msg),
-                                        "{\"error\":\"payload_too_large\",\"message\":\"The request body exceeds %" PRIu64 " bytes.\"}",
-                                        req->body_cap);
-                        (void) http_request_reply(req, 413, "application/json", msg, strlen(msg), true, NULL);
-                        return queue_pending(req);
+                        /* MHD cannot queue a response in the middle of an upload: drop the body,
+                         * answer 413 once it has ended (the request deadline bounds the wait). */
+                        req->too_large = true;
+                        req->body = mfree(req->body);
+                        req->body_size = req->body_alloc = 0;
+                        return MHD_YES;
                 }
                 if (req->body_size + n + 1 > req->body_alloc) {
                         size_t want = MAX(req->body_alloc * 2, req->body_size + n + 1);
@@ -327,6 +328,15 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 req->body_size += n;
                 req->body[req->body_size] = '\0';
                 return MHD_YES;
+        }
+
+        if (req->too_large && !req->replied) {
+                char msg[160];
+                (void) snprintf(msg, sizeof(msg),
+                                "{\"error\":\"payload_too_large\",\"message\":\"The request body exceeds %" PRIu64 " bytes.\"}",
+                                req->body_cap);
+                (void) http_request_reply(req, 413, "application/json", msg, strlen(msg), true, NULL);
+                return queue_pending(req);
         }
 
         if (!req->dispatched && !req->replied) {
@@ -412,7 +422,9 @@ int http_server_new(sd_event *e, const HttpServerLimits *limits, const HttpServe
         }
         r = sd_event_add_io(e, &s->mhd_io, info->epoll_fd, EPOLLIN, on_mhd_io, s);
         if (r >= 0)
-                r = sd_event_add_time(e, &s->mhd_timer, CLOCK_MONOTONIC, 0, 0, on_mhd_timer, s);
+                /* Accuracy 1 µs: the default slack (250 ms) would stall MHD whenever it still has
+                 * buffered data to process and asked to be run again at once. */
+                r = sd_event_add_time(e, &s->mhd_timer, CLOCK_MONOTONIC, 0, 1, on_mhd_timer, s);
         if (r >= 0)
                 r = sd_event_source_set_enabled(s->mhd_timer, SD_EVENT_OFF);
         if (r < 0) {

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <systemd/sd-daemon.h>
 
 #include "build-config.h"
@@ -118,7 +119,10 @@ static int run(int argc, char *argv[]) {
         log_set_max_level(config.log_level);
 
         if (!arg_keep_caps) {
-                r = caps_drop_all();
+                if (geteuid() == 0)
+                        log_warning("Running as root: sandboxes map their user to the host's uid 0. "
+                                    "Run as an unprivileged user (the service unit does) for production.");
+                r = caps_drop_all(geteuid() == 0);
                 if (r < 0) {
                         config_done(&config);
                         return log_error_errno(r, "Failed to drop capabilities: %m");
@@ -140,6 +144,10 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return r;
 
+        r = manager_probe(m);
+        if (r < 0)
+                return r;
+
         r = manager_listen(m, arg_listen);
         if (r < 0)
                 return r;
@@ -154,5 +162,8 @@ int main(int argc, char *argv[]) {
         arg_listen = strv_free(arg_listen);
         if (r < 0)
                 (void) sd_notifyf(false, "ERRNO=%i", -r);
+        /* 78 (EX_CONFIG) for what only the operator can fix: the unit does not restart on it. */
+        if (r == -EINVAL || r == -ENOKEY || r == -ENOENT)
+                return 78;
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

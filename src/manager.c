@@ -2,6 +2,7 @@
 /* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,11 +14,14 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "execution.h"
 #include "http-api.h"
 #include "http-server.h"
 #include "log-ids.h"
 #include "log.h"
 #include "manager.h"
+#include "replay.h"
+#include "scope.h"
 #include "util/macro.h"
 #include "util/socket-util.h"
 #include "util/strv.h"
@@ -130,6 +134,22 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the runtime directory: %m");
 
+        m->workspaces_fd = -EBADF;
+        {
+                _cleanup_free_ char *ws = NULL;
+                if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
+                        return log_oom();
+                if (mkdir(ws, 0700) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Failed to create '%s': %m", ws);
+                m->workspaces_fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (m->workspaces_fd < 0)
+                        return log_error_errno(errno, "Failed to open '%s': %m", ws);
+        }
+
+        r = replay_table_new(60 * USEC_PER_SEC, &m->replay);
+        if (r < 0)
+                return log_oom();
+
         r = sd_event_default(&m->event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
@@ -170,6 +190,13 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         m->idle_timer = sd_event_source_disable_unref(m->idle_timer);
         m->http = http_server_free(m->http);
+        while (m->executions)
+                execution_free(m->executions);
+        m->scopes = scope_manager_free(m->scopes);
+        m->replay = replay_table_free(m->replay);
+        sandbox_probe_report_done(&m->probe);
+        free(m->scopes_reason);
+        safe_close(m->workspaces_fd);
         sd_event_unref(m->event);
         config_done(&m->config);
         secrets_done(&m->secrets);
@@ -284,5 +311,65 @@ int manager_run(Manager *m) {
                    "MESSAGE=sandbox-runnerd stopping after %" PRIu64 " s.", manager_uptime_sec(m));
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
+        return 0;
+}
+
+int manager_probe(Manager *m) {
+        int r;
+
+        r = sandbox_probe(m->config.bwrap, &m->probe);
+        if (r < 0)
+                return log_oom();
+        log_struct(m->probe.usable ? (m->probe.probe.proc_fresh ? LOG_INFO : LOG_WARNING) : LOG_ERR,
+                   "MESSAGE_ID=" SR_MESSAGE_PROBE_RESULT,
+                   "SANDBOX_PROBE=sandbox",
+                   "SANDBOX_USABLE=%s", m->probe.usable ? "yes" : "no",
+                   "SANDBOX_PROC=%s", m->probe.probe.proc_fresh ? "fresh" : "ro-bind",
+                   "SANDBOX_DISABLE_USERNS=%s", m->probe.probe.disable_userns ? "yes" : "no",
+                   "SANDBOX_BWRAP_VERSION=%s", m->probe.bwrap_version ?: "unknown",
+                   "MESSAGE=Sandbox probe: %s, /proc %s, --disable-userns %s%s%s.",
+                   m->probe.usable ? "usable" : "UNUSABLE",
+                   m->probe.probe.proc_fresh ? "fresh" : "read-only bind",
+                   m->probe.probe.disable_userns ? "works" : "unavailable",
+                   m->probe.reason ? ": " : "", m->probe.reason ?: "");
+
+        r = scope_manager_new(m->event, &m->scopes);
+        if (r < 0) {
+                if (asprintf(&m->scopes_reason, "cannot connect to the system bus: %s", strerror(-r)) < 0)
+                        return log_oom();
+        } else {
+                r = scope_manager_probe(m->scopes, &m->scopes_reason);
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0 && !m->scopes_reason &&
+                    asprintf(&m->scopes_reason, "scope probe failed: %s", strerror(-r)) < 0)
+                        return log_oom();
+                m->scopes_available = r >= 0;
+        }
+        log_struct(m->scopes_available ? LOG_INFO : (m->config.allow_unscoped ? LOG_WARNING : LOG_ERR),
+                   "MESSAGE_ID=" SR_MESSAGE_PROBE_RESULT,
+                   "SANDBOX_PROBE=scopes",
+                   "SANDBOX_USABLE=%s", m->scopes_available ? "yes" : "no",
+                   "MESSAGE=Transient scopes %s%s%s%s.",
+                   m->scopes_available ? "available" : "UNAVAILABLE",
+                   m->scopes_reason ? ": " : "", m->scopes_reason ?: "",
+                   m->scopes_available ? "" :
+                   (m->config.allow_unscoped ? "; running executions without scopes (AllowUnscoped=yes), "
+                                               "limits enforced by rlimits only"
+                                             : "; executions are refused (set [Execution] AllowUnscoped=yes to run "
+                                               "them with rlimits only)"));
+        return 0;
+}
+
+int manager_can_execute(Manager *m, const char **ret_reason) {
+        if (!m->probe.usable) {
+                *ret_reason = m->probe.reason ?: "no sandbox can be built on this host";
+                return -EOPNOTSUPP;
+        }
+        if (!m->scopes_available && !m->config.allow_unscoped) {
+                *ret_reason = "transient scopes are unavailable and [Execution] AllowUnscoped= is off";
+                return -EOPNOTSUPP;
+        }
+        *ret_reason = NULL;
         return 0;
 }

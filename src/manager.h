@@ -8,8 +8,12 @@
 
 #include "auth.h"
 #include "config.h"
+#include "sandbox.h"
 
 typedef struct HttpServer HttpServer;
+typedef struct ScopeManager ScopeManager;
+typedef struct ReplayTable ReplayTable;
+typedef struct Execution Execution;
 
 typedef struct Manager {
         sd_event *event;
@@ -24,6 +28,16 @@ typedef struct Manager {
         bool socket_activated;
         unsigned busy;                   /* work that must keep the daemon alive (executions) */
         uint64_t n_auth_failures;
+
+        int workspaces_fd;               /* $STATE_DIRECTORY/workspaces */
+        SandboxProbeReport probe;
+        ScopeManager *scopes;
+        bool scopes_available;
+        char *scopes_reason;
+        ReplayTable *replay;
+        Execution *executions;           /* running and recently finished, newest first */
+        unsigned n_executions_running;
+        uint64_t n_executions_total;
 } Manager;
 
 /* manager_new() - build the loop and the HTTP server from a loaded config. Return: 0 or -errno. */
@@ -48,3 +62,9 @@ void manager_busy_ref(Manager *m);
 void manager_busy_unref(Manager *m);
 
 uint64_t manager_uptime_sec(Manager *m);
+
+/* manager_probe() - sandbox probes and scope availability, logged and kept for /health. */
+int manager_probe(Manager *m);
+
+/* manager_can_execute() - 0, or -errno with a message saying why executions are refused. */
+int manager_can_execute(Manager *m, const char **ret_reason);

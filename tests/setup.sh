@@ -18,7 +18,7 @@ packages=(
         # run time
         bubblewrap systemd dbus polkitd
         # tests
-        libcmocka-dev python3 curl iproute2 procps util-linux valgrind
+        libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
 )
 
 die() { echo "setup.sh: $*" >&2; exit 1; }

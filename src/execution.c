@@ -1,0 +1,803 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One execution: lease, sandbox launch in its scope, output capture, limits, result, records.
+ *
+ * Order at the end (DESIGN.md §3): the keeper reports bwrap's exit (the sandbox's pid namespace
+ * is gone: nothing can still write), the accounting is read while the keeper still holds the
+ * scope, the scope is killed and released, the lease is released, the journal entry is written,
+ * and only then is the answer sent.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "execution.h"
+#include "log-ids.h"
+#include "log.h"
+#include "manager.h"
+#include "output-buffer.h"
+#include "sandbox-argv.h"
+#include "sandbox.h"
+#include "scope.h"
+#include "seccomp-profile.h"
+#include "util/fd-util.h"
+#include "util/macro.h"
+#include "util/strv.h"
+#include "workspace.h"
+
+#define READ_CHUNK (64 * 1024)
+#define LEASE_RETRY_USEC (50 * USEC_PER_MSEC)
+#define KILL_GRACE_USEC (5 * USEC_PER_SEC)
+/* The keeper, the outer bwrap and bwrap's init in the pid namespace count against TasksMax. */
+#define TASKS_OVERHEAD 3
+
+typedef enum ExecutionState {
+        STATE_NEW,
+        STATE_WAITING_LEASE,
+        STATE_STARTING,
+        STATE_RUNNING,
+        STATE_FINISHED,
+} ExecutionState;
+
+struct Execution {
+        Manager *manager;
+        Execution *prev, *next;
+        ExecutionRequest *req;
+        char *id;
+        ExecutionState state;
+        ExecutionStatus status;
+        int exit_code;
+        int signal;
+        int failure;
+        char *failure_message;
+
+        int ws_fd;
+        int lease_fd;
+        SandboxProcess proc;
+        pid_t bwrap_pid;
+        sd_event_source *keeper_source, *report_source, *stdout_source, *stderr_source;
+        sd_event_source *timeout_source, *lease_source, *kill_source, *free_source;
+        char report_buf[64];
+        size_t report_len;
+        OutputBuffer *out, *err;
+        Scope *scope;
+        ScopeAccounting acct;
+        bool have_acct;
+        bool reported_exit, stdout_eof, stderr_eof, keeper_gone, busy_ref;
+        int wait_status;
+        ExecutionStatus kill_reason;      /* RUNNING = none requested */
+        uint64_t start_usec, end_usec;    /* CLOCK_MONOTONIC */
+        uint64_t created_realtime_usec;
+
+        ExecutionDoneFn done;
+        void *userdata;
+};
+
+static const char *const status_table[_EXECUTION_STATUS_MAX] = {
+        [EXECUTION_STATUS_RUNNING] = "running",
+        [EXECUTION_STATUS_EXITED] = "exited",
+        [EXECUTION_STATUS_SIGNALED] = "signaled",
+        [EXECUTION_STATUS_TIMEOUT] = "timeout",
+        [EXECUTION_STATUS_MEMORY_LIMIT] = "memory_limit",
+        [EXECUTION_STATUS_TASKS_LIMIT] = "tasks_limit",
+        [EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED] = "workspace_quota_exceeded",
+        [EXECUTION_STATUS_CANCELLED] = "cancelled",
+        [EXECUTION_STATUS_INTERRUPTED] = "interrupted",
+        [EXECUTION_STATUS_FAILED] = "failed",
+};
+
+const char *execution_status_to_string(ExecutionStatus s) {
+        if (s < 0 || s >= _EXECUTION_STATUS_MAX)
+                return NULL;
+        return status_table[s];
+}
+
+static uint64_t now_mono(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static uint64_t now_real(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+}
+
+static int random_id(char **ret) {
+        uint8_t b[16];
+        char *s;
+
+        if (getentropy(b, sizeof(b)) < 0)
+                return negative_errno();
+        if (asprintf(&s, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                     b[14], b[15]) < 0)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
+        Execution *e;
+        int r;
+
+        e = calloc(1, sizeof(*e));
+        if (!e) {
+                execution_request_free(req);
+                return -ENOMEM;
+        }
+        *e = (Execution) {
+                .manager = m,
+                .req = req,
+                .ws_fd = -EBADF,
+                .lease_fd = -EBADF,
+                .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
+                          .stdout_fd = -EBADF, .stderr_fd = -EBADF },
+                .status = EXECUTION_STATUS_RUNNING,
+                .kill_reason = EXECUTION_STATUS_RUNNING,
+                .created_realtime_usec = now_real(),
+        };
+        if (req->execution_id)
+                e->id = strdup(req->execution_id);
+        else {
+                r = random_id(&e->id);
+                if (r < 0)
+                        e->id = NULL;
+        }
+        if (!e->id ||
+            output_buffer_new(m->config.max_output_bytes, &e->out) < 0 ||
+            output_buffer_new(m->config.max_output_bytes, &e->err) < 0) {
+                execution_free(e);
+                return -ENOMEM;
+        }
+
+        e->next = m->executions;
+        if (m->executions)
+                m->executions->prev = e;
+        m->executions = e;
+        *ret = e;
+        return 0;
+}
+
+static void execution_release_resources(Execution *e) {
+        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
+        e->report_source = sd_event_source_disable_unref(e->report_source);
+        e->stdout_source = sd_event_source_disable_unref(e->stdout_source);
+        e->stderr_source = sd_event_source_disable_unref(e->stderr_source);
+        e->timeout_source = sd_event_source_disable_unref(e->timeout_source);
+        e->lease_source = sd_event_source_disable_unref(e->lease_source);
+        e->kill_source = sd_event_source_disable_unref(e->kill_source);
+        if (e->proc.keeper_pid > 0 && !e->keeper_gone) {
+                /* Still ours to reap: make sure nothing survives us. */
+                (void) kill(e->proc.keeper_pid, SIGKILL);
+                (void) waitpid(e->proc.keeper_pid, NULL, 0);
+                e->keeper_gone = true;
+        }
+        sandbox_process_done(&e->proc);
+        if (e->scope) {
+                (void) scope_kill(e->scope);
+                e->scope = scope_free(e->scope);
+        }
+        e->lease_fd = safe_close(e->lease_fd);
+        e->ws_fd = safe_close(e->ws_fd);
+        if (e->busy_ref) {
+                e->busy_ref = false;
+                if (e->manager->n_executions_running > 0)
+                        e->manager->n_executions_running--;
+                manager_busy_unref(e->manager);
+        }
+}
+
+Execution *execution_free(Execution *e) {
+        Manager *m;
+
+        if (!e)
+                return NULL;
+        m = e->manager;
+        execution_release_resources(e);
+        if (e->prev)
+                e->prev->next = e->next;
+        else if (m->executions == e)
+                m->executions = e->next;
+        if (e->next)
+                e->next->prev = e->prev;
+        e->free_source = sd_event_source_disable_unref(e->free_source);
+        output_buffer_free(e->out);
+        output_buffer_free(e->err);
+        execution_request_free(e->req);
+        free(e->failure_message);
+        free(e->id);
+        free(e);
+        return NULL;
+}
+
+Execution *execution_next(const Execution *e) {
+        return e->next;
+}
+
+const char *execution_id(const Execution *e) {
+        return e->id;
+}
+
+const char *execution_workspace(const Execution *e) {
+        return e->req->workspace_id;
+}
+
+bool execution_finished(const Execution *e) {
+        return e->state == STATE_FINISHED;
+}
+
+int execution_failure(const Execution *e, const char **ret_message) {
+        if (ret_message)
+                *ret_message = e->failure_message;
+        return e->failure;
+}
+
+static int on_free_later(sd_event_source *s, void *userdata) {
+        execution_free(userdata);
+        return 0;
+}
+
+void execution_free_later(Execution *e) {
+        /* Never free from inside our own callbacks: defer to a clean point of the loop. */
+        if (e->free_source)
+                return;
+        if (sd_event_add_defer(e->manager->event, &e->free_source, on_free_later, e) < 0)
+                log_oom();
+}
+
+static void free_when_done(Execution *e, void *userdata) {
+        execution_free_later(e);
+}
+
+void execution_detach(Execution *e) {
+        if (e->state == STATE_FINISHED) {
+                execution_free_later(e);
+                return;
+        }
+        e->done = free_when_done;
+        e->userdata = NULL;
+}
+
+/* ---- the end --------------------------------------------------------------------------------- */
+
+static void execution_decide_status(Execution *e) {
+        int st = e->wait_status;
+
+        if (e->failure < 0) {
+                e->status = EXECUTION_STATUS_FAILED;
+                return;
+        }
+        if (WIFEXITED(st)) {
+                int code = WEXITSTATUS(st);
+
+                /* bwrap reports a payload killed by signal N as exit code 128+N, like a shell. */
+                if (code > 128 && code < 128 + 65) {
+                        e->signal = code - 128;
+                        e->exit_code = -1;
+                        e->status = EXECUTION_STATUS_SIGNALED;
+                } else {
+                        e->exit_code = code;
+                        e->status = EXECUTION_STATUS_EXITED;
+                }
+        } else if (WIFSIGNALED(st)) {
+                e->signal = WTERMSIG(st);
+                e->exit_code = -1;
+                e->status = EXECUTION_STATUS_SIGNALED;
+        }
+
+        if (e->kill_reason == EXECUTION_STATUS_CANCELLED || e->kill_reason == EXECUTION_STATUS_INTERRUPTED ||
+            e->kill_reason == EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED)
+                e->status = e->kill_reason;
+        else if (e->have_acct && e->acct.oom_kills > 0)
+                e->status = EXECUTION_STATUS_MEMORY_LIMIT;
+        else if (e->have_acct && e->acct.tasks_max_hits > 0 && !(e->status == EXECUTION_STATUS_EXITED && e->exit_code == 0))
+                e->status = EXECUTION_STATUS_TASKS_LIMIT;
+        else if (e->kill_reason == EXECUTION_STATUS_TIMEOUT)
+                e->status = EXECUTION_STATUS_TIMEOUT;
+}
+
+static void log_finished(Execution *e) {
+        char peak[32] = "unknown";
+
+        if (e->have_acct && e->acct.memory_peak != UINT64_MAX)
+                (void) snprintf(peak, sizeof(peak), "%" PRIu64, e->acct.memory_peak);
+        log_struct(e->status == EXECUTION_STATUS_FAILED ? LOG_WARNING : LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_EXECUTION_FINISHED,
+                   "SANDBOX_EXECUTION_ID=%s", e->id,
+                   "SANDBOX_WORKSPACE=%s", e->req->workspace_id,
+                   "SANDBOX_SCOPE=%s", e->scope ? scope_name(e->scope) : "",
+                   "SANDBOX_STATUS=%s", execution_status_to_string(e->status),
+                   "SANDBOX_EXIT_STATUS=%d", e->status == EXECUTION_STATUS_EXITED ? e->exit_code : -1,
+                   "SANDBOX_SIGNAL=%d", e->signal,
+                   "SANDBOX_DURATION_USEC=%" PRIu64, e->end_usec - e->start_usec,
+                   "SANDBOX_MEMORY_PEAK=%s", peak,
+                   "SANDBOX_CPU_USAGE_NSEC=%" PRIu64, e->have_acct && e->acct.cpu_usage_nsec != UINT64_MAX ? e->acct.cpu_usage_nsec : 0,
+                   "SANDBOX_STDOUT_BYTES=%" PRIu64, output_buffer_total(e->out),
+                   "SANDBOX_STDERR_BYTES=%" PRIu64, output_buffer_total(e->err),
+                   "MESSAGE=Execution '%s' in workspace '%s' finished: %s%s%s.", e->id, e->req->workspace_id,
+                   execution_status_to_string(e->status),
+                   e->failure_message ? ": " : "", e->failure_message ?: "");
+}
+
+static void execution_finish(Execution *e) {
+        if (e->state == STATE_FINISHED)
+                return;
+        e->end_usec = now_mono();
+        if (e->start_usec == 0)
+                e->start_usec = e->end_usec;
+        execution_decide_status(e);
+        /* Scope and keeper go first, then the lease: nothing of the run is left when we answer. */
+        execution_release_resources(e);
+        e->state = STATE_FINISHED;
+        log_finished(e);
+        if (e->done) {
+                ExecutionDoneFn done = e->done;
+                e->done = NULL;
+                done(e, e->userdata);
+        }
+}
+
+static void execution_fail(Execution *e, int error, const char *fmt, ...) _printf_(3, 4);
+static void execution_fail(Execution *e, int error, const char *fmt, ...) {
+        va_list ap;
+
+        e->failure = error < 0 ? error : -EIO;
+        free(e->failure_message);
+        e->failure_message = NULL;
+        va_start(ap, fmt);
+        if (vasprintf(&e->failure_message, fmt, ap) < 0)
+                e->failure_message = NULL;
+        va_end(ap);
+        execution_finish(e);
+}
+
+static void maybe_finish(Execution *e) {
+        if (e->state == STATE_FINISHED)
+                return;
+        if (e->reported_exit && e->stdout_eof && e->stderr_eof)
+                execution_finish(e);
+        else if (e->keeper_gone && !e->reported_exit)
+                /* The keeper died without reporting (killed from outside): the run is over. */
+                execution_finish(e);
+}
+
+/* ---- I/O and reports ------------------------------------------------------------------------- */
+
+static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Execution *e = userdata;
+        bool is_out = s == e->stdout_source;
+        OutputBuffer *b = is_out ? e->out : e->err;
+        char buf[READ_CHUNK];
+
+        for (unsigned i = 0; i < 16; i++) {
+                ssize_t n = read(fd, buf, sizeof(buf));
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return 0;
+                if (n <= 0) {
+                        if (is_out) {
+                                e->stdout_eof = true;
+                                e->stdout_source = sd_event_source_disable_unref(e->stdout_source);
+                                e->proc.stdout_fd = safe_close(e->proc.stdout_fd);
+                        } else {
+                                e->stderr_eof = true;
+                                e->stderr_source = sd_event_source_disable_unref(e->stderr_source);
+                                e->proc.stderr_fd = safe_close(e->proc.stderr_fd);
+                        }
+                        maybe_finish(e);
+                        return 0;
+                }
+                if (output_buffer_append(b, buf, (size_t) n) < 0)
+                        log_oom();
+        }
+        return 0;
+}
+
+static void log_started(Execution *e) {
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_EXECUTION_STARTED,
+                   "SANDBOX_EXECUTION_ID=%s", e->id,
+                   "SANDBOX_WORKSPACE=%s", e->req->workspace_id,
+                   "SANDBOX_SCOPE=%s", e->scope ? scope_name(e->scope) : "",
+                   "SANDBOX_PID=%d", (int) e->bwrap_pid,
+                   "SANDBOX_TIMEOUT_USEC=%" PRIu64, e->req->timeout_usec,
+                   "SANDBOX_MEMORY_MAX=%" PRIu64, e->req->memory_max,
+                   "SANDBOX_TASKS_MAX=%" PRIu64, e->req->tasks_max,
+                   "MESSAGE=Execution '%s' started in workspace '%s'%s%s.", e->id, e->req->workspace_id,
+                   e->scope ? " in " : " without a scope", e->scope ? scope_name(e->scope) : "");
+}
+
+static void handle_report_line(Execution *e, const char *line) {
+        if (line[0] == 'S') {
+                e->bwrap_pid = (pid_t) atoi(line + 1);
+                e->state = STATE_RUNNING;
+                log_started(e);
+        } else if (line[0] == 'X') {
+                e->wait_status = atoi(line + 1);
+                e->reported_exit = true;
+                e->timeout_source = sd_event_source_disable_unref(e->timeout_source);
+                /* The keeper still holds the scope: read what it used now. */
+                if (e->scope && scope_read_accounting(e->scope, &e->acct) >= 0)
+                        e->have_acct = true;
+                maybe_finish(e);
+        }
+}
+
+static int on_report(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Execution *e = userdata;
+        ssize_t n;
+
+        n = read(fd, e->report_buf + e->report_len, sizeof(e->report_buf) - 1 - e->report_len);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0) {
+                e->report_source = sd_event_source_disable_unref(e->report_source);
+                e->proc.report_fd = safe_close(e->proc.report_fd);
+                return 0;
+        }
+        e->report_len += (size_t) n;
+        e->report_buf[e->report_len] = '\0';
+        for (char *nl; (nl = strchr(e->report_buf, '\n')); ) {
+                *nl = '\0';
+                handle_report_line(e, e->report_buf);
+                if (e->state == STATE_FINISHED)
+                        return 0;
+                e->report_len -= (size_t) (nl + 1 - e->report_buf);
+                memmove(e->report_buf, nl + 1, e->report_len + 1);
+        }
+        if (e->report_len >= sizeof(e->report_buf) - 1)
+                e->report_len = 0;
+        return 0;
+}
+
+static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        Execution *e = userdata;
+
+        e->keeper_gone = true;
+        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
+        maybe_finish(e);
+        return 0;
+}
+
+/* ---- killing --------------------------------------------------------------------------------- */
+
+static int on_kill_grace(sd_event_source *s, uint64_t usec, void *userdata) {
+        Execution *e = userdata;
+
+        /* The keeper did not report after 'K': kill everything, the keeper included. */
+        log_warning("Execution '%s' did not stop within %u s of being killed; killing its scope.", e->id,
+                    (unsigned) (KILL_GRACE_USEC / USEC_PER_SEC));
+        if (e->scope)
+                (void) scope_kill(e->scope);
+        if (e->proc.keeper_pid > 0 && !e->keeper_gone)
+                (void) kill(e->proc.keeper_pid, SIGKILL);
+        return 0;
+}
+
+static void execution_kill(Execution *e, ExecutionStatus reason) {
+        if (e->state == STATE_FINISHED || e->kill_reason != EXECUTION_STATUS_RUNNING)
+                return;
+        e->kill_reason = reason;
+        if (e->state == STATE_WAITING_LEASE || e->state == STATE_NEW) {
+                execution_finish(e);
+                return;
+        }
+        if (e->proc.control_fd >= 0) {
+                char k = 'K';
+                /* Before 'G' a 'K' makes the keeper exit without starting anything. */
+                if (write(e->proc.control_fd, &k, 1) != 1)
+                        (void) kill(e->proc.keeper_pid, SIGKILL);
+        }
+        (void) sd_event_add_time_relative(e->manager->event, &e->kill_source, CLOCK_MONOTONIC, KILL_GRACE_USEC,
+                                          USEC_PER_SEC / 10, on_kill_grace, e);
+}
+
+void execution_cancel(Execution *e, ExecutionStatus reason) {
+        execution_kill(e, reason);
+}
+
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Execution *e = userdata;
+
+        e->timeout_source = sd_event_source_disable_unref(e->timeout_source);
+        execution_kill(e, EXECUTION_STATUS_TIMEOUT);
+        return 0;
+}
+
+/* ---- launching ------------------------------------------------------------------------------- */
+
+static void go(Execution *e) {
+        char g = 'G';
+
+        if (write(e->proc.control_fd, &g, 1) != 1)
+                execution_fail(e, negative_errno(), "the sandbox keeper went away before start");
+}
+
+static void on_scope_started(Scope *s, int error, const char *message, void *userdata) {
+        Execution *e = userdata;
+
+        if (error < 0) {
+                log_struct_errno(LOG_ERR, error,
+                                 "MESSAGE_ID=" SR_MESSAGE_EXECUTION_FINISHED,
+                                 "SANDBOX_EXECUTION_ID=%s", e->id,
+                                 "MESSAGE=Failed to create scope '%s': %s", scope_name(s), message ?: "unknown error");
+                execution_fail(e, error, "could not create the execution's scope: %s", message ?: "unknown error");
+                return;
+        }
+        if (e->kill_reason != EXECUTION_STATUS_RUNNING)
+                return;   /* 'K' was sent already; the keeper exits */
+        go(e);
+}
+
+static const char passwd_data[] = "sandbox:x:1000:1000:sandbox:" SANDBOX_WORKSPACE ":/bin/sh\n";
+static const char group_data[] = "sandbox:x:1000:\n";
+static const char hosts_data[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
+
+static int execution_launch(Execution *e) {
+        Manager *m = e->manager;
+        _cleanup_close_ int seccomp_fd = -EBADF, passwd_fd = -EBADF, group_fd = -EBADF, hosts_fd = -EBADF;
+        _cleanup_close_ int code_fd = -EBADF, stdin_fd = -EBADF;
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_free_ char *seccomp_error = NULL, *workspace_path = NULL, *description = NULL, *unit = NULL;
+        SandboxSpec spec;
+        SandboxFds fds;
+        SandboxLimits limits;
+        int r;
+
+        r = seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &seccomp_fd, &seccomp_error);
+        if (r < 0) {
+                execution_fail(e, r, "could not build the seccomp filter: %s", seccomp_error ?: strerror(-r));
+                return 0;
+        }
+        passwd_fd = memfd_new_data("sandbox-passwd", passwd_data, strlen(passwd_data));
+        group_fd = memfd_new_data("sandbox-group", group_data, strlen(group_data));
+        hosts_fd = memfd_new_data("sandbox-hosts", hosts_data, strlen(hosts_data));
+        if (e->req->code)
+                code_fd = memfd_new_data("sandbox-code", e->req->code, e->req->code_size);
+        stdin_fd = e->req->stdin_data ? memfd_new_data("sandbox-stdin", e->req->stdin_data, e->req->stdin_size)
+                                      : open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (passwd_fd < 0 || group_fd < 0 || hosts_fd < 0 || stdin_fd < 0 || (e->req->code && code_fd < 0)) {
+                execution_fail(e, -ENOMEM, "could not prepare the sandbox's files");
+                return 0;
+        }
+
+        if (asprintf(&workspace_path, "%s/workspaces/%s", m->state_dir, e->req->workspace_id) < 0)
+                return -ENOMEM;
+        spec = (SandboxSpec) {
+                .workspace = workspace_path,
+                .cwd = e->req->cwd,
+                .argv = e->req->argv,
+                .env = e->req->env,
+                .tmp_size = m->config.tmp_size,
+                .seccomp_fd = SANDBOX_FD_SECCOMP,
+                .passwd_fd = SANDBOX_FD_PASSWD,
+                .group_fd = SANDBOX_FD_GROUP,
+                .hosts_fd = SANDBOX_FD_HOSTS,
+                .code_fd = e->req->code ? SANDBOX_FD_CODE : -1,
+        };
+        r = sandbox_argv_build(&spec, &m->probe.probe, &argv);
+        if (r < 0) {
+                execution_fail(e, r, "could not build the sandbox command line");
+                return 0;
+        }
+        if (!isempty(e->req->cwd)) {
+                /* The working directory must exist in the workspace (bwrap would fail obscurely). */
+                struct stat st;
+                if (fstatat(e->ws_fd, e->req->cwd, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+                        execution_fail(e, -ENOENT, "cwd '%s' is not a directory in the workspace", e->req->cwd);
+                        return 0;
+                }
+        }
+
+        fds = (SandboxFds) {
+                .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = passwd_fd,
+                .group_fd = group_fd, .hosts_fd = hosts_fd, .code_fd = e->req->code ? code_fd : -1,
+        };
+        limits = (SandboxLimits) {
+                .fsize = m->config.max_workspace_bytes,
+                .nofile = 4096,
+                /* Without a scope, the address-space limit is the only memory bound we have. */
+                .as = m->scopes_available ? 0 : e->req->memory_max,
+        };
+        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &e->proc);
+        if (r < 0) {
+                execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));
+                return 0;
+        }
+        e->start_usec = now_mono();
+        e->state = STATE_STARTING;
+
+        (void) fd_nonblock(e->proc.stdout_fd, 1);
+        (void) fd_nonblock(e->proc.stderr_fd, 1);
+        (void) fd_nonblock(e->proc.report_fd, 1);
+        r = sd_event_add_io(m->event, &e->stdout_source, e->proc.stdout_fd, EPOLLIN, on_output, e);
+        if (r >= 0)
+                r = sd_event_add_io(m->event, &e->stderr_source, e->proc.stderr_fd, EPOLLIN, on_output, e);
+        if (r >= 0)
+                r = sd_event_add_io(m->event, &e->report_source, e->proc.report_fd, EPOLLIN, on_report, e);
+        if (r >= 0)
+                r = sd_event_add_child_pidfd(m->event, &e->keeper_source, e->proc.keeper_pidfd, WEXITED,
+                                             on_keeper_exit, e);
+        if (r >= 0)
+                r = sd_event_add_time_relative(m->event, &e->timeout_source, CLOCK_MONOTONIC,
+                                               e->req->timeout_usec, USEC_PER_MSEC, on_timeout, e);
+        if (r < 0) {
+                execution_fail(e, r, "could not watch the sandbox: %s", strerror(-r));
+                return 0;
+        }
+        (void) sd_event_source_set_description(e->keeper_source, "execution-keeper");
+
+        if (!m->scopes_available) {
+                go(e);
+                return 0;
+        }
+
+        if (asprintf(&unit, SCOPE_PREFIX "%s.scope", e->id) < 0 ||
+            asprintf(&description, "sandbox-runner execution %s (workspace %s)", e->id, e->req->workspace_id) < 0)
+                return -ENOMEM;
+        r = scope_start(m->scopes, unit, e->proc.keeper_pid,
+                        &(ScopeLimits) {
+                                .memory_max = e->req->memory_max,
+                                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
+                                .cpu_quota_percent = e->req->cpu_quota_percent,
+                        },
+                        description, on_scope_started, e, &e->scope);
+        if (r < 0)
+                execution_fail(e, r, "could not ask systemd for a scope: %s", strerror(-r));
+        return 0;
+}
+
+static int try_lease(Execution *e) {
+        int fd;
+
+        fd = workspace_lease_try(e->ws_fd);
+        if (fd == -EWOULDBLOCK)
+                return 0;
+        if (fd < 0) {
+                execution_fail(e, fd, "could not take the workspace lease: %s", strerror(-fd));
+                return -1;
+        }
+        e->lease_fd = fd;
+        e->lease_source = sd_event_source_disable_unref(e->lease_source);
+        return 1;
+}
+
+static int on_lease_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Execution *e = userdata;
+        int r;
+
+        r = try_lease(e);
+        if (r == 0)
+                return sd_event_source_set_time_relative(s, LEASE_RETRY_USEC) >= 0 ?
+                        sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) : 0;
+        if (r > 0 && execution_launch(e) < 0)
+                execution_fail(e, -ENOMEM, "out of memory");
+        return 0;
+}
+
+int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
+        Manager *m = e->manager;
+        int r;
+
+        e->done = done;
+        e->userdata = userdata;
+        e->busy_ref = true;
+        m->n_executions_running++;
+        m->n_executions_total++;
+        manager_busy_ref(m);
+
+        e->ws_fd = workspace_open(m->workspaces_fd, e->req->workspace_id);
+        if (e->ws_fd < 0) {
+                execution_fail(e, e->ws_fd, "could not open workspace '%s': %s", e->req->workspace_id,
+                               strerror(-e->ws_fd));
+                return 0;
+        }
+
+        r = try_lease(e);
+        if (r < 0)
+                return 0;
+        if (r == 0) {
+                /* Another writer holds it (here or in another process): poll until it is ours. */
+                e->state = STATE_WAITING_LEASE;
+                r = sd_event_add_time_relative(m->event, &e->lease_source, CLOCK_MONOTONIC, LEASE_RETRY_USEC,
+                                               USEC_PER_MSEC, on_lease_retry, e);
+                if (r < 0)
+                        execution_fail(e, r, "could not wait for the workspace lease");
+                return 0;
+        }
+        r = execution_launch(e);
+        if (r < 0)
+                execution_fail(e, r, "out of memory");
+        return 0;
+}
+
+/* ---- the answer ------------------------------------------------------------------------------ */
+
+static json_object *json_u64(uint64_t v) {
+        return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);
+}
+
+static int add_output(json_object *o, const char *name, const OutputBuffer *b) {
+        _cleanup_free_ char *text = NULL, *k_enc = NULL, *k_bytes = NULL, *k_trunc = NULL;
+        const char *encoding;
+        size_t size;
+        int r;
+
+        r = output_buffer_render_text(b, &text, &size, &encoding);
+        if (r < 0)
+                return r;
+        if (asprintf(&k_enc, "%sEncoding", name) < 0 || asprintf(&k_bytes, "%sBytes", name) < 0 ||
+            asprintf(&k_trunc, "%sTruncated", name) < 0)
+                return -ENOMEM;
+        json_object_object_add(o, name, json_object_new_string_len(text, (int) size));
+        json_object_object_add(o, k_enc, json_object_new_string(encoding));
+        json_object_object_add(o, k_bytes, json_u64(output_buffer_total(b)));
+        json_object_object_add(o, k_trunc, json_object_new_boolean(output_buffer_truncated(b)));
+        return 0;
+}
+
+json_object *execution_to_json(const Execution *e) {
+        json_object *o = json_object_new_object(), *res, *lim;
+        bool finished = e->state == STATE_FINISHED;
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "executionId", json_object_new_string(e->id));
+        json_object_object_add(o, "workspaceId", json_object_new_string(e->req->workspace_id));
+        json_object_object_add(o, "status", json_object_new_string(
+                        finished ? execution_status_to_string(e->status) : "running"));
+        if (finished && e->status == EXECUTION_STATUS_EXITED)
+                json_object_object_add(o, "exitCode", json_object_new_int(e->exit_code));
+        else
+                json_object_object_add(o, "exitCode", NULL);
+        json_object_object_add(o, "signal", e->signal > 0 ? json_object_new_int(e->signal) : NULL);
+        if (add_output(o, "stdout", e->out) < 0 || add_output(o, "stderr", e->err) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        json_object_object_add(o, "durationMs",
+                               json_u64(((finished ? e->end_usec : now_mono()) - (e->start_usec ?: now_mono())) / 1000));
+
+        res = json_object_new_object();
+        if (e->have_acct && e->acct.memory_peak != UINT64_MAX)
+                json_object_object_add(res, "memoryPeakBytes", json_u64(e->acct.memory_peak));
+        else
+                json_object_object_add(res, "memoryPeakBytes", NULL);
+        if (e->have_acct && e->acct.cpu_usage_nsec != UINT64_MAX)
+                json_object_object_add(res, "cpuUsageNsec", json_u64(e->acct.cpu_usage_nsec));
+        else
+                json_object_object_add(res, "cpuUsageNsec", NULL);
+        if (e->have_acct && e->acct.tasks_peak != UINT64_MAX)
+                json_object_object_add(res, "tasksPeak", json_u64(e->acct.tasks_peak));
+        else
+                json_object_object_add(res, "tasksPeak", NULL);
+        json_object_object_add(o, "resources", res);
+
+        lim = json_object_new_object();
+        json_object_object_add(lim, "timeoutMs", json_u64(e->req->timeout_usec / 1000));
+        json_object_object_add(lim, "memoryBytes", json_u64(e->req->memory_max));
+        json_object_object_add(lim, "tasks", json_u64(e->req->tasks_max));
+        json_object_object_add(lim, "cpuPercent", json_u64(e->req->cpu_quota_percent));
+        json_object_object_add(lim, "enforcedBy",
+                               json_object_new_string(e->scope || e->manager->scopes_available ? "scope" : "rlimit"));
+        json_object_object_add(o, "limits", lim);
+        if (e->failure < 0 && e->failure_message)
+                json_object_object_add(o, "error", json_object_new_string(e->failure_message));
+        return o;
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One execution: lease, sandbox launch in its scope, output capture, limits, result, records. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "execution-request.h"
+
+typedef struct Manager Manager;
+typedef struct Execution Execution;
+
+typedef enum ExecutionStatus {
+        EXECUTION_STATUS_RUNNING,
+        EXECUTION_STATUS_EXITED,
+        EXECUTION_STATUS_SIGNALED,
+        EXECUTION_STATUS_TIMEOUT,
+        EXECUTION_STATUS_MEMORY_LIMIT,
+        EXECUTION_STATUS_TASKS_LIMIT,
+        EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED,
+        EXECUTION_STATUS_CANCELLED,
+        EXECUTION_STATUS_INTERRUPTED,
+        EXECUTION_STATUS_FAILED,            /* the sandbox could not be started */
+        _EXECUTION_STATUS_MAX,
+        _EXECUTION_STATUS_INVALID = -22,
+} ExecutionStatus;
+
+const char *execution_status_to_string(ExecutionStatus s);
+
+typedef void (*ExecutionDoneFn)(Execution *e, void *userdata);
+
+/*
+ * execution_new() - create an execution for a validated request (ownership of @req moves in).
+ * Return: 0 or -errno.
+ */
+int execution_new(Manager *m, ExecutionRequest *req, Execution **ret);
+/* execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once. */
+int execution_start(Execution *e, ExecutionDoneFn done, void *userdata);
+/* execution_cancel() - stop the run (the scope is killed); it finishes with @reason. */
+void execution_cancel(Execution *e, ExecutionStatus reason);
+/* execution_detach() - the waiting client is gone: @done will not be called; freed when done. */
+void execution_detach(Execution *e);
+/* execution_free_later() - free from the event loop (safe inside callbacks). */
+void execution_free_later(Execution *e);
+Execution *execution_free(Execution *e);
+
+Execution *execution_next(const Execution *e);
+const char *execution_id(const Execution *e);
+const char *execution_workspace(const Execution *e);
+bool execution_finished(const Execution *e);
+/* execution_to_json() - the answer object of API.md. Return: a new object or NULL on OOM. */
+json_object *execution_to_json(const Execution *e);
+/* execution_failure() - for FAILED runs: the errno and message of what went wrong. */
+int execution_failure(const Execution *e, const char **ret_message);

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The bwrap command line for one execution: a pure function of (configuration, request, probes). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SANDBOX_UID 1000
+#define SANDBOX_GID 1000
+#define SANDBOX_WORKSPACE "/workspace"
+#define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin"
+#define SANDBOX_CODE_PATH "/.sandbox/code"
+
+typedef struct SandboxProbe {
+        bool proc_fresh;          /* a fresh procfs can be mounted (else: read-only bind of /proc) */
+        bool disable_userns;      /* bwrap --disable-userns works */
+        bool usr_merged;          /* /bin, /sbin, /lib* are links into /usr */
+        char **etc_files;         /* read-only /etc files present on the host to bind (absolute) */
+        char **lib_dirs;          /* extra top-level lib dirs that exist: "/lib32", "/libx32", "/lib64" */
+} SandboxProbe;
+
+typedef struct SandboxSpec {
+        const char *workspace;    /* host path of the workspace directory */
+        const char *cwd;          /* relative to /workspace ("" = top), already validated */
+        char *const *argv;        /* the payload's argv */
+        char *const *env;         /* extra "KEY=VALUE" entries, already validated */
+        uint64_t tmp_size;        /* bytes for the /tmp tmpfs, 0 = bwrap's default */
+        int seccomp_fd;           /* fd number of the BPF program in the bwrap process */
+        int passwd_fd;            /* fd with the single-record passwd file, or -1 */
+        int group_fd;             /* fd with the single-record group file, or -1 */
+        int hosts_fd;             /* fd with a minimal hosts file, or -1 */
+        int code_fd;              /* fd with the code, bound at SANDBOX_CODE_PATH; ≤ 2 = none */
+} SandboxSpec;
+
+/*
+ * sandbox_argv_build() - the bwrap arguments (without the bwrap path itself, argv[0] is "bwrap"),
+ * in the shape of DESIGN.md section 4. Pure: no I/O.
+ * Return: 0, -EINVAL (spec incomplete), -ENOMEM.
+ */
+int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char ***ret_argv);
+
+/* sandbox_env_name_valid() - [A-Za-z_][A-Za-z0-9_]*, ≤ 128 bytes, not reserved (PATH, HOME, LD_*, …). */
+bool sandbox_env_name_valid(const char *name);
+
+/* sandbox_cwd_valid() - relative, no "..", no ".", no empty or over-long components, ≤ 1024 bytes. */
+bool sandbox_cwd_valid(const char *cwd);

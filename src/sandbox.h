@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Start-up probes of bwrap, and launching one sandbox under a small keeper process. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox-argv.h"
+
+/* The fd layout of the bwrap process (SandboxSpec takes these numbers). */
+#define SANDBOX_FD_SECCOMP 3
+#define SANDBOX_FD_PASSWD  4
+#define SANDBOX_FD_GROUP   5
+#define SANDBOX_FD_HOSTS   6
+#define SANDBOX_FD_CODE    7
+
+typedef struct SandboxProbeReport {
+        SandboxProbe probe;
+        bool usable;
+        char *reason;            /* why unusable, or the warning about a fallback; NULL if none */
+        char *bwrap_version;
+} SandboxProbeReport;
+
+/*
+ * sandbox_probe() - find the sandbox shape that works on this host by running minimal sandboxes:
+ * /proc first (fresh procfs, else a read-only bind), then --disable-userns on that shape; also
+ * which /etc files and lib links exist. Synchronous (a few ms each; done once at start-up).
+ * Return: 0 (see ->usable) or -ENOMEM.
+ */
+int sandbox_probe(const char *bwrap, SandboxProbeReport *ret);
+void sandbox_probe_report_done(SandboxProbeReport *r);
+
+typedef struct SandboxLimits {
+        uint64_t fsize;          /* RLIMIT_FSIZE, 0 = none */
+        uint64_t as;             /* RLIMIT_AS (only when no scope enforces memory), 0 = none */
+        uint64_t nofile;         /* RLIMIT_NOFILE */
+} SandboxLimits;
+
+typedef struct SandboxFds {
+        int stdin_fd;            /* becomes fd 0 (a memfd or /dev/null) */
+        int seccomp_fd;
+        int passwd_fd, group_fd, hosts_fd, code_fd;   /* -1 = none */
+} SandboxFds;
+
+typedef struct SandboxProcess {
+        pid_t keeper_pid;        /* our child: holds the scope's cgroup until we release it */
+        int keeper_pidfd;
+        int control_fd;          /* write 'G' to start bwrap, 'K' to kill it; close to release */
+        int report_fd;           /* keeper writes "S<pid>\n" when bwrap started, "X<status>\n" at its exit */
+        int stdout_fd;
+        int stderr_fd;
+} SandboxProcess;
+
+/*
+ * sandbox_spawn() - fork the keeper, which waits for 'G' on its control pipe, then forks and
+ * execs bwrap with @argv (fds laid out as SANDBOX_FD_*), an explicit minimal environment and
+ * @limits, reports its pid and, later, its wait status, then waits to be released.
+ * Return: 0 or -errno.
+ */
+int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
+                  SandboxProcess *ret);
+void sandbox_process_done(SandboxProcess *p);

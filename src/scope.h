@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Transient systemd scopes per execution over sd-bus, with limits and cgroup accounting. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#define SCOPE_SLICE "sandbox-runner.slice"
+#define SCOPE_PREFIX "sandbox-runner-x-"
+
+typedef struct ScopeManager ScopeManager;
+typedef struct Scope Scope;
+
+typedef struct ScopeLimits {
+        uint64_t memory_max;            /* 0 = none */
+        uint64_t tasks_max;             /* 0 = none */
+        unsigned cpu_quota_percent;     /* 0 = none */
+} ScopeLimits;
+
+typedef struct ScopeAccounting {
+        uint64_t memory_peak;           /* UINT64_MAX = unknown */
+        uint64_t cpu_usage_nsec;        /* UINT64_MAX = unknown */
+        uint64_t tasks_peak;            /* UINT64_MAX = unknown */
+        uint64_t oom_kills;             /* kills by the memory limit */
+        uint64_t tasks_max_hits;        /* fork()s refused by the tasks limit */
+} ScopeAccounting;
+
+typedef void (*ScopeStartedFn)(Scope *s, int error, const char *error_message, void *userdata);
+
+/*
+ * scope_manager_new() - connect to the system bus and subscribe to job signals.
+ * Return: 0, or -errno when no bus can be had (the caller reports scopes as unavailable).
+ */
+int scope_manager_new(sd_event *e, ScopeManager **ret);
+ScopeManager *scope_manager_free(ScopeManager *sm);
+
+/*
+ * scope_manager_probe() - start (and remove) a scope around a throwaway child, synchronously,
+ * to learn whether we may create scopes at all. Return: 0, or -errno with *ret_reason.
+ */
+int scope_manager_probe(ScopeManager *sm, char **ret_reason);
+
+/*
+ * scope_start() - StartTransientUnit(@name) around @pid, asynchronously; @cb runs once the job
+ * finished (error 0) or failed. The scope stays referenced until scope_free().
+ * Return: 0 or -errno (then @cb is never called).
+ */
+int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits *limits,
+                const char *description, ScopeStartedFn cb, void *userdata, Scope **ret);
+/* scope_kill() - SIGKILL every process of the scope (asynchronous). */
+int scope_kill(Scope *s);
+/* scope_read_accounting() - read the scope's cgroup counters (call while the keeper holds it). */
+int scope_read_accounting(Scope *s, ScopeAccounting *ret);
+const char *scope_name(const Scope *s);
+/* scope_free() - drop our reference (the unit is collected once empty) and free. */
+Scope *scope_free(Scope *s);

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Latency and throughput of POST /execute-shell running `true`, next to the floors measured in
+ * the same run: a bare fork+exec of `true`, and a bare bwrap with the daemon's own arguments
+ * (same probe, same argv builder, same seccomp program, same keeper-less fd layout).
+ *
+ *   bench-execute --url http://127.0.0.1:PORT --token-file F --key-file F --state-dir D [-n 500]
+ */
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "sandbox-argv.h"
+#include "sandbox.h"
+#include "seccomp-profile.h"
+#include "util/fd-util.h"
+#include "util/macro.h"
+#include "util/strv.h"
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+typedef struct Stats {
+        double median_ms, p99_ms, mean_ms;
+} Stats;
+
+static Stats stats(uint64_t *v, size_t n) {
+        Stats s = {};
+        double sum = 0;
+
+        qsort(v, n, sizeof(*v), cmp_u64);
+        for (size_t i = 0; i < n; i++)
+                sum += (double) v[i];
+        s.median_ms = (double) v[n / 2] / 1e6;
+        s.p99_ms = (double) v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6;
+        s.mean_ms = sum / (double) n / 1e6;
+        return s;
+}
+
+static char *read_secret(const char *path) {
+        char buf[4200];
+        FILE *f = fopen(path, "re");
+        size_t n;
+
+        if (!f)
+                return NULL;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        while (n > 0 && strchr(" \r\n\t", buf[n - 1]))
+                buf[--n] = '\0';
+        return strdup(buf);
+}
+
+/* ---- floors ---------------------------------------------------------------------------------- */
+
+static void floor_fork_exec(uint64_t *lat, size_t n) {
+        char *const argv[] = { (char *) "/usr/bin/true", NULL };
+        char *const envp[] = { NULL };
+
+        for (size_t i = 0; i < n; i++) {
+                uint64_t t0 = now_ns();
+                pid_t pid = fork();
+                if (pid == 0) {
+                        execve(argv[0], argv, envp);
+                        _exit(127);
+                }
+                (void) waitpid(pid, NULL, 0);
+                lat[i] = now_ns() - t0;
+        }
+}
+
+static int floor_bwrap(const char *bwrap, const char *workspace, uint64_t *lat, size_t n) {
+        SandboxProbeReport probe = {};
+        char *payload[] = { (char *) "true", NULL };
+        char **argv = NULL;
+        int r;
+
+        r = sandbox_probe(bwrap, &probe);
+        if (r < 0 || !probe.usable) {
+                fprintf(stderr, "sandbox probe failed: %s\n", probe.reason ?: "?");
+                return -EIO;
+        }
+        SandboxSpec spec = {
+                .workspace = workspace, .cwd = "", .argv = payload, .tmp_size = 256ULL << 20,
+                .seccomp_fd = SANDBOX_FD_SECCOMP, .passwd_fd = SANDBOX_FD_PASSWD, .group_fd = SANDBOX_FD_GROUP,
+                .hosts_fd = SANDBOX_FD_HOSTS, .code_fd = -1,
+        };
+        r = sandbox_argv_build(&spec, &probe.probe, &argv);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < n; i++) {
+                /* Like the daemon: a fresh seccomp memfd and identity files per launch. */
+                uint64_t t0 = now_ns();
+                _cleanup_free_ char *err = NULL;
+                int sfd = -1, pfd, gfd, hfd;
+
+                if (seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &sfd, &err) < 0)
+                        return -EIO;
+                pfd = memfd_new_data("p", "sandbox:x:1000:1000::/workspace:/bin/sh\n", 40);
+                gfd = memfd_new_data("g", "sandbox:x:1000:\n", 16);
+                hfd = memfd_new_data("h", "127.0.0.1 localhost\n", 20);
+                pid_t pid = fork();
+                if (pid == 0) {
+                        int src[] = { sfd, pfd, gfd, hfd }, high[4];
+                        for (int k = 0; k < 4; k++)
+                                high[k] = fcntl(src[k], F_DUPFD, 100);
+                        for (int k = 0; k < 4; k++)
+                                (void) dup2(high[k], 3 + k);
+                        execve(bwrap, argv, (char *[]) { (char *) "PATH=/usr/bin:/bin", NULL });
+                        _exit(127);
+                }
+                int status;
+                (void) waitpid(pid, &status, 0);
+                lat[i] = now_ns() - t0;
+                safe_close(sfd);
+                safe_close(pfd);
+                safe_close(gfd);
+                safe_close(hfd);
+                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                        fprintf(stderr, "bare bwrap failed (status %d)\n", status);
+                        return -EIO;
+                }
+        }
+        strv_free(argv);
+        sandbox_probe_report_done(&probe);
+        return 0;
+}
+
+/* ---- HTTP ------------------------------------------------------------------------------------ */
+
+typedef struct Client {
+        CURL *curl;
+        struct curl_slist *headers;
+        char body[256];
+        char response[4096];
+        size_t response_len;
+        uint64_t t0;
+        long status;
+} Client;
+
+static const char *arg_url, *arg_token, *arg_key;
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
+        Client *c = userdata;
+        size_t n = size * nmemb, room = sizeof(c->response) - 1 - c->response_len;
+
+        memcpy(c->response + c->response_len, p, n < room ? n : room);
+        c->response_len += n < room ? n : room;
+        c->response[c->response_len] = '\0';
+        return n;
+}
+
+static void client_prepare(Client *c, unsigned workspace, uint64_t seq) {
+        char ts[32], sig[65], h[256], url[512];
+
+        (void) snprintf(c->body, sizeof(c->body),
+                        "{\"command\":\"true\",\"workspaceId\":\"bench-%u\",\"executionId\":\"bench-%d-%" PRIu64 "\"}",
+                        workspace, (int) getpid(), seq);
+        (void) snprintf(ts, sizeof(ts), "%lld", (long long) time(NULL));
+        auth_signature_compute((const uint8_t *) arg_key, strlen(arg_key), ts, "POST", "/execute-shell",
+                               c->body, strlen(c->body), sig);
+        curl_slist_free_all(c->headers);
+        c->headers = NULL;
+        (void) snprintf(h, sizeof(h), "Authorization: Bearer %s", arg_token);
+        c->headers = curl_slist_append(c->headers, h);
+        (void) snprintf(h, sizeof(h), "X-Sandbox-Timestamp: %s", ts);
+        c->headers = curl_slist_append(c->headers, h);
+        (void) snprintf(h, sizeof(h), "X-Sandbox-Signature: v1=%s", sig);
+        c->headers = curl_slist_append(c->headers, h);
+        c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
+        c->headers = curl_slist_append(c->headers, "Expect:");
+        (void) snprintf(url, sizeof(url), "%s/execute-shell", arg_url);
+        curl_easy_setopt(c->curl, CURLOPT_URL, url);
+        curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, c->body);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, c);
+        curl_easy_setopt(c->curl, CURLOPT_NOPROXY, "*");
+        c->response_len = 0;
+        c->t0 = now_ns();
+}
+
+static bool client_ok(Client *c) {
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+        if (c->status != 200 || !strstr(c->response, "\"exitCode\":0")) {
+                fprintf(stderr, "request failed: HTTP %ld: %s\n", c->status, c->response);
+                return false;
+        }
+        return true;
+}
+
+/* @concurrency clients, each in its own workspace, @total requests overall. */
+static int run_http(unsigned concurrency, size_t total, uint64_t *lat, double *ret_seconds) {
+        CURLM *multi = curl_multi_init();
+        Client *clients = calloc(concurrency, sizeof(Client));
+        size_t started = 0, done = 0;
+        uint64_t seq = 0, t_start = now_ns();
+        int running = 0, rc = 0;
+
+        for (unsigned i = 0; i < concurrency && started < total; i++, started++) {
+                clients[i].curl = curl_easy_init();
+                curl_easy_setopt(clients[i].curl, CURLOPT_PRIVATE, &clients[i]);
+                client_prepare(&clients[i], i, seq++);
+                curl_multi_add_handle(multi, clients[i].curl);
+        }
+        while (done < total) {
+                CURLMsg *msg;
+                int left;
+
+                curl_multi_perform(multi, &running);
+                while ((msg = curl_multi_info_read(multi, &left))) {
+                        Client *c;
+                        if (msg->msg != CURLMSG_DONE)
+                                continue;
+                        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &c);
+                        curl_multi_remove_handle(multi, c->curl);
+                        if (msg->data.result != CURLE_OK || !client_ok(c)) {
+                                fprintf(stderr, "curl: %s\n", curl_easy_strerror(msg->data.result));
+                                rc = -EIO;
+                                goto out;
+                        }
+                        if (lat)
+                                lat[done] = now_ns() - c->t0;
+                        done++;
+                        if (started < total) {
+                                client_prepare(c, (unsigned) (c - clients), seq++);
+                                curl_multi_add_handle(multi, c->curl);
+                                started++;
+                        }
+                }
+                if (done < total)
+                        curl_multi_poll(multi, NULL, 0, 1000, NULL);
+        }
+out:
+        *ret_seconds = (double) (now_ns() - t_start) / 1e9;
+        for (unsigned i = 0; i < concurrency; i++) {
+                if (!clients[i].curl)
+                        continue;
+                curl_multi_remove_handle(multi, clients[i].curl);
+                curl_easy_cleanup(clients[i].curl);
+                curl_slist_free_all(clients[i].headers);
+        }
+        free(clients);
+        curl_multi_cleanup(multi);
+        return rc;
+}
+
+int main(int argc, char *argv[]) {
+        static const struct option options[] = {
+                { "url", required_argument, NULL, 'u' },
+                { "token-file", required_argument, NULL, 't' },
+                { "key-file", required_argument, NULL, 'k' },
+                { "state-dir", required_argument, NULL, 's' },
+                { "bwrap", required_argument, NULL, 'b' },
+                { "requests", required_argument, NULL, 'n' },
+                { "label", required_argument, NULL, 'l' },
+                {}
+        };
+        const char *state = NULL, *bwrap = "/usr/bin/bwrap", *label = "unscoped";
+        size_t n = 500;
+        char workspace[512];
+        double secs;
+        int c;
+
+        while ((c = getopt_long(argc, argv, "n:", options, NULL)) >= 0)
+                switch (c) {
+                case 'u': arg_url = optarg; break;
+                case 't': arg_token = read_secret(optarg); break;
+                case 'k': arg_key = read_secret(optarg); break;
+                case 's': state = optarg; break;
+                case 'b': bwrap = optarg; break;
+                case 'n': n = strtoul(optarg, NULL, 10); break;
+                case 'l': label = optarg; break;
+                default: return 2;
+                }
+        if (!arg_url || !arg_token || !arg_key || !state || n < 10) {
+                fprintf(stderr, "usage: bench-execute --url U --token-file F --key-file F --state-dir D [-n N]\n");
+                return 2;
+        }
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+
+        uint64_t *lat = calloc(n, sizeof(uint64_t));
+        (void) snprintf(workspace, sizeof(workspace), "%s/bench-floor", state);
+        (void) mkdir(workspace, 0700);
+
+        /* Warm up every path once so that page cache and first-time costs do not skew. */
+        floor_fork_exec(lat, 10);
+        if (floor_bwrap(bwrap, workspace, lat, 10) < 0 || run_http(1, 10, NULL, &secs) < 0)
+                return 1;
+
+        floor_fork_exec(lat, n);
+        Stats fork_s = stats(lat, n);
+        if (floor_bwrap(bwrap, workspace, lat, n) < 0)
+                return 1;
+        Stats bwrap_s = stats(lat, n);
+        if (run_http(1, n, lat, &secs) < 0)
+                return 1;
+        Stats http_s = stats(lat, n);
+        double rps1 = (double) n / secs;
+        if (run_http(2, n, NULL, &secs) < 0)
+                return 1;
+        double rps2 = (double) n / secs;
+        if (run_http(8, n, NULL, &secs) < 0)
+                return 1;
+        double rps8 = (double) n / secs;
+
+        printf("# bench-execute (%s), %zu requests each\n", label, n);
+        printf("fork+exec true        median %7.3f ms  p99 %7.3f ms\n", fork_s.median_ms, fork_s.p99_ms);
+        printf("bare bwrap true       median %7.3f ms  p99 %7.3f ms\n", bwrap_s.median_ms, bwrap_s.p99_ms);
+        printf("POST /execute-shell   median %7.3f ms  p99 %7.3f ms\n", http_s.median_ms, http_s.p99_ms);
+        printf("ratio http/bwrap      median %.3f  p99 %.3f\n", http_s.median_ms / bwrap_s.median_ms,
+               http_s.p99_ms / bwrap_s.p99_ms);
+        printf("throughput            1 client %.1f/s, 2 clients %.1f/s, 8 clients %.1f/s\n", rps1, rps2, rps8);
+        printf("{\"label\":\"%s\",\"n\":%zu,\"forkMedianMs\":%.4f,\"bwrapMedianMs\":%.4f,\"bwrapP99Ms\":%.4f,"
+               "\"httpMedianMs\":%.4f,\"httpP99Ms\":%.4f,\"ratioMedian\":%.4f,\"rps1\":%.1f,\"rps2\":%.1f,\"rps8\":%.1f}\n",
+               label, n, fork_s.median_ms, bwrap_s.median_ms, bwrap_s.p99_ms, http_s.median_ms, http_s.p99_ms,
+               http_s.median_ms / bwrap_s.median_ms, rps1, rps2, rps8);
+        free(lat);
+        curl_global_cleanup();
+        return 0;
+}

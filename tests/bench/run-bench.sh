@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Start a daemon by hand (no systemd, AllowUnscoped=yes) on an ephemeral loopback port and run
+# bench-execute against it. Usage: run-bench.sh BUILDDIR [REQUESTS]
+set -euo pipefail
+build=$(cd "${1:?usage: run-bench.sh BUILDDIR [REQUESTS]}" && pwd)
+n=${2:-500}
+tmp=$(mktemp -d /tmp/sr-bench.XXXXXX)
+pid=
+cleanup() {
+        [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+mkdir -p "$tmp/creds" "$tmp/state" "$tmp/run"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/creds/api-token"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/creds/signing-key"
+cat >"$tmp/runner.conf" <<CONF
+[Runner]
+IdleExitSec=0
+LogLevel=warning
+MaxConnectionsPerClient=64
+[Execution]
+AllowUnscoped=yes
+CONF
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+env -i PATH=/usr/bin:/bin CREDENTIALS_DIRECTORY="$tmp/creds" STATE_DIRECTORY="$tmp/state" RUNTIME_DIRECTORY="$tmp/run" \
+        "$build/src/sandbox-runnerd" --listen "127.0.0.1:$port" --config "$tmp/runner.conf" --log-target console \
+        2>"$tmp/daemon.log" &
+pid=$!
+for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null && break; sleep 0.1; done
+
+"$build/tests/bench/bench-execute" --url "http://127.0.0.1:$port" --token-file "$tmp/creds/api-token" \
+        --key-file "$tmp/creds/signing-key" --state-dir "$tmp/state" -n "$n" --label unscoped

@@ -1,0 +1,503 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Socket activation of the installed sandbox-runner under a real (private) systemd.
+#
+#   tests/integration/systemd-activation.sh [BUILDDIR]     (or MESON_BUILD_ROOT=BUILDDIR)
+#
+# Installs the meson build into a staging DESTDIR, boots a private systemd with
+# tests/helpers/systemd-box.sh (see DESIGN.md section 13: the box's /etc, /usr and /var are
+# overlays on a tmpfs, so nothing here touches the host), copies the staged tree into the box,
+# and checks: socket activation on 127.0.0.1:4311, /health, bearer auth on /status,
+# sandbox-runnerctl, structured journal entries and their catalog, that no secret reaches the
+# journal, idle exit and re-activation, `systemd-analyze verify` of the units and their
+# exposure score; and at the end that the host is as it was (canary in /tmp, no process of
+# the box, no mount, no cgroup left).
+#
+# Output is TAP.  Needs root (exit 77 otherwise: the only skip; CI runs as root).
+
+set -u
+set -o pipefail
+
+T_START=$EPOCHREALTIME
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRCROOT=$(cd "$HERE/../.." && pwd)
+
+if [[ $EUID -ne 0 ]]; then
+        echo "1..0 # SKIP needs root (boots a private systemd)"
+        exit 77
+fi
+
+BUILD=${1:-${MESON_BUILD_ROOT:-}}
+# shellcheck source=../helpers/systemd-box.sh
+source "$SRCROOT/tests/helpers/systemd-box.sh"
+
+ID_STARTED=156863b03a4e4e98ad9eddd77533f056
+ID_AUTH_FAILED=6055ba522e6c44348f8aa45cc7e4d746
+ID_CREDENTIALS_MISSING=0d1a6da70661440fa68126b07841329a
+URL=http://127.0.0.1:4311
+IDLE_SEC=5
+
+PLAN=24
+echo "1..$PLAN"
+n=0
+failed=0
+broken=            # set when a step that later tests depend on failed
+
+ok()   { n=$((n + 1)); echo "ok $n - $*"; }
+nok()  { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+diag() { sed -e 's/^/# /'; }
+note() { echo "# $*"; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+# t DESC FUNC [ARGS...]: one TAP test; FUNC prints its diagnostics on stdout/stderr.
+t() {
+        local desc=$1 out rc
+        shift
+        if [[ -n "$broken" ]]; then
+                nok "$desc # not run: $broken"
+                return 1
+        fi
+        # not in a subshell: steps set variables for later ones
+        "$@" >"$WORK/step.out" 2>&1
+        rc=$?
+        out=$(<"$WORK/step.out")
+        if (( rc == 0 )); then
+                ok "$desc"
+                [[ -n "$out" ]] && printf '%s\n' "$out" | diag
+        else
+                nok "$desc"
+                [[ -n "$out" ]] && printf '%s\n' "$out" | diag
+        fi
+        return $rc
+}
+
+WORK=$(mktemp -d /tmp/sr-activation.XXXXXX)
+BOX=$WORK/box
+STAGE=$WORK/stage
+CANARY=$(mktemp /tmp/sr-activation-canary.XXXXXX)
+echo "sandbox-runner activation test canary $$" >"$CANARY"
+cp "$CANARY" "$WORK/canary.expected"
+awk '{ print $5 }' /proc/self/mountinfo | sort >"$WORK/mounts.before"
+
+cleanup() {
+        box_stop "$BOX" 2>/dev/null
+        if grep -qF " $WORK/" /proc/self/mountinfo; then
+                echo "# mounts left below $WORK; not removing it" >&2
+        else
+                rm -rf --one-file-system "$WORK"
+        fi
+        rm -f "$CANARY"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+bx() { box_run "$BOX" "$@"; }
+
+# JSON with python3 (the set-up installs it; not jq), on the host side.
+PY=$(command -v /usr/bin/python3 || command -v python3)
+# jtest EXPR [ARG]: stdin is one JSON document, bound to d (ARG to a); true if EXPR is
+jtest() {
+        "$PY" -c 'import json, sys
+a = sys.argv[2] if len(sys.argv) > 2 else None
+d = json.load(sys.stdin)
+sys.exit(0 if eval(sys.argv[1]) else 1)' "$@" 2>/dev/null
+}
+# jprint EXPR [ARG]: print EXPR over the JSON document d
+jprint() {
+        "$PY" -c 'import json, sys
+a = sys.argv[2] if len(sys.argv) > 2 else None
+d = json.load(sys.stdin)
+print(eval(sys.argv[1]))' "$@"
+}
+# jlines EXPR: stdin is JSON lines (journalctl -o json), bound to the list L
+jlines() {
+        "$PY" -c 'import json, sys
+L = [json.loads(l) for l in sys.stdin if l.strip()]
+r = eval(sys.argv[1])
+if isinstance(r, str):
+    print(r)
+sys.exit(0 if r else 1)' "$@" 2>/dev/null
+}
+
+# -----------------------------------------------------------------------------------------
+# Build products and install layout
+
+BUILD_OPTS=
+opt() { jprint 'next((o["value"] for o in d if o["name"] == a), "")' "$1" <<<"$BUILD_OPTS"; }
+
+step_install() {
+        [[ -n "$BUILD" && -d "$BUILD" ]] || { echo "no build dir (argument or MESON_BUILD_ROOT)"; return 1; }
+        BUILD=$(cd "$BUILD" && pwd)
+        [[ -x "$BUILD/src/sandbox-runnerd" ]] || { echo "$BUILD/src/sandbox-runnerd not built"; return 1; }
+        [[ -x "$BUILD/src/ctl/sandbox-runnerctl" ]] || { echo "$BUILD/src/ctl/sandbox-runnerctl not built"; return 1; }
+        BUILD_OPTS=$(meson introspect "$BUILD" --buildoptions) || return 1
+        DESTDIR=$STAGE meson install -C "$BUILD" --no-rebuild --quiet || return 1
+
+        local prefix sysconfdir
+        prefix=$(opt prefix)
+        sysconfdir=$(opt sysconfdir)
+        [[ "$sysconfdir" == /* ]] || sysconfdir=$prefix/$sysconfdir
+        CONFDIR=$sysconfdir/sandbox-runner
+        SERVICE_USER=$(opt service-user)
+        local f
+        f=$(cd "$STAGE" && find . -name sandbox-runner.service -path '*/systemd/system/*' | head -n1)
+        [[ -n "$f" ]] || { echo "no sandbox-runner.service installed"; return 1; }
+        UNITDIR=$(dirname "${f#.}")
+        f=$(cd "$STAGE" && find . -name sandbox-runnerctl -type f | head -n1)
+        [[ -n "$f" ]] || { echo "sandbox-runnerctl not installed"; return 1; }
+        CTL=${f#.}
+        f=$(cd "$STAGE" && find . -name sandbox-runnerd -type f | head -n1)
+        [[ -n "$f" ]] || { echo "sandbox-runnerd not installed"; return 1; }
+        DAEMON=${f#.}
+        for f in sandbox-runner.socket sandbox-runner.service sandbox-runner.slice; do
+                [[ -f "$STAGE$UNITDIR/$f" ]] || { echo "$UNITDIR/$f not installed"; return 1; }
+        done
+        echo "prefix=$prefix unitdir=$UNITDIR daemon=$DAEMON ctl=$CTL confdir=$CONFDIR user=$SERVICE_USER"
+}
+
+T=$EPOCHREALTIME
+t "meson install into a staging DESTDIR" step_install || broken="install failed"
+T_INSTALL=$(since "$T")
+
+# -----------------------------------------------------------------------------------------
+# Boot
+
+step_boot() {
+        box_start "$BOX" >/dev/null || return 1
+        box_wait "$BOX" 60 || return 1
+        echo "box PID 1 = $(box_pid1 "$BOX"), state: $(bx systemctl is-system-running)"
+}
+
+T=$EPOCHREALTIME
+t "private systemd boots to running" step_boot || broken=${broken:-"box did not boot"}
+T_BOOT=$(since "$T")
+BOX_PIDNS=
+if pid1=$(box_pid1 "$BOX"); then
+        BOX_PIDNS=$(readlink "/proc/$pid1/ns/pid")
+fi
+
+# -----------------------------------------------------------------------------------------
+# Install into the box
+
+step_provision() {
+        box_install "$BOX" "$STAGE" || return 1
+        bx systemd-sysusers || return 1
+        bx systemd-tmpfiles --create sandbox-runner.conf || return 1
+        bx journalctl --update-catalog || return 1
+        bx systemctl daemon-reload || return 1
+        bx getent passwd "$SERVICE_USER" || { echo "user $SERVICE_USER not created"; return 1; }
+        bx test -d /etc/credstore || { echo "/etc/credstore not created by tmpfiles"; return 1; }
+
+        # Secrets, where the unit's LoadCredential= lines look for them.
+        TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+        SIGNING_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+        printf '%s' "$TOKEN" | bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.api-token' || return 1
+        printf '%s' "$SIGNING_KEY" | bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.signing-key' || return 1
+        printf 'Authorization: Bearer %s\n' "$TOKEN" | bx sh -c 'umask 077; cat >/root/auth-header' || return 1
+        printf '[Runner]\nIdleExitSec=%s\n' "$IDLE_SEC" |
+                bx sh -c "mkdir -p '$CONFDIR/runner.conf.d' && cat >'$CONFDIR/runner.conf.d/50-test.conf'" || return 1
+}
+
+T=$EPOCHREALTIME
+t "project installed in the box (sysusers, tmpfiles, catalog, daemon-reload, secrets)" step_provision ||
+        broken=${broken:-"provisioning failed"}
+T_PROVISION=$(since "$T")
+
+# -----------------------------------------------------------------------------------------
+# Socket activation and the API
+
+# http PATH [CURL ARGS...]: sets CODE, BODY, HEADERS.
+http() {
+        local path=$1 resp
+        shift
+        resp=$(bx curl -sS -m 20 -D /tmp/headers -w '\n%{http_code}' "$@" "$URL$path") || return 1
+        CODE=${resp##*$'\n'}
+        BODY=${resp%$'\n'*}
+        HEADERS=$(bx cat /tmp/headers)
+}
+
+step_socket() {
+        bx ip link set lo up || return 1
+        bx systemctl start sandbox-runner.socket || return 1
+        local s
+        s=$(bx systemctl is-active sandbox-runner.socket)
+        [[ "$s" == active ]] || { echo "socket is $s"; return 1; }
+        s=$(bx systemctl is-active sandbox-runner.service)
+        echo "service before the first connection: $s"
+        [[ "$s" != active && "$s" != activating ]]
+}
+
+step_health() {
+        http /health || return 1
+        echo "HTTP $CODE $BODY"
+        [[ "$CODE" == 200 ]] || return 1
+        jtest 'isinstance(d, dict) and "status" in d' <<<"$BODY"
+}
+
+step_active() {
+        local s
+        s=$(bx systemctl is-active sandbox-runner.service)
+        echo "service: $s ($(bx systemctl show -p MainPID,Type,NRestarts sandbox-runner.service | tr '\n' ' '))"
+        [[ "$s" == active ]]
+}
+
+step_unauthorized() {
+        http /status || return 1
+        echo "HTTP $CODE $BODY"
+        [[ "$CODE" == 401 ]] || return 1
+        grep -qiE '^WWW-Authenticate: *Bearer' <<<"$HEADERS" || { echo "no WWW-Authenticate: Bearer header"; return 1; }
+        jtest 'd.get("error") == "unauthorized"' <<<"$BODY"
+}
+
+step_authorized() {
+        http /status -H @/root/auth-header || return 1
+        echo "HTTP $CODE $(head -c 400 <<<"$BODY")"
+        [[ "$CODE" == 200 ]] || return 1
+        jtest 'isinstance(d, dict)' <<<"$BODY"
+}
+
+step_ctl_health() {
+        local out
+        out=$(bx "$CTL" health) || { echo "$out"; return 1; }
+        echo "$out"
+        [[ -n "$out" ]]
+}
+
+step_ctl_status() {
+        local out
+        out=$(bx "$CTL" --json --token-file /etc/credstore/sandbox-runner.api-token status) || { echo "$out"; return 1; }
+        jtest 'isinstance(d, dict)' <<<"$out" || { echo "not JSON: $out"; return 1; }
+        echo "--token-file: $(head -c 300 <<<"$out")"
+        out=$(bx env SANDBOX_RUNNER_TOKEN="$TOKEN" "$CTL" --json status) || { echo "$out"; return 1; }
+        jtest 'isinstance(d, dict)' <<<"$out" || { echo "not JSON: $out"; return 1; }
+        echo "\$SANDBOX_RUNNER_TOKEN: ok"
+        # and without a token it must fail
+        if bx env -u SANDBOX_RUNNER_TOKEN "$CTL" --json status >/dev/null 2>&1; then
+                echo "status without a token succeeded"; return 1
+        fi
+}
+
+T_ACT=$EPOCHREALTIME
+t "sandbox-runner.socket listens, service not started yet" step_socket || broken=${broken:-"socket did not start"}
+t "GET /health activates the service: 200 JSON with \"status\"" step_health
+t "sandbox-runner.service is active after the first request" step_active
+t "GET /status without token: 401, WWW-Authenticate: Bearer, error unauthorized" step_unauthorized
+t "GET /status with the bearer token: 200 JSON" step_authorized
+t "sandbox-runnerctl health" step_ctl_health
+t "sandbox-runnerctl --json status (--token-file, \$SANDBOX_RUNNER_TOKEN; refused without)" step_ctl_status
+
+# -----------------------------------------------------------------------------------------
+# Journal
+
+# journal_has PY-EXPR over L: retry a little, journald may lag behind.
+journal_has() {
+        local i
+        for i in $(seq 1 20); do
+                bx journalctl -u sandbox-runner.service -o json --no-pager 2>/dev/null |
+                        jlines "$1" >/dev/null && return 0
+                sleep 0.25
+        done
+        return 1
+}
+
+step_journal_started() {
+        journal_has "[e for e in L if e.get('MESSAGE_ID') == '$ID_STARTED' and e.get('SANDBOX_VERSION')]" || {
+                echo "no entry with MESSAGE_ID=$ID_STARTED and SANDBOX_VERSION; journal:"
+                bx journalctl -u sandbox-runner.service -o verbose --no-pager | tail -n 40
+                return 1
+        }
+        bx journalctl -u sandbox-runner.service -o json --no-pager MESSAGE_ID=$ID_STARTED |
+                jlines "'MESSAGE=%s SANDBOX_VERSION=%s' % (L[-1].get('MESSAGE'), L[-1].get('SANDBOX_VERSION'))"
+}
+
+step_journal_auth() {
+        journal_has "[e for e in L if e.get('MESSAGE_ID') == '$ID_AUTH_FAILED' and e.get('HTTP_PATH') == '/status']" || {
+                echo "no entry with MESSAGE_ID=$ID_AUTH_FAILED and HTTP_PATH=/status; journal:"
+                bx journalctl -u sandbox-runner.service -o verbose --no-pager | tail -n 40
+                return 1
+        }
+}
+
+step_catalog() {
+        bx journalctl --list-catalog --no-pager | grep -qi "^$ID_STARTED" ||
+                { echo "$ID_STARTED not in the installed catalog"; return 1; }
+        local out
+        out=$(bx journalctl -x --no-pager -u sandbox-runner.service MESSAGE_ID=$ID_STARTED)
+        grep -q '░░' <<<"$out" || { echo "$out"; echo "no catalog text in journalctl -x"; return 1; }
+        grep '░░' <<<"$out" | head -n 4
+}
+
+step_no_secrets() {
+        local hits
+        hits=$(bx journalctl --no-pager -o export | grep -a -c -F -e "$TOKEN" -e "$SIGNING_KEY")
+        [[ "$hits" == 0 ]] || { echo "$hits journal lines contain a secret"; return 1; }
+        hits=$(bx journalctl --no-pager -o export | wc -l)
+        echo "searched $hits lines of the box's journal"
+}
+
+t "journal: start event $ID_STARTED with SANDBOX_VERSION" step_journal_started
+t "journal: auth failure $ID_AUTH_FAILED with HTTP_PATH=/status" step_journal_auth
+t "journalctl -x shows the catalog text of the start event" step_catalog
+t "no journal entry contains the token or the signing key" step_no_secrets
+
+# -----------------------------------------------------------------------------------------
+# Idle exit and re-activation
+
+step_idle() {
+        local t0 i s
+        t0=$EPOCHREALTIME
+        for ((i = 0; i < (IDLE_SEC + 10) * 4; i++)); do
+                s=$(bx systemctl is-active sandbox-runner.service)
+                [[ "$s" == active || "$s" == deactivating ]] || break
+                sleep 0.25
+        done
+        echo "service $s after $(since "$t0") s without requests (IdleExitSec=$IDLE_SEC)"
+        [[ "$s" == inactive ]] || return 1
+        s=$(bx systemctl show -p Result --value sandbox-runner.service)
+        [[ "$s" == success ]] || { echo "Result=$s"; return 1; }
+        s=$(bx systemctl is-active sandbox-runner.socket)
+        [[ "$s" == active ]] || { echo "socket is $s"; return 1; }
+}
+
+step_reactivate() {
+        http /health || return 1
+        [[ "$CODE" == 200 ]] || { echo "HTTP $CODE $BODY"; return 1; }
+        step_active
+}
+
+t "idle exit after IdleExitSec=$IDLE_SEC: service inactive (Result=success), socket still active" step_idle
+t "a new request starts the service again" step_reactivate
+T_ACTIVATION=$(since "$T_ACT")
+
+# -----------------------------------------------------------------------------------------
+# Without the token the daemon refuses to start, and says why in the journal.
+
+step_no_token() {
+        local s i
+        bx systemctl stop sandbox-runner.service 2>/dev/null || return 1
+        bx mv /etc/credstore/sandbox-runner.api-token /root/api-token.saved || return 1
+        bx systemctl reset-failed sandbox-runner.service 2>/dev/null
+        if bx curl -sS -m 5 -o /dev/null "$URL/health" 2>/dev/null; then
+                echo "/health answered without a token installed"; return 1
+        fi
+        for i in $(seq 1 40); do
+                s=$(bx systemctl is-active sandbox-runner.service)
+                [[ "$s" == activating || "$s" == active || "$s" == deactivating ]] || break
+                sleep 0.25
+        done
+        echo "service: $s ($(bx systemctl show -p Result,ExecMainStatus,NRestarts sandbox-runner.service | tr '\n' ' '))"
+        echo "socket: $(bx systemctl is-active sandbox-runner.socket) ($(bx systemctl show -p Result --value sandbox-runner.socket))"
+        [[ "$s" != active ]] || return 1
+        journal_has "[e for e in L if e.get('MESSAGE_ID') == '$ID_CREDENTIALS_MISSING']" || {
+                echo "no entry with MESSAGE_ID=$ID_CREDENTIALS_MISSING; journal:"
+                bx journalctl -u sandbox-runner.service -o cat --no-pager | tail -n 12
+                return 1
+        }
+        bx journalctl -u sandbox-runner.service -o json --no-pager MESSAGE_ID=$ID_CREDENTIALS_MISSING |
+                jlines "'MESSAGE=%s' % L[-1].get('MESSAGE')"
+}
+
+step_token_back() {
+        bx mv /root/api-token.saved /etc/credstore/sandbox-runner.api-token || return 1
+        bx systemctl reset-failed sandbox-runner.service sandbox-runner.socket 2>/dev/null
+        bx systemctl restart sandbox-runner.socket || return 1
+        http /health || return 1
+        [[ "$CODE" == 200 ]] || { echo "HTTP $CODE $BODY"; return 1; }
+        step_active
+}
+
+t "without the api-token credential the service refuses to start and logs $ID_CREDENTIALS_MISSING" step_no_token
+t "with the token back (reset-failed, restart the socket) it is served again" step_token_back
+
+# -----------------------------------------------------------------------------------------
+# Static checks of the installed units
+
+step_verify() {
+        local out rc u paths=()
+        for u in sandbox-runner.socket sandbox-runner.service sandbox-runner.slice; do
+                paths+=("$UNITDIR/$u")
+        done
+        # Documentation=man:... pages are checked when the build installs man pages (then a
+        # missing one is a packaging bug); a build without them (-Dman=disabled, no scdoc)
+        # cannot satisfy that check, so it is left out there.
+        local man=yes
+        if [[ -z "$(cd "$STAGE" && find . -path '*/man/man[0-9]/*' -type f | head -n1)" ]]; then
+                echo "no man pages in this build: --man=no"
+                man=no
+        elif ! bx sh -c 'command -v man' >/dev/null; then
+                echo "man(1) is not installed: --man=no"
+                man=no
+        fi
+        out=$(bx systemd-analyze verify --man=$man "${paths[@]}" 2>&1)
+        rc=$?
+        [[ -n "$out" ]] && echo "$out"
+        (( rc == 0 )) || return 1
+        # warnings about our own units count as failures too
+        ! grep -q 'sandbox-runner' <<<"$out"
+}
+
+step_security() {
+        local out score
+        out=$(bx systemd-analyze security --no-pager sandbox-runner.service 2>&1) || { echo "$out"; return 1; }
+        score=$(grep -o 'Overall exposure level for sandbox-runner.service: [0-9.]*' <<<"$out" | awk '{ print $NF }')
+        [[ -n "$score" ]] || { echo "$out" | tail -n 5; return 1; }
+        echo "exposure: $score"
+}
+
+t "systemd-analyze verify sandbox-runner.{socket,service,slice}" step_verify
+t "systemd-analyze security sandbox-runner.service" step_security
+
+# -----------------------------------------------------------------------------------------
+# Stop the box; the host must be as it was.
+
+cp "$BOX/cgroups" "$WORK/box-cgroups" 2>/dev/null || : >"$WORK/box-cgroups"
+T=$EPOCHREALTIME
+box_stop "$BOX"
+T_STOP=$(since "$T")
+broken=
+
+step_canary() {
+        [[ -f "$CANARY" ]] || { echo "canary $CANARY is gone: the box emptied the host's /tmp"; return 1; }
+        cmp -s "$CANARY" "$WORK/canary.expected" || { echo "canary changed"; return 1; }
+        ! box_pid1 "$BOX" >/dev/null || { echo "box PID 1 still running"; return 1; }
+}
+
+step_no_processes() {
+        [[ -n "$BOX_PIDNS" ]] || { echo "box never ran"; return 0; }
+        local p left=()
+        for p in /proc/[0-9]*; do
+                [[ "$(readlink "$p/ns/pid" 2>/dev/null)" == "$BOX_PIDNS" ]] && left+=("${p#/proc/}")
+        done
+        (( ${#left[@]} == 0 )) || { echo "processes of the box still running: ${left[*]}"; ps -o pid,cmd -p "${left[*]}"; return 1; }
+}
+
+step_no_mounts() {
+        local extra
+        extra=$(awk '{ print $5 }' /proc/self/mountinfo | sort | comm -13 "$WORK/mounts.before" -)
+        [[ -z "$extra" ]] && return 0
+        echo "new mounts on the host since the start: $extra"
+        # Only fail for what can be ours: other processes on the machine may mount too.
+        ! grep -qE "^$WORK/|^/(etc|usr|var|run|tmp|var/tmp|dev|dev/shm|proc|sys|sys/fs/cgroup)(/|$)" <<<"$extra"
+}
+
+step_no_cgroups() {
+        local cg left=()
+        while IFS= read -r cg; do
+                [[ -n "$cg" && -e "$cg" ]] && left+=("$cg")
+        done <"$WORK/box-cgroups"
+        (( ${#left[@]} == 0 )) || { echo "cgroups left: ${left[*]}"; return 1; }
+        echo "$(wc -l <"$WORK/box-cgroups") box cgroups removed"
+}
+
+t "box stopped; host /tmp canary intact" step_canary
+t "no process of the box left" step_no_processes
+t "no mount left on the host" step_no_mounts
+t "no cgroup of the box left on the host" step_no_cgroups
+
+note "timing: install ${T_INSTALL}s, boot ${T_BOOT}s, provision ${T_PROVISION}s, activation tests ${T_ACTIVATION}s, stop ${T_STOP}s, total $(since "$T_START")s"
+if (( n != PLAN )); then
+        echo "# planned $PLAN tests, ran $n"
+        failed=$((failed + 1))
+fi
+(( failed == 0 ))

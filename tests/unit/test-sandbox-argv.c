@@ -1,0 +1,667 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Golden tests of src/sandbox-argv.c: the whole bwrap argv per case, and the env/cwd validators. */
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sandbox-argv.h"
+#include "util/strv.h"
+
+#define ELEMENTS(x) (sizeof(x) / sizeof((x)[0]))
+
+/* ---------------------------------------------------------------------------------------------
+ * Comparison with a readable diff: a longest-common-subsequence alignment of the two arrays,
+ * printed one element a line, "  " same, "- " expected but missing, "+ " present but unexpected. */
+
+static size_t count(const char *const *l) {
+        size_t n = 0;
+
+        while (l && l[n])
+                n++;
+        return n;
+}
+
+/* @s with everything but printable ASCII as \xNN, in a buffer the caller frees. */
+static char *escape(const char *s) {
+        char *e = malloc(strlen(s) * 4 + 1), *q = e;
+
+        assert_non_null(e);
+        for (const char *p = s; *p; p++) {
+                unsigned char c = (unsigned char) *p;
+                if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+                        *q++ = (char) c;
+                else
+                        q += sprintf(q, "\\x%02x", c);
+        }
+        *q = 0;
+        return e;
+}
+
+/* Every message line starts with "# ", so that it is a TAP comment. */
+static void print_element(const char *prefix, size_t index, const char *s) {
+        char *e = escape(s);
+
+        print_message("# %s[%3zu] \"%s\"\n", prefix, index, e);
+        free(e);
+}
+
+static void print_argv_diff(const char *const *got, size_t n_got, const char *const *want, size_t n_want) {
+        /* lcs[i][j] = LCS length of want[i..] and got[j..] */
+        size_t *lcs = calloc((n_want + 1) * (n_got + 1), sizeof(size_t));
+        size_t i = 0, j = 0;
+
+        assert_non_null(lcs);
+#define LCS(a, b) lcs[(a) * (n_got + 1) + (b)]
+        for (size_t a = n_want; a-- > 0; )
+                for (size_t b = n_got; b-- > 0; )
+                        LCS(a, b) = strcmp(want[a], got[b]) == 0 ? LCS(a + 1, b + 1) + 1
+                                                                 : (LCS(a + 1, b) > LCS(a, b + 1) ? LCS(a + 1, b)
+                                                                                                  : LCS(a, b + 1));
+        print_message("# argv differs (%zu elements expected, %zu got); - expected, + got:\n", n_want, n_got);
+        while (i < n_want || j < n_got) {
+                if (i < n_want && j < n_got && strcmp(want[i], got[j]) == 0) {
+                        print_element("  ", j, got[j]);
+                        i++, j++;
+                } else if (j < n_got && (i == n_want || LCS(i, j + 1) >= LCS(i + 1, j))) {
+                        print_element("+ ", j, got[j]);
+                        j++;
+                } else {
+                        print_element("- ", i, want[i]);
+                        i++;
+                }
+        }
+#undef LCS
+        free(lcs);
+}
+
+static void assert_argv_equal_at(char **got, const char *const *want, const char *file, int line) {
+        size_t n_got = count((const char *const *) got), n_want = count(want);
+        bool same = n_got == n_want;
+
+        for (size_t i = 0; same && i < n_want; i++)
+                same = strcmp(got[i], want[i]) == 0;
+        if (same)
+                return;
+        print_message("# %s:%d:\n", file, line);
+        print_argv_diff((const char *const *) got, n_got, want, n_want);
+        fail();
+}
+#define assert_argv_equal(got, ...) \
+        assert_argv_equal_at((got), (const char *const[]) { __VA_ARGS__, NULL }, __FILE__, __LINE__)
+
+/* ---------------------------------------------------------------------------------------------
+ * Inputs */
+
+static char *payload_python[] = { "python3", "-c", "print(6*7)", NULL };
+
+static SandboxSpec spec_default(void) {
+        return (SandboxSpec) {
+                .workspace = "/var/lib/sandbox-runner/workspaces/agent7-runner1",
+                .cwd = NULL,
+                .argv = payload_python,
+                .env = NULL,
+                .tmp_size = 0,
+                .seccomp_fd = 3,
+                .passwd_fd = -1,
+                .group_fd = -1,
+                .hosts_fd = -1,
+                .code_fd = -1,
+        };
+}
+
+static char **build_ok(const SandboxSpec *spec, const SandboxProbe *probe) {
+        char **a = NULL, **b = NULL;
+
+        assert_int_equal(sandbox_argv_build(spec, probe, &a), 0);
+        assert_non_null(a);
+
+        /* Pure: the same inputs give the same argv again. */
+        assert_int_equal(sandbox_argv_build(spec, probe, &b), 0);
+        assert_argv_equal_at(b, (const char *const *) a, __FILE__, __LINE__);
+        strv_free(b);
+        return a;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Golden argv */
+
+/* The common case of a current host: fresh procfs, --disable-userns works, merged /usr. */
+static void test_fresh_proc_userns_merged(void **state) {
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a = build_ok(&spec, &probe);
+
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
+/* An old host: /proc only as a read-only bind, no --disable-userns, /bin etc. real directories. */
+static void test_robind_proc_no_userns_unmerged(void **state) {
+        char *lib_dirs[] = { "/lib64", "/lib32", NULL };
+        SandboxProbe probe = { .proc_fresh = false, .disable_userns = false, .usr_merged = false,
+                               .lib_dirs = lib_dirs };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.cwd = "";
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--ro-bind", "/bin", "/bin",
+                "--ro-bind", "/sbin", "/sbin",
+                "--ro-bind", "/lib", "/lib",
+                "--ro-bind", "/lib64", "/lib64",
+                "--ro-bind", "/lib32", "/lib32",
+                "--dev", "/dev",
+                "--ro-bind", "/proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
+/* Merged /usr with extra lib dirs (links), /etc files, all three generated /etc files and the code. */
+static void test_merged_lib_dirs_etc_files_all_fds(void **state) {
+        char *lib_dirs[] = { "/lib64", "/libx32", NULL };
+        char *etc_files[] = { "/etc/ld.so.cache", "/etc/ssl/certs", "/etc/resolv.conf", NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = false, .usr_merged = true,
+                               .lib_dirs = lib_dirs, .etc_files = etc_files };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.passwd_fd = 5;
+        spec.group_fd = 6;
+        spec.hosts_fd = 7;
+        spec.code_fd = 8;
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--symlink", "usr/lib64", "/lib64",
+                "--symlink", "usr/libx32", "/libx32",
+                "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+                "--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs",
+                "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
+                "--ro-bind-data", "5", "/etc/passwd",
+                "--ro-bind-data", "6", "/etc/group",
+                "--ro-bind-data", "7", "/etc/hosts",
+                "--ro-bind-data", "8", "/.sandbox/code",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
+/* Only some generated /etc files; a code fd of 0..2 (stdio) means none. */
+static void test_some_fds(void **state) {
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.passwd_fd = 4;
+        spec.hosts_fd = 12;
+        spec.code_fd = 2;
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--ro-bind-data", "4", "/etc/passwd",
+                "--ro-bind-data", "12", "/etc/hosts",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
+/* A /tmp size (just before its --tmpfs) and a working directory below /workspace. */
+static void test_tmp_size_and_cwd(void **state) {
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.tmp_size = UINT64_C(67108864);
+        spec.cwd = "a/b";
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--size", "67108864",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--chdir", "/workspace/a/b",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+
+        /* The largest size is written in full. */
+        spec.tmp_size = UINT64_MAX;
+        spec.cwd = "x";
+        a = build_ok(&spec, &probe);
+        assert_int_equal(strv_length(a), 64);
+        assert_string_equal(a[30], "--size");
+        assert_string_equal(a[31], "18446744073709551615");
+        assert_string_equal(a[32], "--tmpfs");
+        assert_string_equal(a[38], "/workspace/x");
+        strv_free(a);
+}
+
+/* Extra environment after the baseline, values verbatim (empty, with '=', spaces, quotes, newline). */
+static void test_extra_env(void **state) {
+        char *env[] = {
+                "MY_VAR=x",
+                "EMPTY=",
+                "WITH_EQ=a=b=c",
+                "SPACES=hello world",
+                "QUOTES=\"double\" 'single' $HOME `id`",
+                "NL=line1\nline2",
+                "_under=1",
+                NULL,
+        };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.env = env;
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--setenv", "MY_VAR", "x",
+                "--setenv", "EMPTY", "",
+                "--setenv", "WITH_EQ", "a=b=c",
+                "--setenv", "SPACES", "hello world",
+                "--setenv", "QUOTES", "\"double\" 'single' $HOME `id`",
+                "--setenv", "NL", "line1\nline2",
+                "--setenv", "_under", "1",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
+/* The payload argv is passed verbatim after "--", even when it looks like bwrap options. */
+static void test_payload_argv_verbatim(void **state) {
+        char *payload[] = { "sh", "-c", "echo \"a b\" 'c d' $HOME; ls -la", "", "--", "--bind", "/ /", "x y", NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.argv = payload;
+        spec.seccomp_fd = 10;
+        spec.workspace = "/srv/work spaces/w 1";
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/srv/work spaces/w 1", "/workspace",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "10",
+                "--", "sh", "-c", "echo \"a b\" 'c d' $HOME; ls -la", "", "--", "--bind", "/ /", "x y");
+        strv_free(a);
+}
+
+/* Everything at once, in the non-default direction of each probe, with the code as a file. */
+static void test_everything(void **state) {
+        char *lib_dirs[] = { "/lib64", NULL };
+        char *etc_files[] = { "/etc/ld.so.cache", NULL };
+        char *env[] = { "MY_VAR=1", NULL };
+        char *payload[] = { "/usr/bin/Rscript", "-e", "cat(42)", NULL };
+        SandboxProbe probe = { .proc_fresh = false, .disable_userns = true, .usr_merged = false,
+                               .lib_dirs = lib_dirs, .etc_files = etc_files };
+        SandboxSpec spec = {
+                .workspace = "/w",
+                .cwd = "x/y/z",
+                .argv = payload,
+                .env = env,
+                .tmp_size = 1,
+                .seccomp_fd = 3,
+                .passwd_fd = 4,
+                .group_fd = 5,
+                .hosts_fd = -1,
+                .code_fd = 6,
+        };
+        char **a = build_ok(&spec, &probe);
+
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--ro-bind", "/bin", "/bin",
+                "--ro-bind", "/sbin", "/sbin",
+                "--ro-bind", "/lib", "/lib",
+                "--ro-bind", "/lib64", "/lib64",
+                "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache",
+                "--ro-bind-data", "4", "/etc/passwd",
+                "--ro-bind-data", "5", "/etc/group",
+                "--ro-bind-data", "6", "/.sandbox/code",
+                "--dev", "/dev",
+                "--ro-bind", "/proc", "/proc",
+                "--size", "1",
+                "--tmpfs", "/tmp",
+                "--bind", "/w", "/workspace",
+                "--chdir", "/workspace/x/y/z",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--setenv", "MY_VAR", "1",
+                "--seccomp", "3",
+                "--", "/usr/bin/Rscript", "-e", "cat(42)");
+        strv_free(a);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Refusals */
+
+static void assert_refused(const SandboxSpec *spec, const SandboxProbe *probe, const char *what) {
+        char *sentinel[] = { "untouched", NULL };
+        char **a = sentinel;
+        int r = sandbox_argv_build(spec, probe, &a);
+
+        if (r != -EINVAL) {
+                char *e = escape(what);
+
+                print_message("# expected -EINVAL for \"%s\", got %d\n", e, r);
+                free(e);
+                if (r == 0)
+                        strv_free(a);
+                fail();
+        }
+        assert_ptr_equal(a, sentinel);  /* outputs are written only on success */
+}
+
+static void test_build_refuses_reserved_env(void **state) {
+        static const char *const bad[] = {
+                "PATH=/tmp/evil", "HOME=/", "LD_PRELOAD=/workspace/x.so", "LD_LIBRARY_PATH=/workspace",
+                "LD_AUDIT=x", "LANG=C", "TMPDIR=/workspace", "USER=root", "LOGNAME=root", "SHELL=/bin/sh",
+                "PWD=/", "HTTP_PROXY=http://x", "https_proxy=http://x", "NO_PROXY=*",
+                "1ABC=x", "A-B=x", "=x", "NOEQUALS", "",
+        };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+
+        for (size_t i = 0; i < ELEMENTS(bad); i++) {
+                char *env[] = { "MY_VAR=fine", (char *) bad[i], NULL };
+                SandboxSpec spec = spec_default();
+
+                spec.env = env;
+                assert_refused(&spec, &probe, bad[i]);
+        }
+}
+
+static void test_build_refuses_bad_cwd(void **state) {
+        static const char *const bad[] = { "..", "a/../b", "/abs", "a//b", "a/", ".", "./a", "/", "a\\b", "a\nb" };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+
+        for (size_t i = 0; i < ELEMENTS(bad); i++) {
+                SandboxSpec spec = spec_default();
+
+                spec.cwd = bad[i];
+                assert_refused(&spec, &probe, bad[i]);
+        }
+}
+
+static void test_build_refuses_incomplete_spec(void **state) {
+        char *empty_argv[] = { NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec;
+        char **a = NULL;
+
+        assert_int_equal(sandbox_argv_build(NULL, &probe, &a), -EINVAL);
+        spec = spec_default();
+        assert_int_equal(sandbox_argv_build(&spec, NULL, &a), -EINVAL);
+
+        spec = spec_default();
+        spec.workspace = NULL;
+        assert_refused(&spec, &probe, "no workspace");
+        spec = spec_default();
+        spec.argv = NULL;
+        assert_refused(&spec, &probe, "no argv");
+        spec = spec_default();
+        spec.argv = empty_argv;
+        assert_refused(&spec, &probe, "empty argv");
+        spec = spec_default();
+        spec.seccomp_fd = -1;
+        assert_refused(&spec, &probe, "no seccomp fd");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Validators */
+
+static void print_rejection(const char *kind, const char *value, const char *verdict) {
+        char *e = escape(value);
+
+        print_message("# %s \"%s\" %s\n", kind, e, verdict);
+        free(e);
+}
+
+static char *repeat(char c, size_t n) {
+        char *s = malloc(n + 1);
+
+        assert_non_null(s);
+        memset(s, c, n);
+        s[n] = 0;
+        return s;
+}
+
+static void test_env_name_valid(void **state) {
+        static const char *const bad[] = {
+                "", "PATH", "HOME", "LANG", "TMPDIR", "USER", "LOGNAME", "SHELL", "PWD",
+                "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy",
+                "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_", "LD_anything",
+                "1ABC", "9", "0_", "A-B", "A B", "A=B", "a.b", "\xc3\x89T\xc3\x89", "A\tB", " A", "A ",
+        };
+        static const char *const good[] = {
+                "MY_VAR", "_", "_X1", "a", "z9", "LD", "LDX", "PATHX", "MY_PATH", "HOME2", "PYTHONPATH",
+                "OMP_NUM_THREADS",
+        };
+        char *s;
+
+        assert_false(sandbox_env_name_valid(NULL));
+        for (size_t i = 0; i < ELEMENTS(bad); i++)
+                if (sandbox_env_name_valid(bad[i])) {
+                        print_rejection("env name", bad[i], "accepted, should be refused");
+                        fail();
+                }
+        for (size_t i = 0; i < ELEMENTS(good); i++)
+                if (!sandbox_env_name_valid(good[i])) {
+                        print_rejection("env name", good[i], "refused, should be accepted");
+                        fail();
+                }
+
+        s = repeat('N', 128);
+        assert_true(sandbox_env_name_valid(s));
+        free(s);
+        s = repeat('N', 129);
+        assert_false(sandbox_env_name_valid(s));
+        free(s);
+}
+
+/* A path of exactly @n bytes made of components of up to 200 bytes. */
+static char *long_path(size_t n) {
+        char *s = repeat('c', n);
+
+        for (size_t i = 200; i < n - 1; i += 201)
+                s[i] = '/';
+        return s;
+}
+
+static void test_cwd_valid(void **state) {
+        static const char *const bad[] = {
+                "..", ".", "a/../b", "a/..", "../a", "a/.", "./a", "a/./b",
+                "/abs", "/", "a//b", "a/", "//", "a\\b", "\\",
+                "a\x01", "a\nb", "\tx", "x\x1f", "x\177y",
+        };
+        static const char *const good[] = {
+                "", "a", "a/b.c", "x/y/z", "..a", "a..", "...", ".hidden", "a/.b", "a b", "caf\xc3\xa9", "-rf",
+        };
+        char *s;
+
+        assert_false(sandbox_cwd_valid(NULL));
+        for (size_t i = 0; i < ELEMENTS(bad); i++)
+                if (sandbox_cwd_valid(bad[i])) {
+                        print_rejection("cwd", bad[i], "accepted, should be refused");
+                        fail();
+                }
+        for (size_t i = 0; i < ELEMENTS(good); i++)
+                if (!sandbox_cwd_valid(good[i])) {
+                        print_rejection("cwd", good[i], "refused, should be accepted");
+                        fail();
+                }
+
+        /* Components up to 255 bytes, paths up to 1024 bytes. */
+        s = repeat('c', 255);
+        assert_true(sandbox_cwd_valid(s));
+        free(s);
+        s = repeat('c', 256);
+        assert_false(sandbox_cwd_valid(s));
+        free(s);
+        s = long_path(1024);
+        assert_int_equal(strlen(s), 1024);
+        assert_true(sandbox_cwd_valid(s));
+        free(s);
+        s = long_path(1025);
+        assert_int_equal(strlen(s), 1025);
+        assert_false(sandbox_cwd_valid(s));
+        free(s);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_fresh_proc_userns_merged),
+                cmocka_unit_test(test_robind_proc_no_userns_unmerged),
+                cmocka_unit_test(test_merged_lib_dirs_etc_files_all_fds),
+                cmocka_unit_test(test_some_fds),
+                cmocka_unit_test(test_tmp_size_and_cwd),
+                cmocka_unit_test(test_extra_env),
+                cmocka_unit_test(test_payload_argv_verbatim),
+                cmocka_unit_test(test_everything),
+                cmocka_unit_test(test_build_refuses_reserved_env),
+                cmocka_unit_test(test_build_refuses_bad_cwd),
+                cmocka_unit_test(test_build_refuses_incomplete_spec),
+                cmocka_unit_test(test_env_name_valid),
+                cmocka_unit_test(test_cwd_valid),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
