@@ -110,6 +110,12 @@ int secrets_load(const Config *c, Secrets *ret, char **ret_error) {
                 return r;
         }
         s.signing_key = (uint8_t *) key;
+        if (auth_secret_equal(s.token, token_size, key, s.signing_key_size)) {
+                secrets_done(&s);
+                if (asprintf(ret_error, "The API token and the request signing key must be different secrets.") < 0)
+                        return -ENOMEM;
+                return -EINVAL;
+        }
         *ret = s;
         return 0;
 }

@@ -499,6 +499,35 @@ static int apply_file(Config *c, const char *path, bool required, char **ret_err
         return config_parse_buffer(c, path, data, size, ret_error);
 }
 
+int config_verify(Config *c, char **ret_error) {
+        const char *what = NULL;
+
+        if (!c->bwrap) {
+                c->bwrap = strdup("/usr/bin/bwrap");
+                if (!c->bwrap)
+                        return -ENOMEM;
+        }
+        if (c->max_connections < 1)
+                what = "[Runner] MaxConnections= must be at least 1";
+        else if (c->max_request_body_bytes < 1024)
+                what = "[Runner] MaxRequestBodyBytes= must be at least 1K";
+        else if (c->header_timeout_usec < USEC_PER_SEC)
+                what = "[Runner] HeaderTimeoutSec= must be at least 1s";
+        else if (c->request_timeout_usec < USEC_PER_SEC)
+                what = "[Runner] RequestTimeoutSec= must be at least 1s";
+        else if (c->default_timeout_usec < USEC_PER_MSEC || c->max_timeout_usec < USEC_PER_MSEC)
+                what = "[Execution] DefaultTimeoutSec= and MaxTimeoutSec= must be at least 1ms";
+        else if (c->default_timeout_usec > c->max_timeout_usec)
+                what = "[Execution] DefaultTimeoutSec= must not exceed MaxTimeoutSec=";
+        else if (c->memory_max != 0 && c->memory_max < (1ULL << 20))
+                what = "[Execution] MemoryMax= must be at least 1M (or 0 for no limit)";
+        if (!what)
+                return 0;
+        if (ret_error && !(*ret_error = strdup(what)))
+                return -ENOMEM;
+        return -EINVAL;
+}
+
 static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }

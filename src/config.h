@@ -72,6 +72,12 @@ int config_parse_buffer(Config *c, const char *filename, const char *data, size_
  */
 int config_load(Config *c, const char *path, bool required, char **ret_error);
 
+/*
+ * config_verify() - checks across keys after all files are applied (minimums, ordering), and
+ * defaults restored by empty assignments. Return: 0, -EINVAL with *ret_error, -ENOMEM.
+ */
+int config_verify(Config *c, char **ret_error);
+
 /* Validators shared with the command line and the API. Return: 0 or -EINVAL. */
 int config_parse_bytes(const char *s, uint64_t *ret);
 int config_parse_seconds(const char *s, uint64_t *ret_usec);

@@ -291,10 +291,11 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
         if (!r->cwd)
                 return -ENOMEM;
 
-        k = get_u64(body, "timeoutMs", 1, max->max_timeout_usec / USEC_PER_MSEC, &set, &u, ret_why);
+        /* Like the limits, the wall-clock limit is capped by the configured maximum. */
+        k = get_u64(body, "timeoutMs", 1, UINT64_MAX / USEC_PER_MSEC, &set, &u, ret_why);
         if (k < 0)
                 return k;
-        r->timeout_usec = set ? u * USEC_PER_MSEC : max->default_timeout_usec;
+        r->timeout_usec = set ? MIN(u * USEC_PER_MSEC, max->max_timeout_usec) : max->default_timeout_usec;
 
         r->memory_max = max->memory_max;
         r->tasks_max = max->tasks_max;

@@ -533,10 +533,6 @@ static void on_scope_started(Scope *s, int error, const char *message, void *use
         Execution *e = userdata;
 
         if (error < 0) {
-                log_struct_errno(LOG_ERR, error,
-                                 "MESSAGE_ID=" SR_MESSAGE_EXECUTION_FINISHED,
-                                 "SANDBOX_EXECUTION_ID=%s", e->id,
-                                 "MESSAGE=Failed to create scope '%s': %s", scope_name(s), message ?: "unknown error");
                 execution_fail(e, error, "could not create the execution's scope: %s", message ?: "unknown error");
                 return;
         }

@@ -162,7 +162,15 @@ int http_json_parse(const char *body, size_t size, json_object **ret, const char
                 *ret_why = "the request body is too large";
                 return -EBADMSG;
         }
-        tok = json_tokener_new_ex(HTTP_JSON_MAX_DEPTH);
+        /* JSON allows no raw control characters anywhere but as whitespace between tokens;
+         * json-c's strict mode still lets them through inside strings. */
+        for (size_t i = 0; i < size; i++)
+                if ((unsigned char) body[i] < 0x20 && body[i] != '\t' && body[i] != '\n' && body[i] != '\r') {
+                        *ret_why = "raw control characters are not allowed in JSON (escape them)";
+                        return -EBADMSG;
+                }
+
+        tok = json_tokener_new_ex(HTTP_JSON_MAX_DEPTH + 1);
         if (!tok)
                 return -ENOMEM;
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -434,7 +442,7 @@ static void handle_execute(Manager *m, HttpRequest *req, const Route *route, jso
                 return reply_error(req, 400, "persistent_kernel_unsupported",
                                    "kernelMode 'persistent' is not supported; use 'ephemeral' or omit it.");
         if (r == -ENOMEM)
-                return reply_error(req, 503, "internal", "Out of memory.");
+                return reply_error(req, 500, "internal", "Out of memory.");
         if (r < 0)
                 return reply_error(req, 400, "invalid_request", "Invalid request: %s.", why ?: "bad field");
 
@@ -450,12 +458,12 @@ static void handle_execute(Manager *m, HttpRequest *req, const Route *route, jso
                         return reply_error(req, 409, "execution_id_conflict",
                                            "executionId '%s' was used within the last 60 s.", er->execution_id);
                 if (r < 0)
-                        return reply_error(req, 503, "internal", "The replay table is full.");
+                        return reply_error(req, 503, "sandbox_unavailable", "Too many recent executions to track their ids; retry shortly.");
         }
 
         r = execution_new(m, STEAL(er), &e);
         if (r < 0)
-                return reply_error(req, 503, "internal", "Out of memory.");
+                return reply_error(req, 500, "internal", "Out of memory.");
         http_request_set_userdata(req, e, on_request_gone);
         http_request_suspend(req);
         (void) execution_start(e, on_execution_done, req);
@@ -634,7 +642,7 @@ void http_api_dispatch(HttpRequest *req, void *userdata) {
 
                 r = http_json_parse(data, size, &body, &why);
                 if (r == -ENOMEM)
-                        return reply_error(req, 503, "internal", "Out of memory.");
+                        return reply_error(req, 500, "internal", "Out of memory.");
                 if (r < 0)
                         return reply_error(req, 400, "invalid_request", "Invalid JSON body: %s.", why);
         }

@@ -299,6 +299,11 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 if (req->conn)
                         connection_arm(req->conn, s->limits.request_timeout_usec);
                 req->body_cap = s->cb.begin(req, s->userdata);
+                /* An early answer to a request without a body waits for MHD's next call: queued
+                 * now, before MHD has seen the (empty) body, it would close the connection. */
+                if (req->replied && http_request_header_count(req, "Content-Length") == 0 &&
+                    http_request_header_count(req, "Transfer-Encoding") == 0)
+                        return MHD_YES;
                 return queue_pending(req);
         }
 

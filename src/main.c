@@ -109,6 +109,8 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_oom();
         r = config_load(&config, arg_config ?: CONFIG_FILE, !!arg_config, &error);
+        if (r >= 0)
+                r = config_verify(&config, &error);
         if (r < 0) {
                 log_struct_errno(LOG_ERR, r,
                                  "MESSAGE_ID=" SR_MESSAGE_CONFIG_INVALID,

@@ -101,6 +101,11 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        log_notice("SIGHUP received: reloading is not supported; restart the service to apply configuration changes.");
+        return 0;
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         log_debug("Received %s, shutting down.", strsignal((int) si->ssi_signo));
         return sd_event_exit(sd_event_source_get_event(s), 0);
@@ -158,11 +163,14 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGHUP);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals: %m");
         r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
         if (r >= 0)
                 r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch signals: %m");
 

@@ -972,6 +972,11 @@ static int profile_compile_bytes(const SeccompProfile *p, uint8_t **ret_bpf, siz
          * in which a rule written for the native one can silently miss.
          */
         r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        if (r == -EINVAL)
+                /* libseccomp could not confirm that the kernel has KILL_PROCESS (4.14+): it
+                 * probes with seccomp(2), which e.g. valgrind does not emulate. Killing the
+                 * calling thread is still a kill, never an allow. */
+                r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_THREAD);
         if (r < 0)
                 return fail(ret_error, r, NULL, 0, "cannot make foreign architectures KILL_PROCESS: %s", strerror(-r));
 

@@ -274,35 +274,44 @@ def c_no_colon(ctx, res):
     expect_reject_or_close(res, simple(ctx, req, settle=SETTLE), (400,))
 
 
-MHD_NOTE = ("note: libmicrohttpd 0.9.75 accepts this itself, even with MHD_OPTION_STRICT_FOR_CLIENT=1, and hands "
-            "the handler a cleaned request (a NUL truncates the value/URL; a folded line is merged into the "
-            "previous header), so the daemon cannot see it after MHD's parse")
+# libmicrohttpd 0.9.75 (Debian 12) accepts the next three itself, even with
+# MHD_OPTION_STRICT_FOR_CLIENT=1, and hands the handler a cleaned request: a NUL truncates the
+# value or the target, a folded line is joined to the previous header (RFC 9112 5.2 allows
+# replacing obs-fold with SP). The daemon never sees the raw bytes. docs/api.md lists this under
+# known limitations; these cases pin the observed, safe behaviour: the request is served as its
+# cleaned form (the bytes after the NUL are not interpreted) and nothing else happens.
+
+def expect_cleaned_health(res, ex):
+    rs, rest, perr = ex.responses()
+    finals = [r for r in rs if not 100 <= r.status < 200]
+    if not finals:
+        res.check(ex.ended, "neither an answer nor a close")
+        return
+    r = finals[0]
+    res.notes.insert(0, "answered %d (libmicrohttpd cleaned the request)" % r.status)
+    if r.status == 400:
+        return
+    res.check(r.status == 200 and isinstance(r.json(), dict) and r.json().get("version"),
+              "expected 400, or 200 with the /health JSON for the cleaned request; got %s" % r.describe())
+    res.check(len(finals) == 1, "%d answers to one request" % len(finals))
 
 
-def mhd_note(res):
-    if not res.ok:
-        res.note(MHD_NOTE)
-
-
-@case("obs-fold continuation line in a header -> 400 or close")
+@case("obs-fold continuation line in a header -> 400, or joined by MHD and served")
 def c_obs_fold(ctx, res):
     req = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Folded: first\r\n  continued\r\n\r\n"
-    expect_reject_or_close(res, simple(ctx, req, settle=SETTLE), (400,))
-    mhd_note(res)
+    expect_cleaned_health(res, simple(ctx, req, settle=SETTLE))
 
 
-@case("NUL byte in a header value -> 400 or close")
+@case("NUL byte in a header value -> 400, or truncated by MHD and served")
 def c_nul_header(ctx, res):
     req = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Nul: a\x00b\r\n\r\n"
-    expect_reject_or_close(res, simple(ctx, req, settle=SETTLE), (400,))
-    mhd_note(res)
+    expect_cleaned_health(res, simple(ctx, req, settle=SETTLE))
 
 
-@case("NUL byte in the request target (GET /health\\0x) -> 400 or close")
+@case("NUL byte in the request target (GET /health\\0x) -> 400, or truncated by MHD and served")
 def c_nul_target(ctx, res):
     req = b"GET /health\x00.x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-    expect_reject_or_close(res, simple(ctx, req, settle=SETTLE), (400, 404))
-    mhd_note(res)
+    expect_cleaned_health(res, simple(ctx, req, settle=SETTLE))
 
 
 @case("CR-only line endings -> 400 or close")
@@ -794,11 +803,23 @@ def c_json_long_num(ctx, res):
     json_case(ctx, res, body, statuses=(400, 413, 422))
 
 
-@case("JSON duplicate keys (language twice) -> 4xx JSON")
+@case("JSON duplicate keys: the last one wins (docs/api.md), in both orders")
 def c_json_dup(ctx, res):
-    body = ('{"executionId":"%s","workspaceId":"battery","language":"python","language":"shell",'
-            '"code":"print(6*7)"}' % ctx.uid()).encode()
-    json_case(ctx, res, body)
+    # json-c keeps the last value of a repeated key and offers no way to see the first; the
+    # signature covers the exact bytes. Pin the documented rule: a bad last value is refused,
+    # a bad first value is overridden.
+    bad_last = ('{"executionId":"%s","workspaceId":"battery","language":"python","language":"cobol",'
+                '"code":"print(6*7)"}' % ctx.uid()).encode()
+    r = json_case(ctx, res, bad_last, statuses=(400,), codes=("invalid_request",))
+    if r is not None and isinstance(r.json(), dict):
+        res.check("language" in r.json().get("message", ""), "the 400 does not name 'language'")
+    bad_first = ('{"executionId":"%s","workspaceId":"battery","language":"cobol","language":"python",'
+                 '"code":"print(6*7)"}' % ctx.uid()).encode()
+    ex = simple(ctx, ctx.execute_request(bad_first), timeout=30)
+    r2 = ex.first()
+    res.check(r2 is not None and r2.status in (200, 503),
+              "bad first value should be overridden (200, or 503 where executions are refused); got %s"
+              % (r2.describe() if r2 else "no answer"))
 
 
 @case("JSON invalid UTF-8 bytes in a string -> 4xx JSON")
@@ -808,11 +829,30 @@ def c_json_bad_utf8(ctx, res):
     json_case(ctx, res, body)
 
 
-@case("JSON lone surrogate \\ud800 in a string -> 4xx JSON")
+@case("JSON lone surrogate \\ud800: replaced by U+FFFD, never passed on as invalid UTF-8")
 def c_json_surrogate(ctx, res):
+    # json-c decodes a lone surrogate to U+FFFD; the daemon also refuses any string that is not
+    # valid UTF-8 after decoding. An executionId must be [A-Za-z0-9._-]: U+FFFD makes it a 400
+    # whose message is valid JSON (the answer itself must parse).
+    body = ('{"executionId":"x\\ud800","workspaceId":"battery","language":"python","code":"print(1)"}').encode()
+    r = json_case(ctx, res, body, statuses=(400,), codes=("invalid_request",))
+    if r is not None:
+        res.check(isinstance(r.json(), dict) and "executionId" in r.json().get("message", ""),
+                  "the 400 does not name executionId")
     body = ('{"executionId":"%s","workspaceId":"battery","language":"python","code":"print(1)#\\ud800"}'
             % ctx.uid()).encode()
-    json_case(ctx, res, body)
+    ex = simple(ctx, ctx.execute_request(body), timeout=30)
+    r2 = ex.first()
+    res.check(r2 is not None and r2.status in (200, 503),
+              "a replaced surrogate in code is ordinary text (200, or 503 where executions are refused); got %s"
+              % (r2.describe() if r2 else "no answer"))
+
+
+@case("JSON raw control byte inside a string (json-c accepts it) -> 400 JSON")
+def c_json_raw_ctl(ctx, res):
+    body = ('{"executionId":"%s","workspaceId":"battery","language":"python","code":"print(1)' % ctx.uid()
+            ).encode() + b"\x01" + b'"}'
+    json_case(ctx, res, body, statuses=(400,), codes=("invalid_request",))
 
 
 @case("JSON \\u0000 in a string -> 4xx JSON")
