@@ -491,6 +491,15 @@ static int apply_file(Config *c, const char *path, bool required, char **ret_err
         r = read_file(path, &data, &size);
         if (r == -ENOENT && !required)
                 return 0;
+        if (r == -EBADFD) {
+                struct stat st;
+                /* systemd convention: a drop-in linked to /dev/null is masked. */
+                if (stat(path, &st) == 0 && S_ISCHR(st.st_mode))
+                        return 0;
+                if (ret_error && asprintf(ret_error, "%s: not a regular file", path) < 0)
+                        return -ENOMEM;
+                return -EINVAL;
+        }
         if (r < 0) {
                 if (ret_error && asprintf(ret_error, "%s: %s", path, strerror(-r)) < 0)
                         return -ENOMEM;
@@ -545,8 +554,14 @@ int config_load(Config *c, const char *path, bool required, char **ret_error) {
         if (asprintf(&dir, "%s.d", path) < 0)
                 return -ENOMEM;
         d = opendir(dir);
-        if (!d)
-                return errno == ENOENT ? 0 : negative_errno();
+        if (!d) {
+                if (errno == ENOENT)
+                        return 0;
+                r = negative_errno();
+                if (ret_error && asprintf(ret_error, "%s: %s", dir, strerror(-r)) < 0)
+                        return -ENOMEM;
+                return r == -ENOTDIR ? -EINVAL : r;
+        }
         for (struct dirent *de; (de = readdir(d)); ) {
                 size_t l = strlen(de->d_name);
                 char *p;

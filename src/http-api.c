@@ -83,6 +83,11 @@ char *http_error_json(const char *code, const char *message) {
                 if ((unsigned char) clean[i] >= 0x20 && clean[i] != 0x7f)
                         clean[j++] = clean[i];
         clean[j] = '\0';
+        /* Messages may quote client input: never let invalid UTF-8 into the JSON answer. */
+        if (!utf8_valid(clean, j))
+                for (size_t i = 0; i < j; i++)
+                        if ((unsigned char) clean[i] >= 0x80)
+                                clean[i] = '?';
 
         o = json_object_new_object();
         if (!o ||
@@ -162,13 +167,28 @@ int http_json_parse(const char *body, size_t size, json_object **ret, const char
                 *ret_why = "the request body is too large";
                 return -EBADMSG;
         }
-        /* JSON allows no raw control characters anywhere but as whitespace between tokens;
-         * json-c's strict mode still lets them through inside strings. */
-        for (size_t i = 0; i < size; i++)
-                if ((unsigned char) body[i] < 0x20 && body[i] != '\t' && body[i] != '\n' && body[i] != '\r') {
+        /* What json-c's strict mode still lets through: raw control characters inside strings
+         * (JSON allows them only as whitespace between tokens) and single-quoted names. This
+         * only follows string boundaries; the parsing itself is json-c's. */
+        for (size_t i = 0, in_string = 0; i < size; i++) {
+                unsigned char c = (unsigned char) body[i];
+
+                if (c < 0x20 && (in_string || (c != '\t' && c != '\n' && c != '\r'))) {
                         *ret_why = "raw control characters are not allowed in JSON (escape them)";
                         return -EBADMSG;
                 }
+                if (in_string) {
+                        if (c == '\\')
+                                i++;
+                        else if (c == '"')
+                                in_string = 0;
+                } else if (c == '"')
+                        in_string = 1;
+                else if (c == '\'') {
+                        *ret_why = "JSON strings and names must use double quotes";
+                        return -EBADMSG;
+                }
+        }
 
         tok = json_tokener_new_ex(HTTP_JSON_MAX_DEPTH + 1);
         if (!tok)

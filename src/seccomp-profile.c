@@ -177,6 +177,12 @@ typedef struct Rule {
         int errnum;
 } Rule;
 
+typedef struct ArchList {
+        char *origin;
+        uint32_t *arches;
+        size_t n_arches;
+} ArchList;
+
 struct SeccompProfile {
         char *name;
         Rule *rules;
@@ -184,6 +190,8 @@ struct SeccompProfile {
         uint64_t *families;             /* allow-socket-families, merged over includes; sorted */
         size_t n_families;
         char *families_origin;          /* the first allow-socket-families line */
+        ArchList *arch_lists;           /* "architectures" lines: the native one must be in each */
+        size_t n_arch_lists;
         int errno_override;
 };
 
@@ -204,6 +212,11 @@ SeccompProfile *seccomp_profile_free(SeccompProfile *p) {
         free(p->rules);
         free(p->families);
         free(p->families_origin);
+        for (size_t i = 0; i < p->n_arch_lists; i++) {
+                free(p->arch_lists[i].origin);
+                free(p->arch_lists[i].arches);
+        }
+        free(p->arch_lists);
         free(p->name);
         free(p);
         return NULL;
@@ -664,6 +677,41 @@ static int parse_families(ParseState *s, const char *file, unsigned line, char *
         return 0;
 }
 
+/* architectures NAME...: the native architectures the profile was written (and reviewed) for. */
+static int parse_architectures(ParseState *s, const char *file, unsigned line, char **tok, size_t n) {
+        SeccompProfile *p = s->profile;
+        ArchList l = {}, *a;
+
+        if (n < 2)
+                return fail(s->ret_error, -EINVAL, file, line, "architectures needs at least one name");
+        l.arches = calloc(n - 1, sizeof(uint32_t));
+        if (!l.arches)
+                return -ENOMEM;
+        for (size_t i = 1; i < n; i++) {
+                uint32_t arch = seccomp_arch_resolve_name(tok[i]);
+
+                if (arch == 0) {
+                        free(l.arches);
+                        return fail(s->ret_error, -EINVAL, file, line, "architecture '%s' is unknown to libseccomp",
+                                    tok[i]);
+                }
+                l.arches[l.n_arches++] = arch;
+        }
+        if (asprintf(&l.origin, "%s:%u", file, line) < 0) {
+                free(l.arches);
+                return -ENOMEM;
+        }
+        a = realloc(p->arch_lists, (p->n_arch_lists + 1) * sizeof(ArchList));
+        if (!a) {
+                free(l.arches);
+                free(l.origin);
+                return -ENOMEM;
+        }
+        p->arch_lists = a;
+        p->arch_lists[p->n_arch_lists++] = l;
+        return 0;
+}
+
 static int parse_text(ParseState *s, const char *file, const char *bare, const char *text, size_t size);
 
 static int parse_include(ParseState *s, const char *file, unsigned line, char **tok, size_t n) {
@@ -712,8 +760,11 @@ static int parse_line(ParseState *s, const char *file, unsigned line, char *l) {
                 return parse_families(s, file, line, tok, n);
         if (streq(tok[0], "include"))
                 return parse_include(s, file, line, tok, n);
+        if (streq(tok[0], "architectures"))
+                return parse_architectures(s, file, line, tok, n);
         return fail(s->ret_error, -EINVAL, file, line,
-                    "unknown directive '%s' (expected deny, deny-number, allow-socket-families, include)", tok[0]);
+                    "unknown directive '%s' (expected deny, deny-number, allow-socket-families, include, architectures)",
+                    tok[0]);
 }
 
 static int parse_text(ParseState *s, const char *file, const char *bare, const char *text, size_t size) {
@@ -960,6 +1011,19 @@ static int profile_compile_bytes(const SeccompProfile *p, uint8_t **ret_bpf, siz
         if (native == 0)
                 return fail(ret_error, -EOPNOTSUPP, NULL, 0, "libseccomp does not know the native architecture");
 
+        /* Argument positions and ioctl numbers differ between architectures (clone's flags are
+         * A1 on s390): a profile only compiles where it was written for. */
+        for (size_t i = 0; i < p->n_arch_lists; i++) {
+                bool found = false;
+
+                for (size_t j = 0; j < p->arch_lists[i].n_arches; j++)
+                        found = found || p->arch_lists[i].arches[j] == native;
+                if (!found)
+                        return fail(ret_error, -EOPNOTSUPP, p->arch_lists[i].origin, 0,
+                                    "the profile is not written for the native architecture %s",
+                                    arch_name(native));
+        }
+
         ctx = seccomp_init(SCMP_ACT_ALLOW);
         if (!ctx)
                 return fail(ret_error, -ENOMEM, NULL, 0, "seccomp_init() failed");
@@ -1031,7 +1095,7 @@ int seccomp_profile_compile(const SeccompProfile *p, int *ret_memfd, char **ret_
 int seccomp_program_for_variant(SeccompVariant v, int *ret_memfd, char **ret_error) {
         /*
          * A memo of a pure function of the embedded texts: compiled on first use, never changed
-         * afterwards, released at exit. The only mutable state of this module.
+         * afterwards, kept until exit. The only mutable state of this module.
          */
         static struct {
                 uint8_t *bpf;

@@ -57,8 +57,9 @@ static inline void seccomp_profile_freep(SeccompProfile **p) {
  * skipped. A known syscall that does not exist on the native architecture (umount on x86_64)
  * has nothing to filter and is left out.
  * On failure *ret_error (when non-NULL) is set to "FILE:LINE: reason" or a plain reason.
- * Return: 0; -EINVAL (a rule libseccomp refuses, see above); -EOPNOTSUPP (native architecture
- * unknown to libseccomp); -ENOMEM; other -errno from memfd_create()/write()/fcntl().
+ * Return: 0; -EINVAL (a rule libseccomp refuses, see above); -EOPNOTSUPP (the native
+ * architecture is unknown to libseccomp or not in an "architectures" line of the profile);
+ * -ENOMEM; other -errno from memfd_create()/write()/fcntl().
  */
 int seccomp_profile_compile(const SeccompProfile *p, int *ret_memfd, char **ret_error);
 

@@ -25,5 +25,5 @@ typedef struct ListenAddress {
  */
 int listen_address_parse(const char *s, ListenAddress *ret);
 
-/* sockaddr_format() - "1.2.3.4:80", "[::1]:80" or the unix path, into buf. Return: buf. */
+/* sockaddr_format() - "1.2.3.4:80", "[::1]:80" or "unix:PATH" (for logs), into buf. Return: buf. */
 const char *sockaddr_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* String helpers. */
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -14,7 +15,7 @@ char *str_escape_log(const char *s, size_t max) {
 
         if (!s)
                 s = "";
-        n = strnlen(s, max + 1);
+        n = strnlen(s, max < SIZE_MAX ? max + 1 : SIZE_MAX);
         out = malloc((n > max ? max : n) * 4 + 4);
         if (!out)
                 return NULL;

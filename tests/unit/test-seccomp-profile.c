@@ -155,6 +155,8 @@ static void test_parse_errors(void **state) {
         expect_parse_error("allow-socket-families AF_NOPE\n", -EINVAL, "unknown constant 'AF_NOPE'");
         expect_parse_error("allow-socket-families 4096\n", -EINVAL, "out of range");
         expect_parse_error("\n\nallow ptrace\n", -EINVAL, "t.profile:3: unknown directive 'allow'");
+        expect_parse_error("architectures\n", -EINVAL, "at least one name");
+        expect_parse_error("architectures x86_64 vax\n", -EINVAL, "architecture 'vax' is unknown");
 }
 
 static void test_parse_limits(void **state) {
@@ -363,6 +365,25 @@ static void test_compile_fails_closed(void **state) {
         free(msg);
         msg = NULL;
 
+        /* A profile written for other architectures only. */
+        {
+                _cleanup_(seccomp_profile_freep) SeccompProfile *a = NULL, *b = NULL;
+                _cleanup_free_ char *t = NULL;
+
+                assert_int_equal(parse(streq(native, "s390x") ? "deny ptrace EPERM\narchitectures ppc64le mips\n" :
+                                       "deny ptrace EPERM\narchitectures s390x mips\n", &a, NULL), 0);
+                assert_int_equal(seccomp_profile_compile(a, &fd, &msg), -EOPNOTSUPP);
+                assert_non_null(strstr(msg, "t.profile:2: the profile is not written for the native architecture"));
+                free(msg);
+                msg = NULL;
+
+                assert_true(asprintf(&t, "architectures s390x %s\narchitectures %s\ndeny ptrace EPERM\n",
+                                     native, native) > 0);
+                assert_int_equal(parse(t, &b, NULL), 0);
+                assert_int_equal(seccomp_profile_compile(b, &fd, NULL), 0);
+                fd = safe_close(fd);
+        }
+
         /* A syscall that does not exist on this architecture has nothing to filter. */
         assert_int_equal(parse("deny umount EPERM\ndeny uselib EPERM\n", &u, NULL), 0);
         assert_int_equal(seccomp_profile_compile(u, &fd, &msg), 0);
@@ -398,7 +419,7 @@ static void load_program(int memfd) {
         prog = (struct sock_fprog) { .len = (unsigned short) (k / sizeof(struct sock_filter)), .filter = insns };
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 _exit(91);
-        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
                 _exit(92);
 }
 

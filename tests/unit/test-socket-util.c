@@ -99,17 +99,18 @@ static void test_parse_unix(void **state) {
 
 static void test_format_unix_round_trip(void **state) {
         /*
-         * socket-util.h: sockaddr_format() gives "1.2.3.4:80", "[::1]:80" or *the unix path*,
-         * i.e. something listen_address_parse() takes back.
+         * socket-util.h: sockaddr_format() gives "unix:PATH" for AF_UNIX (a log form); the path
+         * after the prefix is what listen_address_parse() takes back.
          */
         ListenAddress a, b;
         char buf[256];
 
         assert_int_equal(listen_address_parse("/run/sandbox-runner/api.sock", &a), 0);
         sockaddr_format(&a.addr.sa, a.len, buf, sizeof(buf));
-        assert_string_equal(buf, "/run/sandbox-runner/api.sock");
-        assert_int_equal(listen_address_parse(buf, &b), 0);
+        assert_string_equal(buf, "unix:/run/sandbox-runner/api.sock");
+        assert_int_equal(listen_address_parse(buf + 5, &b), 0);
         assert_memory_equal(&b.addr, &a.addr, a.len);
+        assert_int_equal(listen_address_parse(buf, &b), -EINVAL);
 }
 
 static void test_format_truncation(void **state) {
