@@ -33,6 +33,7 @@ struct HttpServer {
         HttpConnection *connections;      /* doubly-linked list */
         unsigned n_connections;
         HttpConnection *adding;           /* connection being handed to MHD_add_connection() */
+        HttpRequest *suspended;           /* list of suspended requests (resumed before stopping) */
         uint64_t n_requests;
         uint64_t next_request_id;
         bool in_run;
@@ -64,6 +65,10 @@ struct HttpRequest {
         struct MHD_Response *response;
         unsigned status;
         bool started, dispatched, suspended, replied;
+        bool in_handler;                  /* inside on_mhd_access() for this request */
+        bool want_suspend;                /* suspend when the handler returns */
+        sd_event_source *hangup_source;   /* watches the socket while suspended */
+        HttpRequest *suspended_prev, *suspended_next;
         bool too_large;                   /* body over the cap: discarded, 413 at the end */
         void *userdata;
         void (*abort_cb)(HttpRequest *req, void *userdata);
@@ -233,9 +238,42 @@ static void *on_mhd_uri(void *cls, const char *uri, struct MHD_Connection *conne
         return req;
 }
 
+static void request_unlink_suspended(HttpRequest *req) {
+        HttpServer *s = req->server;
+
+        req->hangup_source = sd_event_source_disable_unref(req->hangup_source);
+        if (!req->suspended)
+                return;
+        if (req->suspended_prev)
+                req->suspended_prev->suspended_next = req->suspended_next;
+        else if (s->suspended == req)
+                s->suspended = req->suspended_next;
+        if (req->suspended_next)
+                req->suspended_next->suspended_prev = req->suspended_prev;
+        req->suspended_prev = req->suspended_next = NULL;
+        req->suspended = false;
+}
+
+static void request_resume(HttpRequest *req) {
+        if (!req->suspended)
+                return;
+        request_unlink_suspended(req);
+        MHD_resume_connection(req->mhd);
+}
+
+static void request_abort(HttpRequest *req) {
+        void (*cb)(HttpRequest *, void *) = req->abort_cb;
+
+        /* At most once: from a hang-up seen while suspended, or from MHD's completion. */
+        req->abort_cb = NULL;
+        if (cb && !req->replied)
+                cb(req, req->userdata);
+}
+
 static void request_free(HttpRequest *req) {
         if (!req)
                 return;
+        request_unlink_suspended(req);
         if (req->response)
                 MHD_destroy_response(req->response);
         free(req->body);
@@ -251,8 +289,7 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *connection, void 
         *con_cls = NULL;
         if (!req)
                 return;
-        if (req->abort_cb && !req->replied)
-                req->abort_cb(req, req->userdata);
+        request_abort(req);
         if (req->conn && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
                 /* keep-alive: the next request's headers must arrive in time too */
                 connection_arm(req->conn, s->limits.header_timeout_usec);
@@ -280,6 +317,38 @@ static MHD_Result_t queue_pending(HttpRequest *req) {
         MHD_destroy_response(req->response);
         req->response = NULL;
         return ret;
+}
+
+static int on_hangup(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        HttpRequest *req = userdata;
+
+        /* MHD does not watch suspended connections: we do, so that a client that goes away
+         * while its request waits (a synchronous execution) cancels it (API.md). */
+        log_debug("Client of request %" PRIu64 " hung up while it was waiting.", req->id);
+        req->hangup_source = sd_event_source_disable_unref(req->hangup_source);
+        request_abort(req);
+        /* Let MHD see the closed socket and finish the request. */
+        request_resume(req);
+        return server_run(req->server);
+}
+
+static void request_suspend_now(HttpRequest *req) {
+        HttpServer *s = req->server;
+        int r;
+
+        MHD_suspend_connection(req->mhd);
+        req->suspended = true;
+        req->suspended_next = s->suspended;
+        if (s->suspended)
+                s->suspended->suspended_prev = req;
+        s->suspended = req;
+        if (req->conn) {
+                r = sd_event_add_io(s->event, &req->hangup_source, req->conn->fd, EPOLLRDHUP, on_hangup, req);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to watch a waiting client, ignoring: %m");
+                else
+                        (void) sd_event_source_set_description(req->hangup_source, "http-hangup");
+        }
 }
 
 static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, const char *url,
@@ -348,7 +417,12 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 req->dispatched = true;
                 if (req->conn)
                         connection_arm(req->conn, 0);   /* the handler bounds its own work */
+                req->in_handler = true;
                 s->cb.dispatch(req, s->userdata);
+                req->in_handler = false;
+                if (req->want_suspend && !req->replied)
+                        request_suspend_now(req);
+                req->want_suspend = false;
         }
         return queue_pending(req);
 }
@@ -453,8 +527,13 @@ HttpServer *http_server_free(HttpServer *s) {
         free(s->listeners);
         s->mhd_io = sd_event_source_disable_unref(s->mhd_io);
         s->mhd_timer = sd_event_source_disable_unref(s->mhd_timer);
-        if (s->mhd)
+        if (s->mhd) {
+                /* MHD aborts when stopped with suspended connections. */
+                while (s->suspended)
+                        request_resume(s->suspended);
+                (void) MHD_run(s->mhd);
                 MHD_stop_daemon(s->mhd);   /* closes connections: NOTIFY_CLOSED frees them */
+        }
         while (s->connections)
                 connection_free(s->connections);
         sd_event_unref(s->event);
@@ -570,8 +649,13 @@ void http_request_set_userdata(HttpRequest *req, void *userdata, void (*abort_cb
 void http_request_suspend(HttpRequest *req) {
         if (req->suspended || req->replied)
                 return;
-        req->suspended = true;
-        MHD_suspend_connection(req->mhd);
+        /* Inside the handler, suspend once it returns: a reply that comes before that (a run
+         * that fails at once) is then queued directly. */
+        if (req->in_handler) {
+                req->want_suspend = true;
+                return;
+        }
+        request_suspend_now(req);
 }
 
 int http_request_reply(HttpRequest *req, unsigned status, const char *content_type,
@@ -599,8 +683,7 @@ int http_request_reply(HttpRequest *req, unsigned status, const char *content_ty
         req->status = status;
         req->replied = true;
         if (req->suspended) {
-                req->suspended = false;
-                MHD_resume_connection(req->mhd);
+                request_resume(req);
                 (void) server_run(req->server);
         }
         return 0;

@@ -57,6 +57,8 @@ static int dir_from_env(const char *env, const char *fallback, mode_t mode, char
         return 0;
 }
 
+static void manager_arm_stop(Manager *m, uint64_t usec);
+
 static void manager_update_idle(Manager *m) {
         int r;
 
@@ -85,6 +87,9 @@ void manager_busy_ref(Manager *m) {
 void manager_busy_unref(Manager *m) {
         if (m->busy > 0)
                 m->busy--;
+        if (m->stopping && m->busy == 0)
+                /* Give the last answers a moment to be written out. */
+                manager_arm_stop(m, 200 * USEC_PER_MSEC);
         manager_update_idle(m);
 }
 
@@ -106,9 +111,41 @@ static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
+static int on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->busy > 0)
+                log_warning("%u execution(s) did not finish in time after SIGTERM; exiting anyway.", m->busy);
+        return sd_event_exit(m->event, 0);
+}
+
+static void manager_arm_stop(Manager *m, uint64_t usec) {
+        m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
+        if (sd_event_add_time_relative(m->event, &m->stop_timer, CLOCK_MONOTONIC, usec, USEC_PER_MSEC,
+                                       on_stop_timer, m) < 0)
+                (void) sd_event_exit(m->event, 0);
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
         log_debug("Received %s, shutting down.", strsignal((int) si->ssi_signo));
-        return sd_event_exit(sd_event_source_get_event(s), 0);
+        if (m->stopping)
+                return sd_event_exit(m->event, 0);
+        m->stopping = true;
+        if (m->busy == 0)
+                return sd_event_exit(m->event, 0);
+
+        /* Interrupt running executions so that their clients get an answer and nothing of them
+         * outlives the daemon; exit once they are done (bounded). */
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Interrupting running executions.");
+        for (Execution *e = m->executions, *next; e; e = next) {
+                next = execution_next(e);
+                if (!execution_finished(e))
+                        execution_cancel(e, EXECUTION_STATUS_INTERRUPTED);
+        }
+        manager_arm_stop(m, 10 * USEC_PER_SEC);
+        return 0;
 }
 
 int manager_new(Config *config, Secrets *secrets, Manager **ret) {
@@ -197,6 +234,7 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->idle_timer = sd_event_source_disable_unref(m->idle_timer);
+        m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
         m->http = http_server_free(m->http);
         while (m->executions)
                 execution_free(m->executions);

@@ -38,6 +38,8 @@ typedef struct Manager {
         Execution *executions;           /* running and recently finished, newest first */
         unsigned n_executions_running;
         uint64_t n_executions_total;
+        bool stopping;                   /* SIGTERM seen: runs are being interrupted */
+        sd_event_source *stop_timer;
 } Manager;
 
 /* manager_new() - build the loop and the HTTP server from a loaded config. Return: 0 or -errno. */
