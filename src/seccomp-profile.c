@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The seccomp profile format: parsing seccomp/NAME.profile into deny rules, compiling them with libseccomp into sealed memfds. */
+/* Seccomp profiles: parsing seccomp/NAME.profile into deny rules, compiling them into sealed memfds. */
 
 #include <fcntl.h>
 #include <inttypes.h>
@@ -498,8 +498,8 @@ static int parse_unless(ParseState *s, const char *file, unsigned line, char **t
                 /* The expansion enumerates [0, MASK], so the mask must be low contiguous bits. */
                 if (m == 0 || (m & (m + 1)) != 0)
                         return fail(s->ret_error, -EINVAL, file, line,
-                                    "the mask of an 'unless' clause must be contiguous low bits (0xf, 0xffffffff), got '%s'",
-                                    tok[*i + 1]);
+                                    "the mask of an 'unless' clause must be contiguous low bits "
+                                    "(0xf, 0xffffffff), got '%s'", tok[*i + 1]);
                 rule->unless_mask = m == UINT64_MAX ? 0 : m;
                 *i += 2;
         }
@@ -610,9 +610,8 @@ static int parse_deny(ParseState *s, const char *file, unsigned line, char **tok
                         if (r < 0)
                                 return r;
                         if (used[c.arg])
-                                return fail(s->ret_error, -EINVAL, file, line,
-                                            "A%u is compared twice (libseccomp takes one comparison per argument and rule)",
-                                            c.arg);
+                                return fail(s->ret_error, -EINVAL, file, line, "A%u is compared twice "
+                                            "(libseccomp takes one comparison per argument and rule)", c.arg);
                         used[c.arg] = true;
                         rule.conds[rule.n_conds++] = c;
                         if (i < end && streq(tok[i], "and")) {
@@ -628,9 +627,8 @@ static int parse_deny(ParseState *s, const char *file, unsigned line, char **tok
                 if (r < 0)
                         return r;
                 if (used[rule.unless_arg])
-                        return fail(s->ret_error, -EINVAL, file, line,
-                                    "A%u is compared twice (libseccomp takes one comparison per argument and rule)",
-                                    rule.unless_arg);
+                        return fail(s->ret_error, -EINVAL, file, line, "A%u is compared twice "
+                                    "(libseccomp takes one comparison per argument and rule)", rule.unless_arg);
                 r = unless_expand(&rule, NULL, EXPANSION_MAX);
                 if (r == -E2BIG)
                         return fail(s->ret_error, -E2BIG, file, line,
@@ -644,8 +642,8 @@ static int parse_deny(ParseState *s, const char *file, unsigned line, char **tok
 
         e = constant_lookup(errno_table, ELEMENTSOF(errno_table), tok[end]);
         if (!e)
-                return fail(s->ret_error, -EINVAL, file, line, "unknown errno '%s' (expected e.g. EPERM, ENOSYS)",
-                            tok[end]);
+                return fail(s->ret_error, -EINVAL, file, line,
+                            "unknown errno '%s' (expected e.g. EPERM, ENOSYS)", tok[end]);
         rule.errnum = (int) e->value;
 
         return profile_add_rule(s, file, line, &rule);
@@ -661,7 +659,8 @@ static int parse_families(ParseState *s, const char *file, unsigned line, char *
                 uint64_t v;
 
                 if (!strneq(tok[i], "AF_", 3) && !(tok[i][0] >= '0' && tok[i][0] <= '9'))
-                        return fail(s->ret_error, -EINVAL, file, line, "expected an AF_* name, got '%s'", tok[i]);
+                        return fail(s->ret_error, -EINVAL, file, line, "expected an AF_* name, got '%s'",
+                                    tok[i]);
                 r = parse_value(s, file, line, tok[i], &v);
                 if (r < 0)
                         return r;
@@ -724,7 +723,8 @@ static int parse_include(ParseState *s, const char *file, unsigned line, char **
                 return fail(s->ret_error, -EINVAL, file, line, "expected 'include NAME'");
         for (size_t i = 0; i < s->depth; i++)
                 if (streq(s->stack[i], tok[1]))
-                        return fail(s->ret_error, -ELOOP, file, line, "include cycle: '%s' includes itself", tok[1]);
+                        return fail(s->ret_error, -ELOOP, file, line, "include cycle: '%s' includes itself",
+                                    tok[1]);
         if (s->depth >= INCLUDE_DEPTH_MAX)
                 return fail(s->ret_error, -ELOOP, file, line, "includes nested deeper than %u", INCLUDE_DEPTH_MAX);
         r = seccomp_builtin_profile(tok[1], &text, &size);
@@ -763,8 +763,8 @@ static int parse_line(ParseState *s, const char *file, unsigned line, char *l) {
         if (streq(tok[0], "architectures"))
                 return parse_architectures(s, file, line, tok, n);
         return fail(s->ret_error, -EINVAL, file, line,
-                    "unknown directive '%s' (expected deny, deny-number, allow-socket-families, include, architectures)",
-                    tok[0]);
+                    "unknown directive '%s' (expected deny, deny-number, allow-socket-families, include, "
+                    "architectures)", tok[0]);
 }
 
 static int parse_text(ParseState *s, const char *file, const char *bare, const char *text, size_t size) {
@@ -785,7 +785,8 @@ static int parse_text(ParseState *s, const char *file, const char *bare, const c
 
                 line++;
                 if (len > LINE_LENGTH_MAX) {
-                        r = fail(s->ret_error, -EINVAL, file, line, "line longer than %u bytes", LINE_LENGTH_MAX);
+                        r = fail(s->ret_error, -EINVAL, file, line, "line longer than %u bytes",
+                                 LINE_LENGTH_MAX);
                         goto finish;
                 }
                 if (memchr(text + pos, '\0', len)) {
@@ -898,8 +899,8 @@ static int rule_number(const Rule *rule, uint32_t arch, int *ret_nr, char **ret_
                         return 1;
                 }
                 return fail(ret_error, -EINVAL, rule->origin, 0,
-                            "no number for %s on the native architecture %s: refusing to build a filter without it",
-                            rule->syscall, arch_name(arch));
+                            "no number for %s on the native architecture %s: "
+                            "refusing to build a filter without it", rule->syscall, arch_name(arch));
         }
 
         if (known == __NR_SCMP_ERROR)
@@ -927,10 +928,12 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t arch, const SeccompProfile *p,
 
                 switch (c->op) {
                 case COND_EQ:
-                        cmp[i] = (struct scmp_arg_cmp) { .arg = c->arg, .op = SCMP_CMP_EQ, .datum_a = c->value };
+                        cmp[i] = (struct scmp_arg_cmp) { .arg = c->arg, .op = SCMP_CMP_EQ,
+                                                         .datum_a = c->value };
                         break;
                 case COND_NE:
-                        cmp[i] = (struct scmp_arg_cmp) { .arg = c->arg, .op = SCMP_CMP_NE, .datum_a = c->value };
+                        cmp[i] = (struct scmp_arg_cmp) { .arg = c->arg, .op = SCMP_CMP_NE,
+                                                         .datum_a = c->value };
                         break;
                 case COND_MASKED_EQ:
                         cmp[i] = (struct scmp_arg_cmp) { .arg = c->arg, .op = SCMP_CMP_MASKED_EQ,
@@ -997,7 +1000,8 @@ static int memfd_new_sealed(const void *data, size_t size, int *ret_fd) {
 }
 
 /* Build the filter and return its BPF bytes. */
-static int profile_compile_bytes(const SeccompProfile *p, uint8_t **ret_bpf, size_t *ret_size, char **ret_error) {
+static int profile_compile_bytes(const SeccompProfile *p, uint8_t **ret_bpf, size_t *ret_size,
+                                 char **ret_error) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ uint8_t *bpf = NULL;
@@ -1042,7 +1046,8 @@ static int profile_compile_bytes(const SeccompProfile *p, uint8_t **ret_bpf, siz
                  * calling thread is still a kill, never an allow. */
                 r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_THREAD);
         if (r < 0)
-                return fail(ret_error, r, NULL, 0, "cannot make foreign architectures KILL_PROCESS: %s", strerror(-r));
+                return fail(ret_error, r, NULL, 0, "cannot make foreign architectures KILL_PROCESS: %s",
+                            strerror(-r));
 
         for (size_t i = 0; i < p->n_rules; i++) {
                 r = add_rule(ctx, native, p, p->rules + i, ret_error);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Seccomp profiles: the text format of seccomp/NAME.profile, its compilation with libseccomp, sealed memfds. */
+/* Seccomp profiles: the format of seccomp/NAME.profile, compilation with libseccomp, sealed memfds. */
 #pragma once
 
 #include <errno.h>

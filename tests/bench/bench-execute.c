@@ -216,7 +216,8 @@ static int run_http(unsigned concurrency, size_t total, uint64_t *lat, double *r
         CURLM *multi = curl_multi_init();
         Client *clients = calloc(concurrency, sizeof(Client));
         size_t started = 0, done = 0;
-        uint64_t seq = 0, t_start = now_ns();
+        static uint64_t seq = 0;
+        uint64_t t_start = now_ns();
         int running = 0, rc = 0;
 
         for (unsigned i = 0; i < concurrency && started < total; i++, started++) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Test helper: writes the BPF program of a seccomp profile to stdout, lists its rules, or times its compilation. */
+/* Test helper: writes a profile's BPF program to stdout, lists its rules, or times its compilation. */
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Test helper run inside bwrap: performs named syscall probes and prints "ok", "errno=NAME" or "killed=SIGNAME". */
+/* Test helper run inside bwrap: performs named syscall probes, prints "ok", "errno=NAME" or "killed=SIG". */
 
 /*
  * Usage:
@@ -648,13 +648,17 @@ static long probe_socket_inet6_dgram(void) {
         return sock(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
 }
 static long probe_socket_inet_raw(void) {
+        return sock(AF_INET, SOCK_RAW, IPPROTO_UDP);
+}
+static long probe_socket_inet_raw_icmp(void) {
+        /* matches the type and the protocol rules of the network variant: either errno */
         return sock(AF_INET, SOCK_RAW, IPPROTO_ICMP);
 }
 static long probe_socket_inet_raw_flags(void) {
         return sock(AF_INET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
 }
 static long probe_socket_inet6_raw(void) {
-        return sock(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6);
+        return sock(AF_INET6, SOCK_RAW, IPPROTO_UDP);
 }
 static long probe_socket_inet_packet(void) {
         return sock(AF_INET, SOCK_PACKET, 0);
@@ -844,6 +848,7 @@ static const struct {
         P("socket-inet6-stream", probe_socket_inet6_stream),
         P("socket-inet6-dgram", probe_socket_inet6_dgram),
         P("socket-inet-raw", probe_socket_inet_raw),
+        P("socket-inet-raw-icmp", probe_socket_inet_raw_icmp),
         P("socket-inet-raw-flags", probe_socket_inet_raw_flags),
         P("socket-inet6-raw", probe_socket_inet6_raw),
         P("socket-inet-packet", probe_socket_inet_packet),

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/seccomp-profile.c: parse errors, includes, compilation, sealed memfds, and rule semantics checked against the kernel. */
+/* Unit tests of src/seccomp-profile.c: parsing, includes, compilation, memfds, rule semantics in the kernel. */
 
 #include <errno.h>
 #include <fcntl.h>
