@@ -26,6 +26,7 @@
 #include "log.h"
 #include "manager.h"
 #include "output-buffer.h"
+#include "records.h"
 #include "sandbox-argv.h"
 #include "sandbox.h"
 #include "scope.h"
@@ -81,7 +82,64 @@ struct Execution {
 
         ExecutionDoneFn done;
         void *userdata;
+
+        /* Managed runs: logs on disk (resumable by offset), a record written at start. */
+        bool managed;
+        int log_fds[_RECORD_STREAM_MAX];
+        uint64_t log_bytes[_RECORD_STREAM_MAX];
+        bool log_truncated[_RECORD_STREAM_MAX];
+        ExecutionWatch *watches;
+        sd_event_source *linger_source;
 };
+
+struct ExecutionWatch {
+        Execution *execution;
+        ExecutionWatch *prev, *next;
+        void (*cb)(void *userdata);
+        void *userdata;
+};
+
+static void execution_notify_watches(Execution *e) {
+        for (ExecutionWatch *w = e->watches, *next; w; w = next) {
+                next = w->next;
+                w->cb(w->userdata);
+        }
+}
+
+int execution_watch_add(Execution *e, void (*cb)(void *userdata), void *userdata, ExecutionWatch **ret) {
+        ExecutionWatch *w = calloc(1, sizeof(*w));
+
+        if (!w)
+                return -ENOMEM;
+        *w = (ExecutionWatch) { .execution = e, .cb = cb, .userdata = userdata, .next = e->watches };
+        if (e->watches)
+                e->watches->prev = w;
+        e->watches = w;
+        *ret = w;
+        return 0;
+}
+
+ExecutionWatch *execution_watch_free(ExecutionWatch *w) {
+        Execution *e;
+
+        if (!w)
+                return NULL;
+        e = w->execution;
+        if (e) {
+                if (w->prev)
+                        w->prev->next = w->next;
+                else
+                        e->watches = w->next;
+                if (w->next)
+                        w->next->prev = w->prev;
+        }
+        free(w);
+        return NULL;
+}
+
+bool execution_watch_alive(const ExecutionWatch *w) {
+        return w && w->execution;
+}
 
 static const char *const status_table[_EXECUTION_STATUS_MAX] = {
         [EXECUTION_STATUS_RUNNING] = "running",
@@ -148,6 +206,7 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                           .stdout_fd = -EBADF, .stderr_fd = -EBADF },
                 .status = EXECUTION_STATUS_RUNNING,
                 .kill_reason = EXECUTION_STATUS_RUNNING,
+                .log_fds = { -EBADF, -EBADF },
                 .created_realtime_usec = now_real(),
         };
         if (req->execution_id)
@@ -193,6 +252,8 @@ static void execution_release_resources(Execution *e) {
         }
         e->lease_fd = safe_close(e->lease_fd);
         e->ws_fd = safe_close(e->ws_fd);
+        for (int s = 0; s < _RECORD_STREAM_MAX; s++)
+                e->log_fds[s] = safe_close(e->log_fds[s]);
         if (e->busy_ref) {
                 e->busy_ref = false;
                 if (e->manager->n_executions_running > 0)
@@ -215,6 +276,15 @@ Execution *execution_free(Execution *e) {
         if (e->next)
                 e->next->prev = e->prev;
         e->free_source = sd_event_source_disable_unref(e->free_source);
+        e->linger_source = sd_event_source_disable_unref(e->linger_source);
+        /* Watchers outlive us: tell them, then detach them. */
+        while (e->watches) {
+                ExecutionWatch *w = e->watches;
+                e->watches = w->next;
+                w->execution = NULL;
+                w->prev = w->next = NULL;
+                w->cb(w->userdata);
+        }
         output_buffer_free(e->out);
         output_buffer_free(e->err);
         execution_request_free(e->req);
@@ -333,6 +403,30 @@ static void log_finished(Execution *e) {
                    e->failure_message ? ": " : "", e->failure_message ?: "");
 }
 
+#define EXECUTION_LINGER_USEC (600 * USEC_PER_SEC)
+
+static int on_linger(sd_event_source *s, uint64_t usec, void *userdata) {
+        execution_free_later(userdata);
+        return 0;
+}
+
+static void execution_write_record(Execution *e) {
+        json_object *o;
+        int r;
+
+        if (e->manager->records_fd < 0)
+                return;
+        o = execution_record_json(e);
+        if (!o) {
+                log_oom();
+                return;
+        }
+        r = record_write(e->manager->records_fd, e->id, o, e->managed);
+        if (r < 0)
+                log_warning_errno(r, "Failed to write the record of execution '%s', ignoring: %m", e->id);
+        json_object_put(o);
+}
+
 static void execution_finish(Execution *e) {
         if (e->state == STATE_FINISHED)
                 return;
@@ -344,6 +438,13 @@ static void execution_finish(Execution *e) {
         execution_release_resources(e);
         e->state = STATE_FINISHED;
         log_finished(e);
+        execution_write_record(e);
+        execution_notify_watches(e);
+        if (e->managed)
+                /* Keep a finished managed run in memory a while for status and log readers;
+                 * its record and logs stay on disk after that. */
+                (void) sd_event_add_time_relative(e->manager->event, &e->linger_source, CLOCK_MONOTONIC,
+                                                  EXECUTION_LINGER_USEC, USEC_PER_SEC, on_linger, e);
         if (e->done) {
                 ExecutionDoneFn done = e->done;
                 e->done = NULL;
@@ -377,6 +478,34 @@ static void maybe_finish(Execution *e) {
 
 /* ---- I/O and reports ------------------------------------------------------------------------- */
 
+static void execution_log_append(Execution *e, RecordStream s, const char *p, size_t n) {
+        uint64_t limit = e->manager->config.max_output_bytes;
+
+        if (e->log_fds[s] < 0 || e->log_truncated[s])
+                return;
+        /* The log keeps the first MaxOutputBytes (offsets stay stable for resuming clients);
+         * the answer's head+tail view comes from the retention buffer. */
+        if (limit > 0 && e->log_bytes[s] + n > limit) {
+                n = (size_t) (limit - e->log_bytes[s]);
+                e->log_truncated[s] = true;
+        }
+        while (n > 0) {
+                ssize_t k = write(e->log_fds[s], p, n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0) {
+                        log_warning_errno(errno, "Failed to write the %s log of '%s', ignoring: %m",
+                                          record_stream_to_string(s), e->id);
+                        e->log_truncated[s] = true;
+                        break;
+                }
+                p += k;
+                n -= (size_t) k;
+                e->log_bytes[s] += (uint64_t) k;
+        }
+        execution_notify_watches(e);
+}
+
 static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Execution *e = userdata;
         bool is_out = s == e->stdout_source;
@@ -405,6 +534,8 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 }
                 if (output_buffer_append(b, buf, (size_t) n) < 0)
                         log_oom();
+                if (e->managed)
+                        execution_log_append(e, is_out ? RECORD_STREAM_STDOUT : RECORD_STREAM_STDERR, buf, (size_t) n);
         }
         return 0;
 }
@@ -611,6 +742,19 @@ static int execution_launch(Execution *e) {
                 /* Without a scope, the address-space limit is the only memory bound we have. */
                 .as = m->scopes_available ? 0 : e->req->memory_max,
         };
+        if (e->managed && m->records_fd >= 0) {
+                for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
+                        e->log_fds[s] = record_log_create(m->records_fd, e->id, (RecordStream) s);
+                        if (e->log_fds[s] < 0) {
+                                execution_fail(e, e->log_fds[s], "could not create the execution's logs");
+                                return 0;
+                        }
+                }
+                /* Durable before the run starts: a daemon that dies now leaves a record that the
+                 * next start marks 'interrupted'. */
+                execution_write_record(e);
+        }
+
         r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &e->proc);
         if (r < 0) {
                 execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));
@@ -746,6 +890,44 @@ static int add_output(json_object *o, const char *name, const OutputBuffer *b) {
         json_object_object_add(o, k_bytes, json_u64(output_buffer_total(b)));
         json_object_object_add(o, k_trunc, json_object_new_boolean(output_buffer_truncated(b)));
         return 0;
+}
+
+json_object *execution_record_json(const Execution *e) {
+        json_object *o = execution_to_json(e);
+        bool finished = e->state == STATE_FINISHED;
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "state", json_object_new_string(
+                        finished ? execution_status_to_string(e->status) : "running"));
+        json_object_object_add(o, "kind", json_object_new_string(e->managed ? "managed" : "synchronous"));
+        json_object_object_add(o, "createdAt", json_u64(e->created_realtime_usec / 1000));
+        if (e->managed) {
+                json_object *logs = json_object_new_object();
+                for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
+                        json_object *l = json_object_new_object();
+                        json_object_object_add(l, "bytes", json_u64(e->log_bytes[s]));
+                        json_object_object_add(l, "truncated", json_object_new_boolean(e->log_truncated[s]));
+                        json_object_object_add(logs, record_stream_to_string((RecordStream) s), l);
+                }
+                json_object_object_add(o, "logs", logs);
+        }
+        return o;
+}
+
+void execution_set_managed(Execution *e) {
+        e->managed = true;
+}
+
+bool execution_is_managed(const Execution *e) {
+        return e->managed;
+}
+
+Execution *execution_find(Manager *m, const char *id) {
+        for (Execution *e = m->executions; e; e = e->next)
+                if (streq(e->id, id))
+                        return e;
+        return NULL;
 }
 
 json_object *execution_to_json(const Execution *e) {

@@ -10,6 +10,7 @@
 
 typedef struct Manager Manager;
 typedef struct Execution Execution;
+typedef struct ExecutionWatch ExecutionWatch;
 
 typedef enum ExecutionStatus {
         EXECUTION_STATUS_RUNNING,
@@ -51,5 +52,22 @@ const char *execution_workspace(const Execution *e);
 bool execution_finished(const Execution *e);
 /* execution_to_json() - the answer object of API.md. Return: a new object or NULL on OOM. */
 json_object *execution_to_json(const Execution *e);
+/* execution_record_json() - the answer plus "state", "kind", "createdAt" (and "logs" for managed runs). */
+json_object *execution_record_json(const Execution *e);
+
+/* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
+void execution_set_managed(Execution *e);
+bool execution_is_managed(const Execution *e);
+/* execution_find() - a run this daemon knows in memory (running or recently finished). */
+Execution *execution_find(Manager *m, const char *id);
+
+/*
+ * execution_watch_add() - call @cb whenever the run writes to its logs, when it finishes, and
+ * when it is freed (after which execution_watch_alive() is false). Free with execution_watch_free().
+ */
+int execution_watch_add(Execution *e, void (*cb)(void *userdata), void *userdata, ExecutionWatch **ret);
+ExecutionWatch *execution_watch_free(ExecutionWatch *w);
+bool execution_watch_alive(const ExecutionWatch *w);
+
 /* execution_failure() - for FAILED runs: the errno and message of what went wrong. */
 int execution_failure(const Execution *e, const char **ret_message);

@@ -67,11 +67,24 @@ struct HttpRequest {
         bool started, dispatched, suspended, replied;
         bool in_handler;                  /* inside on_mhd_access() for this request */
         bool want_suspend;                /* suspend when the handler returns */
+        bool peer_gone;                   /* the client hung up while we waited */
         sd_event_source *hangup_source;   /* watches the socket while suspended */
+        HttpStream *stream;               /* our streamed answer, if any */
+        HttpBodySink sink;                /* streams the body instead of buffering it */
+        void *sink_userdata;
+        int sink_error;
+        uint64_t sink_bytes;
         HttpRequest *suspended_prev, *suspended_next;
         bool too_large;                   /* body over the cap: discarded, 413 at the end */
         void *userdata;
         void (*abort_cb)(HttpRequest *req, void *userdata);
+};
+
+struct HttpStream {
+        HttpRequest *req;                 /* NULL once the request is gone */
+        HttpStreamReader reader;
+        void (*free_cb)(void *);
+        void *userdata;
 };
 
 static int server_run(HttpServer *s);
@@ -273,6 +286,8 @@ static void request_abort(HttpRequest *req) {
 static void request_free(HttpRequest *req) {
         if (!req)
                 return;
+        if (req->stream)
+                req->stream->req = NULL;
         request_unlink_suspended(req);
         if (req->response)
                 MHD_destroy_response(req->response);
@@ -326,6 +341,7 @@ static int on_hangup(sd_event_source *es, int fd, uint32_t revents, void *userda
          * while its request waits (a synchronous execution) cancels it (API.md). */
         log_debug("Client of request %" PRIu64 " hung up while it was waiting.", req->id);
         req->hangup_source = sd_event_source_disable_unref(req->hangup_source);
+        req->peer_gone = true;
         request_abort(req);
         /* Let MHD see the closed socket and finish the request. */
         request_resume(req);
@@ -382,6 +398,19 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 *upload_data_size = 0;
                 if (req->replied || req->too_large)
                         return MHD_YES;           /* answered early or over the cap: discard */
+                if (req->sink) {
+                        if (req->sink_error < 0)
+                                return MHD_YES;   /* the consumer gave up: discard the rest */
+                        req->sink_bytes += n;
+                        if (req->sink_bytes > req->body_cap) {
+                                req->too_large = true;
+                                req->sink_error = -EFBIG;
+                                (void) req->sink(req, NULL, 0, req->sink_error, req->sink_userdata);
+                                return MHD_YES;
+                        }
+                        req->sink_error = req->sink(req, upload_data, n, 0, req->sink_userdata);
+                        return MHD_YES;
+                }
                 if ((uint64_t) req->body_size + n > req->body_cap) {
                         /* MHD cannot queue a response in the middle of an upload: drop the body,
                          * answer 413 once it has ended (the request deadline bounds the wait). */
@@ -658,16 +687,108 @@ void http_request_suspend(HttpRequest *req) {
         request_suspend_now(req);
 }
 
+void http_request_set_body_sink(HttpRequest *req, HttpBodySink sink, void *userdata) {
+        req->sink = sink;
+        req->sink_userdata = userdata;
+}
+
+int http_request_sink_error(const HttpRequest *req) {
+        return req->sink_error;
+}
+
+static int reply_queue(HttpRequest *req, struct MHD_Response *resp, unsigned status, const char *content_type,
+                       bool close, const char *const *headers);
+
+
+static ssize_t on_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        HttpStream *st = cls;
+
+        if (!st->req || st->req->peer_gone)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        return st->reader(st->req, pos, buf, max, st->userdata);
+}
+
+static void on_stream_free(void *cls) {
+        HttpStream *st = cls;
+
+        if (st->req)
+                st->req->stream = NULL;
+        if (st->free_cb)
+                st->free_cb(st->userdata);
+        free(st);
+}
+
+int http_request_reply_stream(HttpRequest *req, unsigned status, const char *content_type, uint64_t size,
+                              HttpStreamReader reader, void (*free_cb)(void *), void *userdata,
+                              const char *const *headers, HttpStream **ret_stream) {
+        struct MHD_Response *resp;
+        HttpStream *st;
+
+        if (req->replied)
+                return -EALREADY;
+        st = calloc(1, sizeof(*st));
+        if (!st)
+                return -ENOMEM;
+        *st = (HttpStream) { .req = req, .reader = reader, .free_cb = free_cb, .userdata = userdata };
+        resp = MHD_create_response_from_callback(size, 64 * 1024, on_stream_read, st, on_stream_free);
+        if (!resp) {
+                free(st);
+                return -ENOMEM;
+        }
+        req->stream = st;
+        if (ret_stream)
+                *ret_stream = st;
+        return reply_queue(req, resp, status, content_type, false, headers);
+}
+
+void http_request_stream_wait(HttpRequest *req) {
+        /* Called from MHD's reader callback: suspend directly (microhttpd.h: return 0 only with
+         * MHD_suspend_connection(), or MHD polls). */
+        if (!req->suspended)
+                request_suspend_now(req);
+}
+
+void http_stream_wake(HttpStream *st) {
+        HttpRequest *req = st->req;
+
+        if (!req || !req->suspended)
+                return;
+        request_resume(req);
+        (void) server_run(req->server);
+}
+
+int http_request_reply_fd(HttpRequest *req, unsigned status, const char *content_type, int fd, uint64_t offset,
+                          uint64_t size, const char *const *headers) {
+        struct MHD_Response *resp;
+
+        if (req->replied) {
+                safe_close(fd);
+                return -EALREADY;
+        }
+        resp = MHD_create_response_from_fd_at_offset64(size, fd, offset);
+        if (!resp) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        return reply_queue(req, resp, status, content_type, false, headers);
+}
+
 int http_request_reply(HttpRequest *req, unsigned status, const char *content_type,
                        const void *body, size_t size, bool close, const char *const *headers) {
         struct MHD_Response *resp;
-        char id[32];
 
         if (req->replied)
                 return -EALREADY;
         resp = MHD_create_response_from_buffer(size, (void *) body, MHD_RESPMEM_MUST_COPY);
         if (!resp)
                 return -ENOMEM;
+        return reply_queue(req, resp, status, content_type, close, headers);
+}
+
+static int reply_queue(HttpRequest *req, struct MHD_Response *resp, unsigned status, const char *content_type,
+                       bool close, const char *const *headers) {
+        char id[32];
+
         (void) snprintf(id, sizeof(id), "%" PRIu64, req->id);
         if (content_type)
                 (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);

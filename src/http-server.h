@@ -17,6 +17,18 @@ typedef enum MHD_Result MHD_Result_t;
 
 typedef struct HttpServer HttpServer;
 typedef struct HttpRequest HttpRequest;
+typedef struct HttpStream HttpStream;
+
+/*
+ * A body consumer: called with each piece of the body as it arrives (error 0), or once with
+ * @error < 0 and no data when the body went over the cap. Return 0, or -errno to refuse the rest
+ * (it is then discarded; dispatch() still runs and sees http_request_sink_error()).
+ */
+typedef int (*HttpBodySink)(HttpRequest *req, const void *data, size_t size, int error, void *userdata);
+
+/* A streamed answer: fill @buf from position @pos; return bytes, 0 after http_request_stream_wait(),
+ * MHD_CONTENT_READER_END_OF_STREAM or MHD_CONTENT_READER_END_WITH_ERROR. */
+typedef ssize_t (*HttpStreamReader)(HttpRequest *req, uint64_t pos, char *buf, size_t max, void *userdata);
 
 typedef struct HttpServerLimits {
         unsigned max_connections;          /* overall */
@@ -69,6 +81,28 @@ void http_request_set_userdata(HttpRequest *req, void *userdata, void (*abort_cb
 
 /* http_request_suspend() - reply later (from another event source). */
 void http_request_suspend(HttpRequest *req);
+
+/* http_request_set_body_sink() - from begin(): stream the body to @sink (up to the cap begin() returns). */
+void http_request_set_body_sink(HttpRequest *req, HttpBodySink sink, void *userdata);
+/* http_request_sink_error() - 0, or what the sink (or the cap: -EFBIG) refused the body with. */
+int http_request_sink_error(const HttpRequest *req);
+
+/*
+ * http_request_reply_stream() - answer with a body produced by @reader (chunked when @size is
+ * MHD_SIZE_UNKNOWN). @free_cb runs when MHD is done with the answer. Return: 0 or -errno.
+ */
+int http_request_reply_stream(HttpRequest *req, unsigned status, const char *content_type, uint64_t size,
+                              HttpStreamReader reader, void (*free_cb)(void *), void *userdata,
+                              const char *const *headers, HttpStream **ret_stream);
+/* http_request_stream_wait() - from the reader: no data yet; return 0 after calling this. */
+void http_request_stream_wait(HttpRequest *req);
+/* http_stream_wake() - data (or the end) is there: let MHD call the reader again. Safe to call
+ * until @free_cb ran, also after the request itself is gone. */
+void http_stream_wake(HttpStream *st);
+
+/* http_request_reply_fd() - answer with @size bytes of the file @fd from @offset (fd taken over; sendfile). */
+int http_request_reply_fd(HttpRequest *req, unsigned status, const char *content_type, int fd, uint64_t offset,
+                          uint64_t size, const char *const *headers);
 
 /*
  * http_request_reply() - reply with a body (copied). @headers: NULL-terminated name, value, …

@@ -149,6 +149,7 @@ static int run(int argc, char *argv[]) {
         r = manager_probe(m);
         if (r < 0)
                 return r;
+        (void) manager_recover(m);
 
         r = manager_listen(m, arg_listen);
         if (r < 0)

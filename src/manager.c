@@ -20,6 +20,7 @@
 #include "log-ids.h"
 #include "log.h"
 #include "manager.h"
+#include "records.h"
 #include "replay.h"
 #include "scope.h"
 #include "util/macro.h"
@@ -177,6 +178,7 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
                 return log_error_errno(r, "Failed to set up the runtime directory: %m");
 
         m->workspaces_fd = -EBADF;
+        m->records_fd = -EBADF;
         {
                 _cleanup_free_ char *ws = NULL;
                 if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
@@ -187,6 +189,10 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
                 if (m->workspaces_fd < 0)
                         return log_error_errno(errno, "Failed to open '%s': %m", ws);
         }
+
+        m->records_fd = records_open(m->state_dir);
+        if (m->records_fd < 0)
+                return log_error_errno(m->records_fd, "Failed to open the records directory: %m");
 
         r = replay_table_new(60 * USEC_PER_SEC, &m->replay);
         if (r < 0)
@@ -243,6 +249,7 @@ Manager *manager_free(Manager *m) {
         sandbox_probe_report_done(&m->probe);
         free(m->scopes_reason);
         safe_close(m->workspaces_fd);
+        safe_close(m->records_fd);
         sd_event_unref(m->event);
         config_done(&m->config);
         secrets_done(&m->secrets);
@@ -417,5 +424,47 @@ int manager_can_execute(Manager *m, const char **ret_reason) {
                 return -EOPNOTSUPP;
         }
         *ret_reason = NULL;
+        return 0;
+}
+
+static void recover_one(const char *id, json_object *record, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *unit = NULL;
+        json_object *ws = NULL;
+        struct timespec ts;
+        int r;
+
+        /* The previous daemon died with this run active: its keeper and bwrap died with it
+         * (parent-death signals); the scope is killed to be sure, and the record says so. */
+        if (m->scopes_available && asprintf(&unit, SCOPE_PREFIX "%s.scope", id) >= 0)
+                (void) scope_kill_by_name(m->scopes, unit);
+
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        json_object_object_add(record, "state", json_object_new_string("interrupted"));
+        json_object_object_add(record, "status", json_object_new_string("interrupted"));
+        json_object_object_add(record, "finishedAt",
+                               json_object_new_int64((int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000));
+        r = record_write(m->records_fd, id, record, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to mark execution '%s' interrupted, ignoring: %m", id);
+        (void) json_object_object_get_ex(record, "workspaceId", &ws);
+        log_struct(LOG_WARNING,
+                   "MESSAGE_ID=" SR_MESSAGE_EXECUTION_FINISHED,
+                   "SANDBOX_EXECUTION_ID=%s", id,
+                   "SANDBOX_WORKSPACE=%s", ws ? json_object_get_string(ws) : "",
+                   "SANDBOX_SCOPE=%s", unit ?: "",
+                   "SANDBOX_STATUS=interrupted",
+                   "MESSAGE=Execution '%s' was still running when the previous daemon stopped; marked interrupted.", id);
+}
+
+int manager_recover(Manager *m) {
+        int n;
+
+        n = records_foreach_running(m->records_fd, recover_one, m);
+        if (n < 0)
+                return log_warning_errno(n, "Failed to scan the execution records, ignoring: %m");
+        n = records_prune(m->records_fd, MANAGER_RECORDS_KEEP);
+        if (n > 0)
+                log_debug("Pruned %i old execution records.", n);
         return 0;
 }

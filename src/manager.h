@@ -30,6 +30,7 @@ typedef struct Manager {
         uint64_t n_auth_failures;
 
         int workspaces_fd;               /* $STATE_DIRECTORY/workspaces */
+        int records_fd;                  /* $STATE_DIRECTORY/records */
         SandboxProbeReport probe;
         ScopeManager *scopes;
         bool scopes_available;
@@ -67,6 +68,11 @@ uint64_t manager_uptime_sec(Manager *m);
 
 /* manager_probe() - sandbox probes and scope availability, logged and kept for /health. */
 int manager_probe(Manager *m);
+
+#define MANAGER_RECORDS_KEEP 10000
+
+/* manager_recover() - mark runs a previous daemon left active as interrupted; prune records. */
+int manager_recover(Manager *m);
 
 /* manager_can_execute() - 0, or -errno with a message saying why executions are refused. */
 int manager_can_execute(Manager *m, const char **ret_reason);

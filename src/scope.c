@@ -262,6 +262,12 @@ int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits
         return 0;
 }
 
+int scope_kill_by_name(ScopeManager *sm, const char *name) {
+        return sd_bus_call_method_async(sm->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                        "org.freedesktop.systemd1.Manager", "KillUnit", NULL, NULL, "ssi",
+                                        name, "all", (int32_t) SIGKILL);
+}
+
 int scope_kill(Scope *s) {
         return sd_bus_call_method_async(s->manager->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                         "org.freedesktop.systemd1.Manager", "KillUnit", NULL, NULL, "ssi",

@@ -49,6 +49,8 @@ int scope_manager_probe(ScopeManager *sm, char **ret_reason);
  */
 int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits *limits,
                 const char *description, ScopeStartedFn cb, void *userdata, Scope **ret);
+/* scope_kill_by_name() - SIGKILL every process of a unit we did not start (recovery). */
+int scope_kill_by_name(ScopeManager *sm, const char *name);
 /* scope_kill() - SIGKILL every process of the scope (asynchronous). */
 int scope_kill(Scope *s);
 /* scope_read_accounting() - read the scope's cgroup counters (call while the keeper holds it). */

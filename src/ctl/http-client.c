@@ -25,6 +25,7 @@ typedef struct Buffer {
         char *data;
         size_t size;
         size_t allocated;
+        size_t max;
         bool too_big;
 } Buffer;
 
@@ -131,7 +132,7 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
         Buffer *b = userdata;
         size_t n = size * nmemb;
 
-        if (n > HTTP_RESPONSE_SIZE_MAX - b->size) {
+        if (n > b->max - b->size) {
                 b->too_big = true;
                 return 0;       /* makes libcurl fail with CURLE_WRITE_ERROR */
         }
@@ -140,7 +141,7 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
                 size_t a = MAX(b->allocated * 2, b->size + n + 1);
                 char *p;
 
-                a = MIN(a, HTTP_RESPONSE_SIZE_MAX + 1);
+                a = MIN(a, b->max + 1);
                 p = realloc(b->data, a);
                 if (!p)
                         return 0;
@@ -216,6 +217,8 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
 
         if (ret_error)
                 *ret_error = NULL;
+
+        b.max = req->max_response_size > 0 ? req->max_response_size : HTTP_RESPONSE_SIZE_MAX;
 
         if (isempty(req->method) || has_bad_chars(req->method) ||
             !req->path || req->path[0] != '/' || has_bad_chars(req->path))

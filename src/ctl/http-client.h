@@ -23,6 +23,7 @@ typedef struct HttpRequest {
         const char *content_type;       /* of @body, or NULL */
         const void *body;               /* NULL: no body */
         size_t body_size;
+        size_t max_response_size;       /* 0: HTTP_RESPONSE_SIZE_MAX */
 } HttpRequest;
 
 typedef struct HttpResponse {
@@ -55,7 +56,7 @@ const char *http_client_url(const HttpClient *c);
  * Return: 0 when an HTTP answer arrived (any status); -ECONNREFUSED (nothing listens, or the
  * socket file is missing), -EHOSTUNREACH (name not resolved), -ETIMEDOUT, -ECONNRESET (the
  * connection broke or closed without an answer), -EFBIG (answer above HTTP_RESPONSE_SIZE_MAX),
- * -EPROTO (TLS or HTTP protocol failure), -EINVAL (bad @req), -ENOMEM, -EIO (anything else).
+ * -EPROTO (TLS or HTTP protocol failure); the size limit is @req->max_response_size when set, -EINVAL (bad @req), -ENOMEM, -EIO (anything else).
  */
 int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret, char **ret_error);
 
