@@ -141,6 +141,10 @@ bool execution_watch_alive(const ExecutionWatch *w) {
         return w && w->execution;
 }
 
+Execution *execution_watch_execution(const ExecutionWatch *w) {
+        return w ? w->execution : NULL;
+}
+
 static const char *const status_table[_EXECUTION_STATUS_MAX] = {
         [EXECUTION_STATUS_RUNNING] = "running",
         [EXECUTION_STATUS_EXITED] = "exited",

@@ -68,6 +68,7 @@ Execution *execution_find(Manager *m, const char *id);
 int execution_watch_add(Execution *e, void (*cb)(void *userdata), void *userdata, ExecutionWatch **ret);
 ExecutionWatch *execution_watch_free(ExecutionWatch *w);
 bool execution_watch_alive(const ExecutionWatch *w);
+Execution *execution_watch_execution(const ExecutionWatch *w);
 
 /* execution_failure() - for FAILED runs: the errno and message of what went wrong. */
 int execution_failure(const Execution *e, const char **ret_message);

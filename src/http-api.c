@@ -6,6 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "build-config.h"
@@ -15,10 +17,12 @@
 #include "log-ids.h"
 #include "log.h"
 #include "manager.h"
+#include "records.h"
 #include "replay.h"
 #include "util/macro.h"
 #include "util/string-util.h"
 #include "util/utf8.h"
+#include "workspace.h"
 
 SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
@@ -439,8 +443,8 @@ static void on_request_gone(HttpRequest *req, void *userdata) {
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
 }
 
-static void handle_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
-                           const char **params, size_t *lens) {
+/* Validate and create an execution; on any refusal the reply is sent and NULL returned. */
+static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *body, ExecutionKind kind) {
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_free_ char *why = NULL;
         ExecutionMaxima max = {
@@ -455,38 +459,271 @@ static void handle_execute(Manager *m, HttpRequest *req, const Route *route, jso
         struct timespec ts;
         int r;
 
-        r = execution_request_parse(body, streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL
-                                                                                 : EXECUTION_KIND_EXECUTE,
-                                    &max, &er, &why);
-        if (r == -EPROTONOSUPPORT)
-                return reply_error(req, 400, "persistent_kernel_unsupported",
-                                   "kernelMode 'persistent' is not supported; use 'ephemeral' or omit it.");
-        if (r == -ENOMEM)
-                return reply_error(req, 500, "internal", "Out of memory.");
-        if (r < 0)
-                return reply_error(req, 400, "invalid_request", "Invalid request: %s.", why ?: "bad field");
+        r = execution_request_parse(body, kind, &max, &er, &why);
+        if (r == -EPROTONOSUPPORT) {
+                reply_error(req, 400, "persistent_kernel_unsupported",
+                            "kernelMode 'persistent' is not supported; use 'ephemeral' or omit it.");
+                return NULL;
+        }
+        if (r == -ENOMEM) {
+                reply_error(req, 500, "internal", "Out of memory.");
+                return NULL;
+        }
+        if (r < 0) {
+                reply_error(req, 400, "invalid_request", "Invalid request: %s.", why ?: "bad field");
+                return NULL;
+        }
 
         r = manager_can_execute(m, &reason);
-        if (r < 0)
-                return reply_error(req, 503, "sandbox_unavailable", "Executions are refused: %s.", reason);
+        if (r < 0) {
+                reply_error(req, 503, "sandbox_unavailable", "Executions are refused: %s.", reason);
+                return NULL;
+        }
 
         if (er->execution_id) {
+                Execution *old = execution_find(m, er->execution_id);
+
                 (void) clock_gettime(CLOCK_MONOTONIC, &ts);
                 r = replay_table_check_and_insert(m->replay, er->execution_id,
                                                   (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000);
-                if (r == -EEXIST)
-                        return reply_error(req, 409, "execution_id_conflict",
-                                           "executionId '%s' was used within the last 60 s.", er->execution_id);
-                if (r < 0)
-                        return reply_error(req, 503, "sandbox_unavailable", "Too many recent executions to track their ids; retry shortly.");
+                if (r == -EEXIST || (old && !execution_finished(old))) {
+                        reply_error(req, 409, "execution_id_conflict",
+                                    r == -EEXIST ? "executionId '%s' was used within the last 60 s."
+                                                 : "executionId '%s' belongs to a run that is still active.",
+                                    er->execution_id);
+                        return NULL;
+                }
+                if (r < 0) {
+                        reply_error(req, 503, "sandbox_unavailable",
+                                    "Too many recent executions to track their ids; retry shortly.");
+                        return NULL;
+                }
         }
 
         r = execution_new(m, STEAL(er), &e);
-        if (r < 0)
-                return reply_error(req, 500, "internal", "Out of memory.");
+        if (r < 0) {
+                reply_error(req, 500, "internal", "Out of memory.");
+                return NULL;
+        }
+        return e;
+}
+
+static void handle_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                           const char **params, size_t *lens) {
+        Execution *e;
+
+        e = prepare_execution(m, req, body, streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL
+                                                                                   : EXECUTION_KIND_EXECUTE);
+        if (!e)
+                return;
         http_request_set_userdata(req, e, on_request_gone);
         http_request_suspend(req);
         (void) execution_start(e, on_execution_done, req);
+}
+
+static void reply_execution_failure(HttpRequest *req, Execution *e) {
+        const char *message = NULL;
+        int failure = execution_failure(e, &message);
+
+        if (failure == -ENOENT)
+                reply_error(req, 400, "invalid_request", "%s.", message ?: "not found");
+        else
+                reply_error(req, 503, "sandbox_unavailable", "The sandbox could not be started: %s.",
+                            message ?: "unknown error");
+}
+
+static void handle_shell_create(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                                const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        Execution *e;
+
+        e = prepare_execution(m, req, body, EXECUTION_KIND_SHELL);
+        if (!e)
+                return;
+        /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
+        execution_set_managed(e);
+        (void) execution_start(e, NULL, NULL);
+        if (execution_finished(e) && execution_failure(e, NULL) < 0)
+                return reply_execution_failure(req, e);
+
+        o = json_object_new_object();
+        if (!o)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        json_object_object_add(o, "executionId", json_object_new_string(execution_id(e)));
+        json_object_object_add(o, "workspaceId", json_object_new_string(execution_workspace(e)));
+        json_object_object_add(o, "state", json_object_new_string(execution_finished(e) ? "finished" : "running"));
+        reply_json(req, 202, o);
+}
+
+/* The id in /shell-executions/{id}/...: copied out of the path and validated. */
+static int param_id(const char **params, size_t *lens, char buf[static 129]) {
+        if (lens[0] == 0 || lens[0] > 128)
+                return -EINVAL;
+        memcpy(buf, params[0], lens[0]);
+        buf[lens[0]] = '\0';
+        return workspace_id_valid(buf) ? 0 : -EINVAL;
+}
+
+static void handle_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                             const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        char id[129];
+        Execution *e;
+        int r;
+
+        if (param_id(params, lens, id) < 0)
+                return reply_error(req, 404, "not_found", "No such execution.");
+        e = execution_find(m, id);
+        if (e)
+                o = execution_record_json(e);
+        else {
+                r = record_read(m->records_fd, id, &o);
+                if (r == -ENOENT || r == -EINVAL)
+                        return reply_error(req, 404, "not_found", "No execution '%s' is known.", id);
+                if (r < 0)
+                        return reply_error(req, 500, "internal", "The record of '%s' cannot be read.", id);
+        }
+        if (!o)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        reply_json(req, 200, o);
+}
+
+typedef struct LogFollow {
+        int fd;
+        uint64_t offset;
+        ExecutionWatch *watch;
+        HttpStream *stream;
+} LogFollow;
+
+static void log_follow_free(void *userdata) {
+        LogFollow *f = userdata;
+
+        execution_watch_free(f->watch);
+        safe_close(f->fd);
+        free(f);
+}
+
+static void log_follow_wake(void *userdata) {
+        LogFollow *f = userdata;
+
+        if (f->stream)
+                http_stream_wake(f->stream);
+}
+
+static ssize_t log_follow_read(HttpRequest *req, uint64_t pos, char *buf, size_t max, void *userdata) {
+        LogFollow *f = userdata;
+        ssize_t n;
+
+        n = pread(f->fd, buf, max, (off_t) (f->offset + pos));
+        if (n > 0)
+                return n;
+        if (n < 0 && errno != EINTR && errno != EAGAIN)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        /* At the end of what is written: done if the run is, else wait for more. */
+        if (!execution_watch_alive(f->watch) || execution_finished(execution_watch_execution(f->watch))) {
+                n = pread(f->fd, buf, max, (off_t) (f->offset + pos));
+                return n > 0 ? n : MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        http_request_stream_wait(req);
+        return 0;
+}
+
+static void handle_shell_logs(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                              const char **params, size_t *lens) {
+        const char *stream = http_request_query(req, "stream") ?: "stdout";
+        const char *offset_s = http_request_query(req, "offset"), *follow_s = http_request_query(req, "follow");
+        _cleanup_close_ int fd = -EBADF;
+        char id[129], next[32], name[16];
+        uint64_t offset = 0;
+        RecordStream s;
+        struct stat st;
+        Execution *e;
+        bool follow = false;
+        int r;
+
+        if (param_id(params, lens, id) < 0)
+                return reply_error(req, 404, "not_found", "No such execution.");
+        s = record_stream_from_string(stream);
+        if (s < 0)
+                return reply_error(req, 400, "invalid_request", "stream must be 'stdout' or 'stderr'.");
+        if (offset_s) {
+                char *end = NULL;
+                errno = 0;
+                unsigned long long v = strtoull(offset_s, &end, 10);
+                if (errno != 0 || !end || *end || offset_s[0] < '0' || offset_s[0] > '9')
+                        return reply_error(req, 400, "invalid_request", "offset must be a byte offset (decimal).");
+                offset = v;
+        }
+        if (follow_s) {
+                if (!streq(follow_s, "0") && !streq(follow_s, "1"))
+                        return reply_error(req, 400, "invalid_request", "follow must be 0 or 1.");
+                follow = streq(follow_s, "1");
+        }
+
+        fd = record_log_open(m->records_fd, id, s);
+        if (fd < 0)
+                return reply_error(req, 404, "not_found", "No %s log for execution '%s' (only managed runs keep logs).",
+                                   stream, id);
+        if (fstat(fd, &st) < 0)
+                return reply_error(req, 500, "internal", "The log cannot be read.");
+        (void) snprintf(name, sizeof(name), "%s", stream);
+
+        e = execution_find(m, id);
+        if (!follow || !e || execution_finished(e)) {
+                uint64_t size = (uint64_t) st.st_size;
+                if (offset > size)
+                        offset = size;
+                (void) snprintf(next, sizeof(next), "%" PRIu64, size);
+                const char *const hdr[] = { "X-Sandbox-Next-Offset", next, NULL };
+                r = http_request_reply_fd(req, 200, "application/octet-stream", STEAL_FD(fd), offset, size - offset, hdr);
+                if (r < 0)
+                        reply_error(req, 500, "internal", "Out of memory.");
+                return;
+        }
+
+        /* Follow: stream from the offset until the run ends; the client's next offset is the
+         * offset it asked for plus the bytes it received. */
+        LogFollow *f = calloc(1, sizeof(*f));
+        if (!f)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        *f = (LogFollow) { .fd = STEAL_FD(fd), .offset = offset };
+        r = execution_watch_add(e, log_follow_wake, f, &f->watch);
+        if (r < 0) {
+                log_follow_free(f);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        r = http_request_reply_stream(req, 200, "application/octet-stream", MHD_SIZE_UNKNOWN, log_follow_read,
+                                      log_follow_free, f, NULL, &f->stream);
+        if (r < 0) {
+                log_follow_free(f);
+                reply_error(req, 500, "internal", "Out of memory.");
+        }
+}
+
+static void handle_shell_cancel(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                                const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        char id[129];
+        Execution *e;
+
+        if (param_id(params, lens, id) < 0)
+                return reply_error(req, 404, "not_found", "No such execution.");
+        e = execution_find(m, id);
+        if (!e) {
+                json_object *rec = NULL;
+                if (record_read(m->records_fd, id, &rec) < 0)
+                        return reply_error(req, 404, "not_found", "No execution '%s' is known.", id);
+                json_object_put(rec);
+        } else if (!execution_finished(e))
+                execution_cancel(e, EXECUTION_STATUS_CANCELLED);
+
+        o = json_object_new_object();
+        if (!o)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        json_object_object_add(o, "executionId", json_object_new_string(id));
+        json_object_object_add(o, "state", json_object_new_string(
+                        e && !execution_finished(e) ? "cancelling" : "finished"));
+        reply_json(req, 202, o);
 }
 
 static const Route routes[] = {
@@ -494,6 +731,10 @@ static const Route routes[] = {
         { "GET",  "/status",        ROUTE_AUTH_BEARER, false, handle_status },
         { "POST", "/execute",       ROUTE_AUTH_SIGNED, true,  handle_execute },
         { "POST", "/execute-shell", ROUTE_AUTH_SIGNED, true,  handle_execute },
+        { "POST", "/shell-executions",          ROUTE_AUTH_SIGNED, true,  handle_shell_create },
+        { "GET",  "/shell-executions/*",        ROUTE_AUTH_BEARER, false, handle_shell_get },
+        { "GET",  "/shell-executions/*/logs",   ROUTE_AUTH_BEARER, false, handle_shell_logs },
+        { "POST", "/shell-executions/*/cancel", ROUTE_AUTH_SIGNED, false, handle_shell_cancel },
 };
 
 /* ---- request flow ---------------------------------------------------------------------------- */
