@@ -83,6 +83,10 @@ struct Execution {
         ExecutionDoneFn done;
         void *userdata;
 
+        /* The quota settings at creation: later changes apply to later runs. */
+        uint64_t output_limit;
+        uint64_t workspace_limit;
+
         /* Managed runs: logs on disk (resumable by offset), a record written at start. */
         bool managed;
         int log_fds[_RECORD_STREAM_MAX];
@@ -212,6 +216,8 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                 .kill_reason = EXECUTION_STATUS_RUNNING,
                 .log_fds = { -EBADF, -EBADF },
                 .created_realtime_usec = now_real(),
+                .output_limit = m->quota.max_output_bytes,
+                .workspace_limit = m->quota.max_workspace_bytes,
         };
         if (req->execution_id)
                 e->id = strdup(req->execution_id);
@@ -221,8 +227,8 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                         e->id = NULL;
         }
         if (!e->id ||
-            output_buffer_new(m->config.max_output_bytes, &e->out) < 0 ||
-            output_buffer_new(m->config.max_output_bytes, &e->err) < 0) {
+            output_buffer_new(m->quota.max_output_bytes, &e->out) < 0 ||
+            output_buffer_new(m->quota.max_output_bytes, &e->err) < 0) {
                 execution_free(e);
                 return -ENOMEM;
         }
@@ -483,7 +489,7 @@ static void maybe_finish(Execution *e) {
 /* ---- I/O and reports ------------------------------------------------------------------------- */
 
 static void execution_log_append(Execution *e, RecordStream s, const char *p, size_t n) {
-        uint64_t limit = e->manager->config.max_output_bytes;
+        uint64_t limit = e->output_limit;
 
         if (e->log_fds[s] < 0 || e->log_truncated[s])
                 return;
@@ -741,7 +747,7 @@ static int execution_launch(Execution *e) {
                 .group_fd = group_fd, .hosts_fd = hosts_fd, .code_fd = e->req->code ? code_fd : -1,
         };
         limits = (SandboxLimits) {
-                .fsize = m->config.max_workspace_bytes,
+                .fsize = e->workspace_limit,
                 .nofile = 4096,
                 /* Without a scope, the address-space limit is the only memory bound we have. */
                 .as = m->scopes_available ? 0 : e->req->memory_max,

@@ -366,9 +366,11 @@ static void handle_health(Manager *m, HttpRequest *req, const Route *route, json
         json_object_object_add(o, "workspace", ws);
 
         runner = json_object_new_object();
-        json_object_object_add(runner, "maxWorkspaceBytes", json_u64(m->config.max_workspace_bytes));
+        json_object_object_add(runner, "maxWorkspaceBytes", json_u64(m->quota.max_workspace_bytes));
         json_object_object_add(runner, "maxFileBytes", json_u64(0));
-        json_object_object_add(runner, "maxOutputBytes", json_u64(m->config.max_output_bytes));
+        json_object_object_add(runner, "maxOutputBytes", json_u64(m->quota.max_output_bytes));
+        json_object_object_add(runner, "maxUploadFileBytes", json_u64(m->quota.max_upload_file_bytes));
+        json_object_object_add(runner, "maxUploadRequestBytes", json_u64(m->quota.max_upload_request_bytes));
         json_object_object_add(runner, "runningExecutions", json_u64(m->n_executions_running));
         json_object_object_add(o, "runner", runner);
         reply_json(req, 200, o);
@@ -726,6 +728,44 @@ static void handle_shell_cancel(Manager *m, HttpRequest *req, const Route *route
         reply_json(req, 202, o);
 }
 
+static void handle_quota_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                             const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = quota_settings_to_json(&m->quota);
+
+        if (!o)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        reply_json(req, 200, o);
+}
+
+static void handle_quota_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                             const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        QuotaSettings n = m->quota;
+        const char *why = NULL;
+        int r;
+
+        r = quota_settings_apply_json(&n, body, &why);
+        if (r < 0)
+                return reply_error(req, 400, "invalid_request", "Invalid quota settings: %s.", why);
+        r = quota_settings_save(m->state_dir, &n);
+        if (r < 0)
+                return reply_error(req, 500, "internal", "The settings could not be saved: %s.", strerror(-r));
+        m->quota = n;
+        log_struct(LOG_NOTICE,
+                   "MESSAGE_ID=" SR_MESSAGE_QUOTA_CHANGED,
+                   "SANDBOX_MAX_WORKSPACE_BYTES=%" PRIu64, n.max_workspace_bytes,
+                   "SANDBOX_MAX_OUTPUT_BYTES=%" PRIu64, n.max_output_bytes,
+                   "SANDBOX_MAX_UPLOAD_FILE_BYTES=%" PRIu64, n.max_upload_file_bytes,
+                   "SANDBOX_MAX_UPLOAD_REQUEST_BYTES=%" PRIu64, n.max_upload_request_bytes,
+                   "MESSAGE=Quota settings changed: workspace %" PRIu64 ", output %" PRIu64 ", upload file %" PRIu64
+                   ", upload request %" PRIu64 " bytes (0 = unlimited); new executions use them.",
+                   n.max_workspace_bytes, n.max_output_bytes, n.max_upload_file_bytes, n.max_upload_request_bytes);
+        o = quota_settings_to_json(&m->quota);
+        if (!o)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        reply_json(req, 200, o);
+}
+
 static const Route routes[] = {
         { "GET",  "/health",        ROUTE_AUTH_NONE,   false, handle_health },
         { "GET",  "/status",        ROUTE_AUTH_BEARER, false, handle_status },
@@ -735,6 +775,8 @@ static const Route routes[] = {
         { "GET",  "/shell-executions/*",        ROUTE_AUTH_BEARER, false, handle_shell_get },
         { "GET",  "/shell-executions/*/logs",   ROUTE_AUTH_BEARER, false, handle_shell_logs },
         { "POST", "/shell-executions/*/cancel", ROUTE_AUTH_SIGNED, false, handle_shell_cancel },
+        { "GET",  "/api/quota-settings",        ROUTE_AUTH_BEARER, false, handle_quota_get },
+        { "PUT",  "/api/quota-settings",        ROUTE_AUTH_BEARER, true,  handle_quota_put },
 };
 
 /* ---- request flow ---------------------------------------------------------------------------- */

@@ -190,6 +190,15 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
                         return log_error_errno(errno, "Failed to open '%s': %m", ws);
         }
 
+        {
+                _cleanup_free_ char *error = NULL;
+                r = quota_settings_load(&m->config, m->state_dir, &m->quota, &error);
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0)
+                        return log_error_errno(r, "%s", error);
+        }
+
         m->records_fd = records_open(m->state_dir);
         if (m->records_fd < 0)
                 return log_error_errno(m->records_fd, "Failed to open the records directory: %m");

@@ -9,6 +9,7 @@
 #include "auth.h"
 #include "config.h"
 #include "sandbox.h"
+#include "settings.h"
 
 typedef struct HttpServer HttpServer;
 typedef struct ScopeManager ScopeManager;
@@ -31,6 +32,7 @@ typedef struct Manager {
 
         int workspaces_fd;               /* $STATE_DIRECTORY/workspaces */
         int records_fd;                  /* $STATE_DIRECTORY/records */
+        QuotaSettings quota;             /* in force for new executions and uploads */
         SandboxProbeReport probe;
         ScopeManager *scopes;
         bool scopes_available;
