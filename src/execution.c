@@ -72,6 +72,7 @@ struct Execution {
         size_t report_len;
         OutputBuffer *out, *err;
         Scope *scope;
+        char *unit;                       /* the scope's name, kept for the records */
         ScopeAccounting acct;
         bool have_acct;
         bool reported_exit, stdout_eof, stderr_eof, keeper_gone, busy_ref;
@@ -299,6 +300,7 @@ Execution *execution_free(Execution *e) {
         output_buffer_free(e->err);
         execution_request_free(e->req);
         free(e->failure_message);
+        free(e->unit);
         free(e->id);
         free(e);
         return NULL;
@@ -399,7 +401,7 @@ static void log_finished(Execution *e) {
                    "MESSAGE_ID=" SR_MESSAGE_EXECUTION_FINISHED,
                    "SANDBOX_EXECUTION_ID=%s", e->id,
                    "SANDBOX_WORKSPACE=%s", e->req->workspace_id,
-                   "SANDBOX_SCOPE=%s", e->scope ? scope_name(e->scope) : "",
+                   "SANDBOX_SCOPE=%s", e->unit ?: "",
                    "SANDBOX_STATUS=%s", execution_status_to_string(e->status),
                    "SANDBOX_EXIT_STATUS=%d", e->status == EXECUTION_STATUS_EXITED ? e->exit_code : -1,
                    "SANDBOX_SIGNAL=%d", e->signal,
@@ -691,7 +693,7 @@ static int execution_launch(Execution *e) {
         _cleanup_close_ int seccomp_fd = -EBADF, passwd_fd = -EBADF, group_fd = -EBADF, hosts_fd = -EBADF;
         _cleanup_close_ int code_fd = -EBADF, stdin_fd = -EBADF;
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_free_ char *seccomp_error = NULL, *workspace_path = NULL, *description = NULL, *unit = NULL;
+        _cleanup_free_ char *seccomp_error = NULL, *workspace_path = NULL, *description = NULL;
         SandboxSpec spec;
         SandboxFds fds;
         SandboxLimits limits;
@@ -798,10 +800,10 @@ static int execution_launch(Execution *e) {
                 return 0;
         }
 
-        if (asprintf(&unit, SCOPE_PREFIX "%s.scope", e->id) < 0 ||
+        if (asprintf(&e->unit, SCOPE_PREFIX "%s.scope", e->id) < 0 ||
             asprintf(&description, "sandbox-runner execution %s (workspace %s)", e->id, e->req->workspace_id) < 0)
                 return -ENOMEM;
-        r = scope_start(m->scopes, unit, e->proc.keeper_pid,
+        r = scope_start(m->scopes, e->unit, e->proc.keeper_pid,
                         &(ScopeLimits) {
                                 .memory_max = e->req->memory_max,
                                 .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,

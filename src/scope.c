@@ -340,6 +340,9 @@ static int read_keyed_file(const char *path, const char *key, uint64_t *ret) {
         return r;
 }
 
+/* systemd nests slices by the dashes in their names: "a-b.slice" lives in "a.slice". */
+#define SCOPE_SLICE_PATH "sandbox.slice/" SCOPE_SLICE
+
 int scope_read_accounting(Scope *s, ScopeAccounting *ret) {
         ScopeAccounting a = {
                 .memory_peak = UINT64_MAX, .cpu_usage_nsec = UINT64_MAX, .tasks_peak = UINT64_MAX,
@@ -348,7 +351,7 @@ int scope_read_accounting(Scope *s, ScopeAccounting *ret) {
         uint64_t v;
 
         if (s->manager->unified) {
-#define CG(file) (snprintf(p, sizeof(p), "/sys/fs/cgroup/" SCOPE_SLICE "/%s/" file, s->name), p)
+#define CG(file) (snprintf(p, sizeof(p), "/sys/fs/cgroup/" SCOPE_SLICE_PATH "/%s/" file, s->name), p)
                 if (read_u64_file(CG("memory.peak"), &v) >= 0)
                         a.memory_peak = v;
                 if (read_keyed_file(CG("cpu.stat"), "usage_usec", &v) >= 0)
@@ -361,12 +364,16 @@ int scope_read_accounting(Scope *s, ScopeAccounting *ret) {
                         a.tasks_max_hits = v;
 #undef CG
         } else {
-#define CG(ctrl, file) (snprintf(p, sizeof(p), "/sys/fs/cgroup/" ctrl "/" SCOPE_SLICE "/%s/" file, s->name), p)
+#define CG(ctrl, file) (snprintf(p, sizeof(p), "/sys/fs/cgroup/" ctrl "/" SCOPE_SLICE_PATH "/%s/" file, s->name), p)
                 if (read_u64_file(CG("memory", "memory.max_usage_in_bytes"), &v) >= 0)
                         a.memory_peak = v;
                 if (read_u64_file(CG("cpuacct", "cpuacct.usage"), &v) >= 0 ||
                     read_u64_file(CG("cpu,cpuacct", "cpuacct.usage"), &v) >= 0)
                         a.cpu_usage_nsec = v;
+                /* Hybrid hosts with cpu and cpuacct mounted apart: systemd 252 only realises the
+                 * cpu one; the unified tree still has cpu.stat. */
+                else if (read_keyed_file(CG("unified", "cpu.stat"), "usage_usec", &v) >= 0)
+                        a.cpu_usage_nsec = v * 1000;
                 if (read_keyed_file(CG("memory", "memory.oom_control"), "oom_kill", &v) >= 0)
                         a.oom_kills = v;
                 if (read_keyed_file(CG("pids", "pids.events"), "max", &v) >= 0)
@@ -381,11 +388,27 @@ int scope_read_accounting(Scope *s, ScopeAccounting *ret) {
 
 /* ---- probe ----------------------------------------------------------------------------------- */
 
+typedef struct ProbeState {
+        bool done;
+        int error;
+        char *message;
+} ProbeState;
+
+static void on_probe_started(Scope *s, int error, const char *message, void *userdata) {
+        ProbeState *st = userdata;
+
+        st->done = true;
+        st->error = error;
+        if (message)
+                st->message = strdup(message);
+}
+
 int scope_manager_probe(ScopeManager *sm, char **ret_reason) {
         _cleanup_free_ char *name = NULL;
-        sd_bus_error error = SD_BUS_ERROR_NULL;
-        sd_bus_message *m = NULL, *reply = NULL;
-        Scope probe = {};
+        ProbeState st = {};
+        Scope *s = NULL;
+        uint64_t deadline;
+        struct timespec ts;
         pid_t pid;
         int r;
 
@@ -401,34 +424,43 @@ int scope_manager_probe(ScopeManager *sm, char **ret_reason) {
                 r = -ENOMEM;
                 goto finish;
         }
-        probe = (Scope) { .manager = sm, .name = name, .pid = pid, .description = (char *) "sandbox-runner probe" };
-        for (int attempt = 0; attempt < 2; attempt++) {
-                r = build_start(sm, &probe, &m);
-                if (r < 0)
-                        goto finish;
-                r = sd_bus_call(sm->bus, m, 10 * USEC_PER_SEC, &error, &reply);
-                m = sd_bus_message_unref(m);
-                reply = sd_bus_message_unref(reply);
-                if (r < 0 && !sm->no_oom_policy && error_is_oom_policy(&error)) {
-                        sm->no_oom_policy = true;
-                        sd_bus_error_free(&error);
-                        continue;
-                }
-                break;
-        }
-        if (r < 0) {
-                if (ret_reason && asprintf(ret_reason, "StartTransientUnit refused: %s",
-                                           error.message ?: strerror(-r)) < 0)
-                        r = -ENOMEM;
+
+        /* The whole path an execution takes: the call, polkit, and the job really finishing with
+         * our process moved into the scope (a queued job alone proves only the authorisation). */
+        r = scope_start(sm, name, pid, &(ScopeLimits) {}, "sandbox-runner probe", on_probe_started, &st, &s);
+        if (r < 0)
                 goto finish;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        deadline = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000 + 10 * USEC_PER_SEC;
+        while (!st.done) {
+                uint64_t now;
+
+                r = sd_bus_process(sm->bus, NULL);
+                if (r < 0)
+                        break;
+                if (r > 0)
+                        continue;
+                (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+                now = (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
+                if (now >= deadline) {
+                        r = -ETIMEDOUT;
+                        break;
+                }
+                (void) sd_bus_wait(sm->bus, deadline - now);
         }
-        r = 0;
+        if (st.done)
+                r = st.error;
+        if (r < 0 && ret_reason &&
+            asprintf(ret_reason, "a test scope could not be created: %s",
+                     st.message ?: strerror(-r)) < 0)
+                r = -ENOMEM;
 finish:
         (void) kill(pid, SIGKILL);
         (void) waitpid(pid, NULL, 0);
-        if (name)
-                (void) sd_bus_call_method(sm->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                          "org.freedesktop.systemd1.Manager", "UnrefUnit", NULL, NULL, "s", name);
-        sd_bus_error_free(&error);
-        return r;
+        if (s) {
+                s->referenced = true;   /* unref even when the reply was an error: harmless */
+                scope_free(s);
+        }
+        free(st.message);
+        return r < 0 ? r : 0;
 }
