@@ -766,6 +766,90 @@ static void handle_quota_put(Manager *m, HttpRequest *req, const Route *route, j
         reply_json(req, 200, o);
 }
 
+typedef struct Teardown {
+        HttpRequest *req;
+        json_object *stopped;
+        ExecutionWatch **watches;
+        size_t n_watches;
+        bool replied;
+} Teardown;
+
+static void teardown_free(Teardown *t) {
+        for (size_t i = 0; i < t->n_watches; i++)
+                execution_watch_free(t->watches[i]);
+        free(t->watches);
+        json_object_put(t->stopped);
+        free(t);
+}
+
+static void teardown_check(void *userdata) {
+        Teardown *t = userdata;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+
+        for (size_t i = 0; i < t->n_watches; i++)
+                if (execution_watch_alive(t->watches[i]) &&
+                    !execution_finished(execution_watch_execution(t->watches[i])))
+                        return;
+        if (t->req) {
+                http_request_set_userdata(t->req, NULL, NULL);
+                o = json_object_new_object();
+                if (o) {
+                        json_object_object_add(o, "stopped", json_object_get(t->stopped));
+                        reply_json(t->req, 200, o);
+                } else
+                        reply_error(t->req, 500, "internal", "Out of memory.");
+        }
+        teardown_free(t);
+}
+
+static void on_teardown_gone(HttpRequest *req, void *userdata) {
+        Teardown *t = userdata;
+
+        /* The runs are stopped anyway; only nobody waits for the answer now. */
+        t->req = NULL;
+}
+
+static void handle_teardown(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                            const char **params, size_t *lens) {
+        char ws[129];
+        Teardown *t;
+
+        if (lens[0] == 0 || lens[0] > 128)
+                return reply_error(req, 404, "not_found", "No such workspace.");
+        memcpy(ws, params[0], lens[0]);
+        ws[lens[0]] = '\0';
+        if (!workspace_id_valid(ws))
+                return reply_error(req, 404, "not_found", "No such workspace.");
+
+        t = calloc(1, sizeof(*t));
+        if (!t || !(t->stopped = json_object_new_array())) {
+                free(t);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        t->req = req;
+        for (Execution *e = m->executions; e; e = execution_next(e)) {
+                ExecutionWatch **w;
+
+                if (execution_finished(e) || !streq(execution_workspace(e), ws))
+                        continue;
+                w = realloc(t->watches, sizeof(*w) * (t->n_watches + 1));
+                if (!w)
+                        break;
+                t->watches = w;
+                if (execution_watch_add(e, teardown_check, t, &t->watches[t->n_watches]) < 0)
+                        break;
+                t->n_watches++;
+                json_object_array_add(t->stopped, json_object_new_string(execution_id(e)));
+        }
+        http_request_set_userdata(req, t, on_teardown_gone);
+        http_request_suspend(req);
+        /* Cancel after all watches are in place: a run may finish synchronously. */
+        for (size_t i = 0; i < t->n_watches; i++)
+                if (execution_watch_alive(t->watches[i]))
+                        execution_cancel(execution_watch_execution(t->watches[i]), EXECUTION_STATUS_CANCELLED);
+        teardown_check(t);
+}
+
 static const Route routes[] = {
         { "GET",  "/health",        ROUTE_AUTH_NONE,   false, handle_health },
         { "GET",  "/status",        ROUTE_AUTH_BEARER, false, handle_status },
@@ -775,6 +859,7 @@ static const Route routes[] = {
         { "GET",  "/shell-executions/*",        ROUTE_AUTH_BEARER, false, handle_shell_get },
         { "GET",  "/shell-executions/*/logs",   ROUTE_AUTH_BEARER, false, handle_shell_logs },
         { "POST", "/shell-executions/*/cancel", ROUTE_AUTH_SIGNED, false, handle_shell_cancel },
+        { "POST", "/workspaces/*/teardown",     ROUTE_AUTH_BEARER, false, handle_teardown },
         { "GET",  "/api/quota-settings",        ROUTE_AUTH_BEARER, false, handle_quota_get },
         { "PUT",  "/api/quota-settings",        ROUTE_AUTH_BEARER, true,  handle_quota_put },
 };

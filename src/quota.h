@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Workspace disk usage: one-shot full scans, and an inotify-maintained index for the 100 ms checks of a run. */
+#pragma once
+
+/*
+ * What is counted. Usage is the space a tree *allocates*: the sum of st_blocks * 512 over the
+ * distinct inodes of the tree, the workspace root and every directory included, symlinks counted
+ * as themselves (never followed), hard links once (a dev/ino map). A sparse file therefore costs
+ * its allocated blocks, not its st_size; a 10 GiB ftruncate() costs nothing until written. This
+ * is what `du -s -B1` reports and what actually fills the disk. Inodes themselves (millions of
+ * empty files) cost no blocks: they are bounded by the entry cap instead (-E2BIG).
+ *
+ * How the watcher stays cheap. quota_watch_new() scans the tree once into an index (one node per
+ * name, one record per inode) and puts an inotify watch on every directory. The kernel reports
+ * changes by (directory, name) whatever the path or mount they were made through, so a sandbox
+ * writing through its bind mount is seen as well. quota_watch_tick() drains the inotify fd
+ * without blocking, coalesces the events into a set of dirty names per directory (an appender
+ * produces one IN_MODIFY per write(); it costs one re-stat per tick, not one per write), then
+ * re-stats only those names, from a directory fd reopened beneath the root with RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS and checked to still be the indexed inode. A tick is O(changes), not
+ * O(files). Directory identity is the watch descriptor, which the kernel ties to the inode: a
+ * directory renamed within the tree is re-attached in O(1) with its subtree, a new directory
+ * (also one moved in whole from outside) is scanned after its watch is in place, so nothing
+ * created in between is missed. IN_Q_OVERFLOW, or an index found inconsistent with the tree (a
+ * race lost too often), cause a full resync of the index, counted in full_scans.
+ *
+ * The sweep. Some writes produce no inotify event at all: stores through a shared writable
+ * mmap() (inotify(7): "does not report file accesses and modifications that may occur because of
+ * mmap(2), msync(2), and munmap(2)"), and a file can be ftruncate()d large, mapped, closed and
+ * then filled silently. Each tick therefore also re-reads a few directories round-robin
+ * (QuotaLimits.sweep_entries names per tick, default 1024: a full pass over 100,000 files every
+ * ~10 s), which also repairs anything else the events missed. The gap this leaves is why
+ * SECURITY.md §5 asks for a per-file RLIMIT_FSIZE or a project quota on top.
+ *
+ * Degraded mode. Watches are a shared, per-user kernel resource (fs.inotify.max_user_watches,
+ * max_user_instances). Past QuotaLimits.max_watches directories, past QuotaLimits.max_index
+ * names (the index costs ~150 bytes per name), or when the kernel refuses a watch or an inotify
+ * instance, the watcher drops its index and watches and falls back to full scans, paced so they
+ * take at most a fifth of the time (a scan of T ms runs at most every 5·T ms, and at most once
+ * per tick). QuotaStats.degraded says so; the caller should log it once.
+ *
+ * Hostile trees. Depth is capped (max_depth, default 256) and so is the number of names
+ * (max_entries, default 10,000,000): past either the usage is unknown and the functions return
+ * -E2BIG (the caller treats that like an exceeded quota). A directory the daemon cannot read or
+ * search (the sandbox can chmod 000 what it owns) gives -EACCES while it stays so: its content
+ * is unknown, so fail closed. Directories swapped for symlinks, renamed away and back, or deleted
+ * between an event and its re-stat are handled by re-checking inode identity on every open
+ * (O_NOFOLLOW, fstat of the opened fd).
+ *
+ * Known limits. Files unlinked while still open keep their blocks but have no name: they are
+ * not counted (they are freed when the sandbox, their last holder, dies). Writes through mmap()
+ * are seen only by the sweep. Between two ticks a writer can add up to (tick period × its write
+ * rate) past the limit. Degraded full scans block the caller for their duration.
+ *
+ * All functions return 0 or a negative errno; nothing is logged (the caller logs once).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define QUOTA_MAX_ENTRIES_DEFAULT  UINT64_C(10000000)
+#define QUOTA_MAX_DEPTH_DEFAULT    256U
+#define QUOTA_MAX_WATCHES_DEFAULT  16384U
+#define QUOTA_MAX_INDEX_DEFAULT    UINT64_C(1000000)
+#define QUOTA_SWEEP_ENTRIES_DEFAULT 1024U
+
+typedef struct QuotaWatch QuotaWatch;
+
+typedef struct QuotaStats {
+        uint64_t files;         /* non-directory names (regular files, symlinks, fifos, ...) */
+        uint64_t dirs;          /* directories, the root included */
+        uint64_t watches;       /* inotify watches held */
+        uint64_t full_scans;    /* full scans and full resyncs so far */
+        uint64_t events;        /* inotify events read so far */
+        uint64_t restats;       /* fstatat() calls so far (scans included) */
+        bool degraded;          /* no index: periodic full scans (watch/index cap or kernel limit) */
+} QuotaStats;
+
+/* Caps; a zero field means its default. */
+typedef struct QuotaLimits {
+        uint64_t max_entries;   /* names in the tree; more → -E2BIG */
+        unsigned max_depth;     /* directory levels below the root; deeper → -E2BIG */
+        unsigned max_watches;   /* watched directories; more → degraded */
+        uint64_t max_index;     /* indexed names; more → degraded */
+        unsigned sweep_entries; /* names re-read per tick by the sweep; UINT_MAX = disabled */
+} QuotaLimits;
+
+/*
+ * quota_scan() - one full scan of the tree at @dir_fd (not modified, not followed if it is a
+ * symlink's target: pass a directory fd). @ret_stats may be NULL.
+ * Return: 0 and the allocated bytes (st_blocks * 512, hard links once, the root included);
+ * -E2BIG if the tree has more than 10,000,000 names or is deeper than 256 levels; -EACCES if a
+ * directory cannot be read or searched; -ENOMEM; other -errno from the kernel.
+ */
+int quota_scan(int dir_fd, uint64_t *ret_bytes, QuotaStats *ret_stats);
+
+/* quota_scan_full() - quota_scan() with explicit caps (@limits may be NULL = defaults). */
+int quota_scan_full(int dir_fd, const QuotaLimits *limits, uint64_t *ret_bytes, QuotaStats *ret_stats);
+
+/*
+ * quota_watch_new() - full scan of the tree at @dir_fd into an index, plus inotify watches on
+ * its directories. @dir_fd is not taken over (an own fd to the same directory is kept). Give
+ * quota_watch_fd() to the event loop if it should wake early; quota_watch_tick() must be called
+ * periodically in any case (every 100 ms during a run). The usage right after creation (the
+ * before-run check) is what the first quota_watch_tick() returns: no second scan is needed.
+ * Return: 0, or as quota_scan(). Running out of watches is not an error (degraded mode).
+ */
+int quota_watch_new(int dir_fd, QuotaWatch **ret);
+
+/* quota_watch_new_full() - quota_watch_new() with explicit caps (@limits may be NULL = defaults). */
+int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret);
+
+/* quota_watch_fd() - the inotify fd (non-blocking, CLOEXEC), readable when a tick has work. */
+int quota_watch_fd(const QuotaWatch *w);
+
+/*
+ * quota_watch_tick() - drain pending events, re-stat what they name (plus the sweep's share), and
+ * return the current usage in @ret_bytes. Never blocks on the inotify fd.
+ * Return: 0; -E2BIG while the tree is past max_entries or max_depth; -EACCES while a directory
+ * cannot be read or searched; -ENOMEM; other -errno. Any error means the usage is not known:
+ * fail closed (stop the run). The watcher stays usable and later ticks recover if the tree does.
+ */
+int quota_watch_tick(QuotaWatch *w, uint64_t *ret_bytes);
+
+/* quota_watch_stats() - counters and current shape of the tree, as of the last tick. */
+void quota_watch_stats(const QuotaWatch *w, QuotaStats *ret);
+
+/*
+ * quota_watch_request_resync() - make the next tick resync the whole index, as after
+ * IN_Q_OVERFLOW (for a caller that knows the tree changed behind inotify's back, and for tests).
+ */
+void quota_watch_request_resync(QuotaWatch *w);
+
+/* quota_watch_free() - drop the watches, close the fd, free the index. Accepts NULL; returns NULL. */
+QuotaWatch *quota_watch_free(QuotaWatch *w);
