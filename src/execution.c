@@ -26,6 +26,7 @@
 #include "log.h"
 #include "manager.h"
 #include "output-buffer.h"
+#include "quota.h"
 #include "records.h"
 #include "sandbox-argv.h"
 #include "sandbox.h"
@@ -87,6 +88,10 @@ struct Execution {
         /* The quota settings at creation: later changes apply to later runs. */
         uint64_t output_limit;
         uint64_t workspace_limit;
+        QuotaWatch *quota;
+        sd_event_source *quota_source;
+        uint64_t workspace_bytes;         /* last usage seen (before, during, after the run) */
+        bool have_workspace_bytes;
 
         /* Managed runs: logs on disk (resumable by offset), a record written at start. */
         bool managed;
@@ -250,6 +255,8 @@ static void execution_release_resources(Execution *e) {
         e->timeout_source = sd_event_source_disable_unref(e->timeout_source);
         e->lease_source = sd_event_source_disable_unref(e->lease_source);
         e->kill_source = sd_event_source_disable_unref(e->kill_source);
+        e->quota_source = sd_event_source_disable_unref(e->quota_source);
+        e->quota = quota_watch_free(e->quota);
         if (e->proc.keeper_pid > 0 && !e->keeper_gone) {
                 /* Still ours to reap: make sure nothing survives us. */
                 (void) kill(e->proc.keeper_pid, SIGKILL);
@@ -382,8 +389,11 @@ static void execution_decide_status(Execution *e) {
         }
 
         if (e->kill_reason == EXECUTION_STATUS_CANCELLED || e->kill_reason == EXECUTION_STATUS_INTERRUPTED ||
-            e->kill_reason == EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED)
+            e->kill_reason == EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED) {
                 e->status = e->kill_reason;
+                if (!e->reported_exit)
+                        e->exit_code = -1;
+        }
         else if (e->have_acct && e->acct.oom_kills > 0)
                 e->status = EXECUTION_STATUS_MEMORY_LIMIT;
         else if (e->have_acct && e->acct.tasks_max_hits > 0 && !(e->status == EXECUTION_STATUS_EXITED && e->exit_code == 0))
@@ -684,6 +694,61 @@ static void on_scope_started(Scope *s, int error, const char *message, void *use
         go(e);
 }
 
+#define QUOTA_TICK_USEC (100 * USEC_PER_MSEC)
+
+static int on_quota_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        Execution *e = userdata;
+        uint64_t bytes;
+        int r;
+
+        r = quota_watch_tick(e->quota, &bytes);
+        if (r < 0)
+                log_debug_errno(r, "Quota tick of '%s' failed, retrying: %m", e->id);
+        else {
+                e->workspace_bytes = bytes;
+                e->have_workspace_bytes = true;
+                if (bytes > e->workspace_limit) {
+                        log_struct(LOG_NOTICE,
+                                   "MESSAGE_ID=" SR_MESSAGE_QUOTA_EXCEEDED,
+                                   "SANDBOX_EXECUTION_ID=%s", e->id,
+                                   "SANDBOX_WORKSPACE=%s", e->req->workspace_id,
+                                   "SANDBOX_WORKSPACE_BYTES=%" PRIu64, bytes,
+                                   "SANDBOX_WORKSPACE_LIMIT=%" PRIu64, e->workspace_limit,
+                                   "MESSAGE=Workspace '%s' reached %" PRIu64 " bytes (limit %" PRIu64
+                                   "); stopping execution '%s'.",
+                                   e->req->workspace_id, bytes, e->workspace_limit, e->id);
+                        e->quota_source = sd_event_source_disable_unref(e->quota_source);
+                        execution_kill(e, EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED);
+                        return 0;
+                }
+        }
+        r = sd_event_source_set_time_relative(s, QUOTA_TICK_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+/* Before the run: measure the workspace and keep watching it while the run goes on. */
+static int execution_quota_begin(Execution *e) {
+        uint64_t bytes;
+        int r;
+
+        if (e->workspace_limit == 0)
+                return 0;
+        r = quota_watch_new(e->ws_fd, &e->quota);
+        if (r < 0)
+                return r;
+        r = quota_watch_tick(e->quota, &bytes);
+        if (r < 0)
+                return r;
+        e->workspace_bytes = bytes;
+        e->have_workspace_bytes = true;
+        if (bytes > e->workspace_limit)
+                return -EDQUOT;
+        return sd_event_add_time_relative(e->manager->event, &e->quota_source, CLOCK_MONOTONIC, QUOTA_TICK_USEC,
+                                          USEC_PER_MSEC, on_quota_tick, e);
+}
+
 static const char passwd_data[] = "sandbox:x:1000:1000:sandbox:" SANDBOX_WORKSPACE ":/bin/sh\n";
 static const char group_data[] = "sandbox:x:1000:\n";
 static const char hosts_data[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
@@ -765,6 +830,19 @@ static int execution_launch(Execution *e) {
                 /* Durable before the run starts: a daemon that dies now leaves a record that the
                  * next start marks 'interrupted'. */
                 execution_write_record(e);
+        }
+
+        r = execution_quota_begin(e);
+        if (r == -EDQUOT) {
+                /* Over the limit before anything ran: the run does not start. */
+                e->kill_reason = EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED;
+                e->state = STATE_RUNNING;
+                execution_finish(e);
+                return 0;
+        }
+        if (r < 0) {
+                execution_fail(e, r, "could not measure the workspace: %s", strerror(-r));
+                return 0;
         }
 
         r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &e->proc);
@@ -978,6 +1056,13 @@ json_object *execution_to_json(const Execution *e) {
         else
                 json_object_object_add(res, "tasksPeak", NULL);
         json_object_object_add(o, "resources", res);
+
+        if (e->workspace_limit > 0 || e->have_workspace_bytes) {
+                json_object *w = json_object_new_object();
+                json_object_object_add(w, "limitBytes", json_u64(e->workspace_limit));
+                json_object_object_add(w, "usedBytes", e->have_workspace_bytes ? json_u64(e->workspace_bytes) : NULL);
+                json_object_object_add(o, "workspaceQuota", w);
+        }
 
         lim = json_object_new_object();
         json_object_object_add(lim, "timeoutMs", json_u64(e->req->timeout_usec / 1000));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Workspace disk usage: one-shot full scans, and an inotify-maintained index for the 100 ms checks of a run. */
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 #include <linux/openat2.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -18,6 +20,8 @@
 #include "util/macro.h"
 
 #define container_of(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
+
+SR_DEFINE_FREE_FUNC(DIR *, closedir);
 
 /* Events that can change the blocks of a name, or which inode a name refers to. IN_EXCL_UNLINK:
  * writes to unlinked-but-open files cannot be counted anyway, so do not queue their events. */
@@ -412,7 +416,9 @@ struct QuotaWatch {
         Dir limbo;
         Dir *dirs_head, *dirs_tail;
         Dir *dirty_head, *dirty_tail;
-        Dir *sweep_cursor;
+        Dir *sweep_cursor;              /* the directory the sweep is in or goes to next */
+        Node *sweep_node;               /* the next name of sweep_cursor to re-stat */
+        bool sweep_in_dir;
 
         uint64_t bytes;                 /* sum of Inode.bytes */
         uint64_t n_nodes, n_files, n_dirs, n_watches;
@@ -545,6 +551,8 @@ static void node_unlink(QuotaWatch *w, Node *n) {
 
         if (!p)
                 return;
+        if (w->sweep_node == n)
+                w->sweep_node = n->sib_next;
         if (p != &w->limbo)
                 htable_remove(&w->names, &n->link);
         if (n->sib_prev)
@@ -649,22 +657,24 @@ static void dir_set_truncated(QuotaWatch *w, Dir *d, bool b) {
 }
 
 static void dir_set_unreadable(QuotaWatch *w, Dir *d, bool b) {
-        if (d->unreadable == b)
-                return;
-        d->unreadable = b;
         if (b) {
-                w->n_unreadable++;
                 /* Retried every tick until it can be read again. */
                 dir_mark_dirty(w, d, NULL);
                 d->dirty_all = true;
-        } else
+        }
+        if (d->unreadable == b)
+                return;
+        d->unreadable = b;
+        if (b)
+                w->n_unreadable++;
+        else
                 w->n_unreadable--;
 }
 
 static void dir_unwatch(QuotaWatch *w, Dir *d, bool rm) {
         if (d->wd < 0)
                 return;
-        if (rm)
+        if (rm && w->fd >= 0)
                 (void) inotify_rm_watch(w->fd, d->wd);
         htable_remove(&w->wds, &d->link);
         d->wd = -1;
@@ -693,8 +703,11 @@ static void node_destroy(QuotaWatch *w, Node *n) {
                 dirty_names_clear(d);
                 dir_set_truncated(w, d, false);
                 dir_set_unreadable(w, d, false);
-                if (w->sweep_cursor == d)
+                if (w->sweep_cursor == d) {
                         w->sweep_cursor = d->all_next;
+                        w->sweep_node = NULL;
+                        w->sweep_in_dir = false;
+                }
                 if (d->all_prev)
                         d->all_prev->all_next = d->all_next;
                 else
@@ -721,7 +734,7 @@ static void node_drop(QuotaWatch *w, Node *n) {
                 return;
         }
         node_unlink(w, n);
-        assert_se_link(node_link(w, n, &w->limbo));
+        (void) node_link(w, n, &w->limbo);     /* limbo is not hashed: cannot fail */
 }
 
 static void limbo_flush(QuotaWatch *w) {
@@ -801,7 +814,7 @@ static int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const stru
         w->dirs_tail = d;
         w->n_nodes++;
         w->n_dirs++;
-        TAKE_PTR(n);
+        (void) STEAL(n);
         *ret = STEAL(d);
         return 0;
 }
@@ -839,7 +852,7 @@ static int dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name) {
         if (r < 0) {
                 free(n);
                 /* Keep the directory reachable for destruction at the end of the tick. */
-                assert_se_link(node_link(w, old, &w->limbo));
+                (void) node_link(w, old, &w->limbo);
                 return r;
         }
         n->inode = old->inode;
@@ -853,7 +866,7 @@ static int dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name) {
 }
 
 static int watch_add(QuotaWatch *w, int fd) {
-        char path[STRLEN("/proc/self/fd/") + DECIMAL_STR_MAX(int) + 1];
+        char path[sizeof("/proc/self/fd/") + 12];
         int wd;
 
         if (w->n_watches >= w->limits.max_watches) {
@@ -909,6 +922,15 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
                         dir_set_truncated(w, parent, true);
                         if (old)
                                 node_drop(w, old);
+                        return 0;
+                }
+                if (!recursive && old && old->dir && old->dir->wd >= 0 && !old->dir->unreadable &&
+                    inode_is(old->inode, &st)) {
+                        /* The indexed, watched directory: its content is kept current by its own
+                         * watch; only its own blocks may have changed. (Were it deleted and the
+                         * inode number reused, its IN_IGNORED, still queued, brings us back.) */
+                        old->gen = gen;
+                        watch_set_inode_bytes(w, old->inode, stat_bytes(&st));
                         return 0;
                 }
                 fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -986,7 +1008,7 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
                 if (!recursive && !d->unreadable)
                         return 0;
                 dir_set_unreadable(w, d, false);
-                return dir_sync(w, d, TAKE_FD(fd), recursive);
+                return dir_sync(w, d, STEAL_FD(fd), recursive);
         }
 
         if (old)
@@ -1002,7 +1024,7 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
         }
         d->node->gen = gen;
         /* New here (created, or moved in whole): its watch is in place, now read what it holds. */
-        return dir_sync(w, d, TAKE_FD(fd), true);
+        return dir_sync(w, d, STEAL_FD(fd), true);
 }
 
 /*
@@ -1124,7 +1146,8 @@ static int dir_open(QuotaWatch *w, Dir *d) {
                 } else
                         nfd = openat(fd, buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (nfd < 0) {
-                        if (IN_SET(errno, ENOENT, ENOTDIR, ELOOP, EXDEV, EAGAIN))
+                        if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ||
+                            errno == EAGAIN)
                                 return -ESTALE;
                         return negative_errno();
                 }
@@ -1137,7 +1160,7 @@ static int dir_open(QuotaWatch *w, Dir *d) {
                 return negative_errno();
         if (!inode_is(d->node->inode, &st))
                 return -ESTALE;
-        return TAKE_FD(fd);
+        return STEAL_FD(fd);
 }
 
 /* Process one directory of the dirty set (or of the sweep, with @all). Return: 0, -ESTALE to
@@ -1182,12 +1205,12 @@ static int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_n
                 d->wd = wd;
                 w->n_watches++;
                 dir_set_unreadable(w, d, false);
-                return dir_sync(w, d, TAKE_FD(fd), true);
+                return dir_sync(w, d, STEAL_FD(fd), true);
         }
 
         if (all || d->truncated || d->unreadable) {
                 dir_set_unreadable(w, d, false);
-                return dir_sync(w, d, TAKE_FD(fd), false);
+                return dir_sync(w, d, STEAL_FD(fd), false);
         }
 
         for (size_t i = 0; i < n_names && !w->want_degrade; i++) {
@@ -1215,6 +1238,8 @@ static void watch_clear_index(QuotaWatch *w) {
         assert(w->n_nodes == 0 && w->n_watches == 0 && w->bytes == 0);
         w->dirty_head = w->dirty_tail = NULL;
         w->sweep_cursor = NULL;
+        w->sweep_node = NULL;
+        w->sweep_in_dir = false;
         w->over_entries = false;
         w->need_resync = false;
 }
@@ -1241,7 +1266,8 @@ static int watch_degraded_scan(QuotaWatch *w) {
 }
 
 static int watch_degrade(QuotaWatch *w) {
-        watch_clear_index(w);
+        if (!w->degraded)
+                watch_clear_index(w);
         w->degraded = true;
         w->want_degrade = false;
         return watch_degraded_scan(w);
@@ -1255,6 +1281,7 @@ static void watch_drain_discard(QuotaWatch *w) {
 }
 
 static int watch_resync(QuotaWatch *w) {
+        struct stat st;
         int fd, r;
 
         /* The dirty set is subsumed; what changes from here on is queued for the next tick. */
@@ -1273,6 +1300,13 @@ static int watch_resync(QuotaWatch *w) {
         fd = openat(w->root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return negative_errno();
+        w->restats++;
+        if (fstat(fd, &st) < 0) {
+                r = negative_errno();
+                (void) safe_close(fd);
+                return r;
+        }
+        watch_set_inode_bytes(w, w->root->node->inode, stat_bytes(&st));
         r = dir_sync(w, w->root, fd, true);
         limbo_flush(w);
         return r;
@@ -1363,32 +1397,67 @@ static int watch_process_dirty(QuotaWatch *w) {
         return 0;
 }
 
-/* Re-read a few directories round-robin: catches what inotify does not report (mmap writes). */
+/*
+ * Re-stat a few indexed names round-robin (QuotaLimits.sweep_entries per tick): catches growth
+ * that inotify does not report (mmap writes). Only known names: new ones always raise IN_CREATE or
+ * IN_MOVED_TO. Whatever does not match the index is handed to the dirty set.
+ */
 static int watch_sweep(QuotaWatch *w) {
-        uint64_t budget = w->limits.sweep_entries;
-        Dir *first = NULL;
+        uint64_t budget = w->limits.sweep_entries, visited = 0;
 
-        if (w->limits.sweep_entries == UINT_MAX)
+        if (w->limits.sweep_entries == QUOTA_SWEEP_DISABLED)
                 return 0;
 
-        while (budget > 0 && !w->want_degrade && !w->need_resync) {
-                Dir *d = w->sweep_cursor ?: w->dirs_head;
-                int r;
+        while (budget > 0 && visited <= w->n_dirs && !w->want_degrade && !w->need_resync) {
+                _cleanup_close_ int fd = -EBADF;
+                struct stat st;
+                Dir *d;
 
-                if (!d || d == first)
-                        break;
-                if (!first)
-                        first = d;
-                w->sweep_cursor = d->all_next;
-                budget -= MIN(budget, (uint64_t) d->n_children + 1);
+                if (!w->sweep_cursor) {
+                        w->sweep_cursor = w->dirs_head;
+                        w->sweep_in_dir = false;
+                        if (!w->sweep_cursor)
+                                break;
+                }
+                d = w->sweep_cursor;
+                visited++;
 
-                if (d->dirty)
-                        continue;               /* handled by the dirty set next tick anyway */
-                r = dir_refresh(w, d, true, NULL, 0);
-                if (r == -ESTALE)
-                        continue;
-                if (r < 0)
-                        return r;
+                if (!w->sweep_in_dir) {
+                        w->sweep_in_dir = true;
+                        w->sweep_node = d->children;
+                }
+
+                budget--;
+                fd = d->dirty ? -ESTALE : dir_open(w, d);
+                if (fd >= 0) {
+                        if (fstat(fd, &st) < 0)
+                                return negative_errno();
+                        watch_set_inode_bytes(w, d->node->inode, stat_bytes(&st));
+                } else if (fd != -ESTALE && fd != -EACCES && fd != -EAGAIN)
+                        return fd;
+
+                while (fd >= 0 && budget > 0 && w->sweep_node) {
+                        Node *n = w->sweep_node;
+
+                        w->sweep_node = n->sib_next;
+                        if (n->dir)
+                                continue;       /* directories are visited in their own turn */
+                        budget--;
+                        w->restats++;
+                        if (fstatat(fd, n->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
+                            !inode_is(n->inode, &st)) {
+                                dir_mark_dirty(w, d, n->name);
+                                continue;
+                        }
+                        watch_set_inode_bytes(w, n->inode, stat_bytes(&st));
+                }
+
+                /* Done with this directory (or skipping it: dirty or unreachable) → the next one. */
+                if (fd < 0 || !w->sweep_node) {
+                        w->sweep_cursor = d->all_next;
+                        w->sweep_in_dir = false;
+                        w->sweep_node = NULL;
+                }
         }
         return 0;
 }
@@ -1483,13 +1552,13 @@ int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret
                 return negative_errno();
         w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (w->fd < 0) {
-                if (!IN_SET(errno, EMFILE, ENFILE, ENOMEM))
+                if (errno != EMFILE && errno != ENFILE && errno != ENOMEM)
                         return negative_errno();
                 /* Out of inotify instances: still usable, by full scans. The caller polls the
                  * timer anyway; give it an fd that never becomes readable. */
-                w->fd = eventfd_never();
+                w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
                 if (w->fd < 0)
-                        return w->fd;
+                        return negative_errno();
                 r = watch_degrade(w);
                 if (r < 0)
                         return r;
@@ -1521,7 +1590,7 @@ int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret
                         return r;
         }
 
-        r = watch_result(w, &(uint64_t) {});
+        r = watch_result(w, &(uint64_t) { 0 });
         if (r < 0)
                 return r;
         *ret = STEAL(w);
@@ -1563,6 +1632,9 @@ void quota_watch_request_resync(QuotaWatch *w) {
 QuotaWatch *quota_watch_free(QuotaWatch *w) {
         if (!w)
                 return NULL;
+
+        if (w->degraded)
+                w->bytes = 0;                   /* from the last scan, not from the (empty) index */
 
         /* Closing the inotify fd drops all watches at once; no inotify_rm_watch() per directory. */
         w->fd = safe_close(w->fd);

@@ -55,14 +55,18 @@
  * All functions return 0 or a negative errno; nothing is logged (the caller logs once).
  */
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "util/macro.h"
 
 #define QUOTA_MAX_ENTRIES_DEFAULT  UINT64_C(10000000)
 #define QUOTA_MAX_DEPTH_DEFAULT    256U
 #define QUOTA_MAX_WATCHES_DEFAULT  16384U
 #define QUOTA_MAX_INDEX_DEFAULT    UINT64_C(1000000)
 #define QUOTA_SWEEP_ENTRIES_DEFAULT 1024U
+#define QUOTA_SWEEP_DISABLED       UINT_MAX
 
 typedef struct QuotaWatch QuotaWatch;
 
@@ -82,7 +86,7 @@ typedef struct QuotaLimits {
         unsigned max_depth;     /* directory levels below the root; deeper → -E2BIG */
         unsigned max_watches;   /* watched directories; more → degraded */
         uint64_t max_index;     /* indexed names; more → degraded */
-        unsigned sweep_entries; /* names re-read per tick by the sweep; UINT_MAX = disabled */
+        unsigned sweep_entries; /* names re-stat'ed per tick by the sweep; QUOTA_SWEEP_DISABLED */
 } QuotaLimits;
 
 /*
@@ -133,3 +137,4 @@ void quota_watch_request_resync(QuotaWatch *w);
 
 /* quota_watch_free() - drop the watches, close the fd, free the index. Accepts NULL; returns NULL. */
 QuotaWatch *quota_watch_free(QuotaWatch *w);
+SR_DEFINE_FREE_FUNC(QuotaWatch *, quota_watch_free);
