@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "egress.h"
 #include "execution.h"
 #include "log-ids.h"
 #include "log.h"
@@ -88,6 +89,7 @@ struct Execution {
         /* The quota settings at creation: later changes apply to later runs. */
         uint64_t output_limit;
         uint64_t workspace_limit;
+        EgressEpoch *egress;              /* the policy revision this run uses; NULL = no network */
         QuotaWatch *quota;
         sd_event_source *quota_source;
         uint64_t workspace_bytes;         /* last usage seen (before, during, after the run) */
@@ -257,6 +259,8 @@ static void execution_release_resources(Execution *e) {
         e->kill_source = sd_event_source_disable_unref(e->kill_source);
         e->quota_source = sd_event_source_disable_unref(e->quota_source);
         e->quota = quota_watch_free(e->quota);
+        egress_epoch_release(e->egress);
+        e->egress = NULL;
         if (e->proc.keeper_pid > 0 && !e->keeper_gone) {
                 /* Still ours to reap: make sure nothing survives us. */
                 (void) kill(e->proc.keeper_pid, SIGKILL);
@@ -764,7 +768,8 @@ static int execution_launch(Execution *e) {
         SandboxLimits limits;
         int r;
 
-        r = seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &seccomp_fd, &seccomp_error);
+        r = seccomp_program_for_variant(e->egress ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE, &seccomp_fd,
+                                        &seccomp_error);
         if (r < 0) {
                 execution_fail(e, r, "could not build the seccomp filter: %s", seccomp_error ?: strerror(-r));
                 return 0;
@@ -794,6 +799,8 @@ static int execution_launch(Execution *e) {
                 .group_fd = SANDBOX_FD_GROUP,
                 .hosts_fd = SANDBOX_FD_HOSTS,
                 .code_fd = e->req->code ? SANDBOX_FD_CODE : -1,
+                .egress_socket = e->egress ? egress_epoch_socket(e->egress) : NULL,
+                .bridge = e->egress ? egress_bridge_path(m) : NULL,
         };
         r = sandbox_argv_build(&spec, &m->probe.probe, &argv);
         if (r < 0) {
@@ -931,6 +938,16 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
         m->n_executions_running++;
         m->n_executions_total++;
         manager_busy_ref(m);
+
+        /* The permission epoch: the network policy in force now, kept for the whole run. */
+        {
+                const char *reason = NULL;
+                int k = egress_epoch_acquire(m, &e->egress, &reason);
+                if (k < 0) {
+                        execution_fail(e, k, "egress is configured but cannot work: %s", reason ?: strerror(-k));
+                        return 0;
+                }
+        }
 
         e->ws_fd = workspace_open(m->workspaces_fd, e->req->workspace_id);
         if (e->ws_fd < 0) {
@@ -1072,6 +1089,8 @@ json_object *execution_to_json(const Execution *e) {
         json_object_object_add(lim, "enforcedBy",
                                json_object_new_string(e->scope || e->manager->scopes_available ? "scope" : "rlimit"));
         json_object_object_add(o, "limits", lim);
+        json_object_object_add(o, "network", e->egress ?
+                               json_object_new_string(egress_epoch_revision(e->egress)) : json_object_new_string("none"));
         if (e->failure < 0 && e->failure_message)
                 json_object_object_add(o, "error", json_object_new_string(e->failure_message));
         return o;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "egress.h"
 #include "execution.h"
 #include "http-api.h"
 #include "http-server.h"
@@ -350,11 +351,7 @@ static void handle_health(Manager *m, HttpRequest *req, const Route *route, json
         json_object_object_add(o, "scopes", scopes);
 
         net = json_object_new_object();
-        json_object_object_add(net, "mode", json_object_new_string(network_mode_to_string(m->config.network_mode)));
-        json_object_object_add(net, "available",
-                               json_object_new_boolean(m->config.network_mode == NETWORK_MODE_NONE));
-        if (m->config.network_mode != NETWORK_MODE_NONE)
-                json_object_object_add(net, "reason", json_object_new_string("the egress gateway is not built yet"));
+        egress_health(m, net);
         json_object_object_add(o, "sandboxNetwork", net);
 
         ws = json_object_new_object();
@@ -850,6 +847,30 @@ static void handle_teardown(Manager *m, HttpRequest *req, const Route *route, js
         teardown_check(t);
 }
 
+static void handle_network_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                               const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = egress_current_json(m);
+
+        if (!o)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        reply_json(req, 200, o);
+}
+
+static void handle_network_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                               const char **params, size_t *lens) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = egress_set_policy(m, body, &error);
+        if (r == -ENOMEM)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        if (r == -EINVAL)
+                return reply_error(req, 400, "invalid_request", "Invalid network policy: %s.", error ?: "bad value");
+        if (r < 0)
+                return reply_error(req, 500, "internal", "The network policy could not be applied: %s.", strerror(-r));
+        handle_network_get(m, req, route, body, params, lens);
+}
+
 static const Route routes[] = {
         { "GET",  "/health",        ROUTE_AUTH_NONE,   false, handle_health },
         { "GET",  "/status",        ROUTE_AUTH_BEARER, false, handle_status },
@@ -860,6 +881,8 @@ static const Route routes[] = {
         { "GET",  "/shell-executions/*/logs",   ROUTE_AUTH_BEARER, false, handle_shell_logs },
         { "POST", "/shell-executions/*/cancel", ROUTE_AUTH_SIGNED, false, handle_shell_cancel },
         { "POST", "/workspaces/*/teardown",     ROUTE_AUTH_BEARER, false, handle_teardown },
+        { "GET",  "/api/network-policy",        ROUTE_AUTH_BEARER, false, handle_network_get },
+        { "PUT",  "/api/network-policy",        ROUTE_AUTH_BEARER, true,  handle_network_put },
         { "GET",  "/api/quota-settings",        ROUTE_AUTH_BEARER, false, handle_quota_get },
         { "PUT",  "/api/quota-settings",        ROUTE_AUTH_BEARER, true,  handle_quota_put },
 };

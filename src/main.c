@@ -155,6 +155,10 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return r;
 
+        r = manager_setup_egress(m);
+        if (r < 0)
+                return r;
+
         return manager_run(m);
 }
 

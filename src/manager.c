@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "egress.h"
 #include "execution.h"
 #include "http-api.h"
 #include "http-server.h"
@@ -253,6 +254,7 @@ Manager *manager_free(Manager *m) {
         m->http = http_server_free(m->http);
         while (m->executions)
                 execution_free(m->executions);
+        egress_teardown(m);
         m->scopes = scope_manager_free(m->scopes);
         m->replay = replay_table_free(m->replay);
         sandbox_probe_report_done(&m->probe);
@@ -464,6 +466,20 @@ static void recover_one(const char *id, json_object *record, void *userdata) {
                    "SANDBOX_SCOPE=%s", unit ?: "",
                    "SANDBOX_STATUS=interrupted",
                    "MESSAGE=Execution '%s' was still running when the previous daemon stopped; marked interrupted.", id);
+}
+
+int manager_setup_egress(Manager *m) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = egress_setup(m, &error);
+        if (r == -ENOMEM)
+                return log_oom();
+        if (r < 0)
+                return log_struct_errno(LOG_ERR, r,
+                                        "MESSAGE_ID=" SR_MESSAGE_CONFIG_INVALID,
+                                        "MESSAGE=Invalid network policy: %s", error ?: strerror(-r));
+        return 0;
 }
 
 int manager_recover(Manager *m) {

@@ -15,6 +15,9 @@ typedef struct HttpServer HttpServer;
 typedef struct ScopeManager ScopeManager;
 typedef struct ReplayTable ReplayTable;
 typedef struct Execution Execution;
+typedef struct EgressPolicy EgressPolicy;
+typedef struct EgressEpoch EgressEpoch;
+typedef struct sd_bus sd_bus;
 
 typedef struct Manager {
         sd_event *event;
@@ -42,6 +45,14 @@ typedef struct Manager {
         unsigned n_executions_running;
         uint64_t n_executions_total;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
+
+        /* egress.c */
+        EgressPolicy *egress_policy;     /* when the mode is "none" */
+        EgressEpoch *egress_epochs;      /* every revision still in use */
+        EgressEpoch *egress_current;
+        sd_bus *egress_bus;
+        char *egress_gateway;
+        char *egress_bridge;
         sd_event_source *stop_timer;
 } Manager;
 
@@ -72,6 +83,9 @@ uint64_t manager_uptime_sec(Manager *m);
 int manager_probe(Manager *m);
 
 #define MANAGER_RECORDS_KEEP 10000
+
+/* manager_setup_egress() - after manager_listen(): the network policy and its gateway. */
+int manager_setup_egress(Manager *m);
 
 /* manager_recover() - mark runs a previous daemon left active as interrupted; prune records. */
 int manager_recover(Manager *m);

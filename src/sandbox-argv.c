@@ -95,7 +95,7 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
         int r;
 
         if (!spec || !probe || !spec->workspace || !spec->argv || !spec->argv[0] || spec->seccomp_fd < 0 ||
-            !sandbox_cwd_valid(spec->cwd ?: ""))
+            !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge)
                 return -EINVAL;
 
         (void) snprintf(uid, sizeof(uid), "%u", SANDBOX_UID);
@@ -152,6 +152,9 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
 
         if (r >= 0)
                 r = add(&a, "--bind", spec->workspace, SANDBOX_WORKSPACE, NULL);
+        if (r >= 0 && spec->egress_socket)
+                r = add(&a, "--ro-bind", spec->bridge, SANDBOX_BRIDGE_PATH,
+                        "--bind", spec->egress_socket, SANDBOX_EGRESS_SOCKET, NULL);
         if (r < 0)
                 return r;
         if (!isempty(spec->cwd)) {
@@ -173,6 +176,11 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
                         "--setenv", "TMPDIR", "/tmp",
                         "--setenv", "USER", "sandbox",
                         "--setenv", "LOGNAME", "sandbox", NULL);
+        if (r >= 0 && spec->egress_socket)
+                r = add(&a, "--setenv", "HTTP_PROXY", SANDBOX_PROXY_URL, "--setenv", "HTTPS_PROXY", SANDBOX_PROXY_URL,
+                        "--setenv", "http_proxy", SANDBOX_PROXY_URL, "--setenv", "https_proxy", SANDBOX_PROXY_URL,
+                        "--setenv", "NO_PROXY", "localhost,127.0.0.1,::1",
+                        "--setenv", "no_proxy", "localhost,127.0.0.1,::1", NULL);
         for (char *const *e = spec->env; r >= 0 && e && *e; e++) {
                 const char *eq = strchr(*e, '=');
                 _cleanup_free_ char *name = NULL;
@@ -191,6 +199,8 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
                 r = add_fd(&a, "--seccomp", spec->seccomp_fd, NULL);
         if (r >= 0)
                 r = add(&a, "--", NULL);
+        if (r >= 0 && spec->egress_socket)
+                r = add(&a, SANDBOX_BRIDGE_PATH, "--gateway", SANDBOX_EGRESS_SOCKET, "--", NULL);
         for (char *const *p = spec->argv; r >= 0 && *p; p++)
                 r = strv_extend(&a, *p);
         if (r < 0)

@@ -10,6 +10,9 @@
 #define SANDBOX_WORKSPACE "/workspace"
 #define SANDBOX_PATH "/usr/local/bin:/usr/bin:/bin"
 #define SANDBOX_CODE_PATH "/.sandbox/code"
+#define SANDBOX_BRIDGE_PATH "/.sandbox/bridge"
+#define SANDBOX_EGRESS_SOCKET "/run/sandbox-egress.sock"
+#define SANDBOX_PROXY_URL "http://127.0.0.1:18118"
 
 typedef struct SandboxProbe {
         bool proc_fresh;          /* a fresh procfs can be mounted (else: read-only bind of /proc) */
@@ -30,6 +33,10 @@ typedef struct SandboxSpec {
         int group_fd;             /* fd with the single-record group file, or -1 */
         int hosts_fd;             /* fd with a minimal hosts file, or -1 */
         int code_fd;              /* fd with the code, bound at SANDBOX_CODE_PATH; ≤ 2 = none */
+        /* Egress (both or neither): the gateway's socket and the bridge binary on the host. The
+         * payload then runs under the bridge, with the proxy variables set. */
+        const char *egress_socket;
+        const char *bridge;
 } SandboxSpec;
 
 /*

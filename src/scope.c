@@ -348,7 +348,7 @@ int scope_read_accounting(Scope *s, ScopeAccounting *ret) {
                 .memory_peak = UINT64_MAX, .cpu_usage_nsec = UINT64_MAX, .tasks_peak = UINT64_MAX,
         };
         char p[512];
-        uint64_t v;
+        uint64_t v = 0;
 
         if (s->manager->unified) {
 #define CG(file) (snprintf(p, sizeof(p), "/sys/fs/cgroup/" SCOPE_SLICE_PATH "/%s/" file, s->name), p)

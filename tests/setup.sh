@@ -14,7 +14,7 @@ packages=(
         # build
         meson ninja-build pkg-config gcc clang libc6-dev
         libsystemd-dev libmicrohttpd-dev libseccomp-dev libjson-c-dev libcap-dev
-        libcurl4-gnutls-dev nettle-dev scdoc
+        libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev scdoc
         # run time
         bubblewrap systemd dbus polkitd
         # tests
