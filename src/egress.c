@@ -42,6 +42,7 @@ struct EgressEpoch {
         char *policy_path;
         unsigned refs;                   /* executions using it, +1 while it is the current one */
         bool systemd;                    /* sandbox-runner-egress@<rev>.socket */
+        bool failed;                     /* the unit could not be started */
         int listen_fd;                   /* by hand: ours, the gateway gets it as fd 3 */
         sd_event_source *listen_source;  /* by hand: start the gateway on the first connection */
         pid_t gateway_pid;
@@ -319,10 +320,12 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
         if (r < 0)
                 return log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);
 
-        r = -EOPNOTSUPP;
-        if (m->egress_bus)
+        if (m->egress_bus) {
+                /* No fallback to a child here: it would share the service's empty network. */
                 r = epoch_start_systemd(ep);
-        if (r < 0) {
+                if (r < 0)
+                        ep->failed = true;
+        } else {
                 r = epoch_listen_by_hand(ep);
                 if (r < 0)
                         return log_error_errno(r, "Failed to listen on '%s': %m", ep->socket_path);
@@ -363,8 +366,9 @@ int egress_setup(Manager *m, char **ret_error) {
         m->egress_gateway = find_helper("egress", "sandbox-runner-egress");
         m->egress_bridge = find_helper("bridge", "sandbox-runner-bridge");
 
-        /* Under systemd the gateway instances are units; started by hand, we run them. */
-        if (m->socket_activated && sd_bus_open_system(&m->egress_bus) < 0)
+        /* Run as a systemd service, the gateway instances are units (the service itself has no
+         * network: PrivateNetwork=yes); started by hand, we run them as children. */
+        if (getenv("INVOCATION_ID") && sd_bus_open_system(&m->egress_bus) < 0)
                 m->egress_bus = NULL;
 
         if (access(path, F_OK) == 0) {
@@ -443,6 +447,10 @@ int egress_epoch_acquire(Manager *m, EgressEpoch **ret, const char **ret_reason)
                 *ret_reason = "the sandbox-runner-egress gateway is not installed";
                 return -EOPNOTSUPP;
         }
+        if (ep->failed) {
+                *ret_reason = "the gateway unit sandbox-runner-egress@.socket could not be started (see the journal)";
+                return -EOPNOTSUPP;
+        }
         ep->refs++;
         *ret = ep;
         return 0;
@@ -462,6 +470,8 @@ void egress_health(Manager *m, json_object *o) {
                                        json_object_new_boolean(ep->systemd || ep->gateway_pid > 0));
                 if (!m->egress_bridge)
                         reason = "the sandbox-runner-bridge helper is not installed";
+                else if (ep->failed)
+                        reason = "the gateway unit sandbox-runner-egress@.socket could not be started";
                 else if (!ep->systemd && !m->egress_gateway)
                         reason = "the sandbox-runner-egress gateway is not installed";
                 available = !reason;

@@ -374,6 +374,9 @@ static void execution_decide_status(Execution *e) {
                 e->status = EXECUTION_STATUS_FAILED;
                 return;
         }
+        if (!e->reported_exit && e->keeper_gone)
+                /* The keeper died without reporting (killed with its scope): so did the run. */
+                st = W_EXITCODE(0, SIGKILL);
         if (WIFEXITED(st)) {
                 int code = WEXITSTATUS(st);
 
@@ -463,8 +466,8 @@ static void execution_finish(Execution *e) {
         /* Scope and keeper go first, then the lease: nothing of the run is left when we answer. */
         execution_release_resources(e);
         e->state = STATE_FINISHED;
-        log_finished(e);
         execution_write_record(e);
+        log_finished(e);
         execution_notify_watches(e);
         if (e->managed)
                 /* Keep a finished managed run in memory a while for status and log readers;
@@ -706,9 +709,15 @@ static int on_quota_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         int r;
 
         r = quota_watch_tick(e->quota, &bytes);
-        if (r < 0)
-                log_debug_errno(r, "Quota tick of '%s' failed, retrying: %m", e->id);
-        else {
+        if (r < 0) {
+                /* Fail closed: a workspace we cannot measure (a sandbox hid part of it) is
+                 * treated as over its quota. */
+                log_warning_errno(r, "Cannot measure workspace '%s' of execution '%s', stopping it: %m",
+                                  e->req->workspace_id, e->id);
+                e->quota_source = sd_event_source_disable_unref(e->quota_source);
+                execution_kill(e, EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED);
+                return 0;
+        } else {
                 e->workspace_bytes = bytes;
                 e->have_workspace_bytes = true;
                 if (bytes > e->workspace_limit) {
@@ -840,6 +849,8 @@ static int execution_launch(Execution *e) {
         }
 
         r = execution_quota_begin(e);
+        if (r < 0 && r != -ENOMEM)
+                r = -EDQUOT;   /* fail closed, as during the run */
         if (r == -EDQUOT) {
                 /* Over the limit before anything ran: the run does not start. */
                 e->kill_reason = EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED;
@@ -1008,6 +1019,11 @@ json_object *execution_record_json(const Execution *e) {
         json_object_object_add(o, "state", json_object_new_string(
                         finished ? execution_status_to_string(e->status) : "running"));
         json_object_object_add(o, "kind", json_object_new_string(e->managed ? "managed" : "synchronous"));
+        if (!finished) {
+                /* Who runs it: recovery leaves the runs of a live daemon (same state directory) alone. */
+                json_object_object_add(o, "daemonPid", json_object_new_int((int) getpid()));
+                json_object_object_add(o, "daemonStartTime", json_u64(process_start_time(getpid())));
+        }
         json_object_object_add(o, "createdAt", json_u64(e->created_realtime_usec / 1000));
         if (e->managed) {
                 json_object *logs = json_object_new_object();
@@ -1084,8 +1100,11 @@ json_object *execution_to_json(const Execution *e) {
         lim = json_object_new_object();
         json_object_object_add(lim, "timeoutMs", json_u64(e->req->timeout_usec / 1000));
         json_object_object_add(lim, "memoryBytes", json_u64(e->req->memory_max));
-        json_object_object_add(lim, "tasks", json_u64(e->req->tasks_max));
-        json_object_object_add(lim, "cpuPercent", json_u64(e->req->cpu_quota_percent));
+        /* Without a scope only the memory bound (RLIMIT_AS) is enforced: say so. */
+        json_object_object_add(lim, "tasks", e->scope || e->manager->scopes_available ?
+                               json_u64(e->req->tasks_max) : NULL);
+        json_object_object_add(lim, "cpuPercent", e->scope || e->manager->scopes_available ?
+                               json_u64(e->req->cpu_quota_percent) : NULL);
         json_object_object_add(lim, "enforcedBy",
                                json_object_new_string(e->scope || e->manager->scopes_available ? "scope" : "rlimit"));
         json_object_object_add(o, "limits", lim);

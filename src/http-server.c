@@ -435,9 +435,13 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
 
         if (req->too_large && !req->replied) {
                 char msg[160];
-                (void) snprintf(msg, sizeof(msg),
-                                "{\"error\":\"payload_too_large\",\"message\":\"The request body exceeds %" PRIu64 " bytes.\"}",
-                                req->body_cap);
+                if (req->body_cap == 0)
+                        (void) snprintf(msg, sizeof(msg),
+                                        "{\"error\":\"payload_too_large\",\"message\":\"This request takes no body.\"}");
+                else
+                        (void) snprintf(msg, sizeof(msg),
+                                        "{\"error\":\"payload_too_large\",\"message\":\"The request body exceeds %" PRIu64 " bytes.\"}",
+                                        req->body_cap);
                 (void) http_request_reply(req, 413, "application/json", msg, strlen(msg), true, NULL);
                 return queue_pending(req);
         }

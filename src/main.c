@@ -149,7 +149,6 @@ static int run(int argc, char *argv[]) {
         r = manager_probe(m);
         if (r < 0)
                 return r;
-        (void) manager_recover(m);
 
         r = manager_listen(m, arg_listen);
         if (r < 0)
@@ -158,6 +157,9 @@ static int run(int argc, char *argv[]) {
         r = manager_setup_egress(m);
         if (r < 0)
                 return r;
+
+        /* After binding: a second instance that cannot listen never touches the records. */
+        (void) manager_recover(m);
 
         return manager_run(m);
 }

@@ -441,9 +441,18 @@ int manager_can_execute(Manager *m, const char **ret_reason) {
 static void recover_one(const char *id, json_object *record, void *userdata) {
         Manager *m = userdata;
         _cleanup_free_ char *unit = NULL;
-        json_object *ws = NULL;
+        json_object *ws = NULL, *pid_o = NULL, *start_o = NULL;
         struct timespec ts;
         int r;
+
+        /* Another daemon on the same state directory that is alive keeps its runs. */
+        if (json_object_object_get_ex(record, "daemonPid", &pid_o) &&
+            json_object_object_get_ex(record, "daemonStartTime", &start_o)) {
+                pid_t pid = (pid_t) json_object_get_int(pid_o);
+                uint64_t start = (uint64_t) json_object_get_int64(start_o);
+                if (pid > 0 && pid != getpid() && start != 0 && process_start_time(pid) == start)
+                        return;
+        }
 
         /* The previous daemon died with this run active: its keeper and bwrap died with it
          * (parent-death signals); the scope is killed to be sure, and the record says so. */

@@ -830,8 +830,10 @@ static bool dir_is_below(const QuotaWatch *w, const Dir *d, const Dir *ancestor)
 
 static void dir_fix_depth(QuotaWatch *w, Dir *d, unsigned depth) {
         d->depth = depth;
-        if (depth > w->limits.max_depth)
-                w->need_resync = true;          /* moved below the cap: let a resync truncate it */
+        /* Moved below the cap: let a resync truncate it. Or moved up, with subdirectories it could
+         * not index before: let a resync read them. (Either way the run is over the cap or was.) */
+        if (depth > w->limits.max_depth || (d->truncated && depth < w->limits.max_depth))
+                w->need_resync = true;
         for (Node *c = d->children; c; c = c->sib_next)
                 if (c->dir && depth < w->limits.max_depth + 2)
                         dir_fix_depth(w, c->dir, depth + 1);
@@ -1356,8 +1358,8 @@ static int watch_drain(QuotaWatch *w) {
         return 0;
 }
 
-/* Process the dirty set as it stood after the drain; what gets re-marked waits for the next tick. */
-static int watch_process_dirty(QuotaWatch *w) {
+/* Process the dirty set as it stands; what gets re-marked meanwhile waits for the next pass. */
+static int watch_process_dirty_pass(QuotaWatch *w, bool final, bool *ret_stale) {
         Dir *last = w->dirty_tail;
 
         while (w->dirty_head && !w->want_degrade && !w->need_resync) {
@@ -1374,8 +1376,11 @@ static int watch_process_dirty(QuotaWatch *w) {
 
                 r = dir_refresh(w, d, all, names, n_names);
                 if (r == -ESTALE) {
-                        /* Probably renamed, the events saying where are still queued: retry. */
-                        if (++d->retries >= DIRTY_RETRIES_MAX)
+                        /* Not where the index says: renamed, the events saying where are still
+                         * queued or further down the dirty set. Retry; a persistent mismatch
+                         * means the index lost track. */
+                        *ret_stale = true;
+                        if (final && ++d->retries >= DIRTY_RETRIES_MAX)
                                 w->need_resync = true;
                         if (all)
                                 d->dirty_all = true;
@@ -1395,6 +1400,19 @@ static int watch_process_dirty(QuotaWatch *w) {
                         break;
         }
         return 0;
+}
+
+static int watch_process_dirty(QuotaWatch *w) {
+        bool stale = false;
+        int r;
+
+        /* Names changed in a directory that was then renamed: its new path is known only once the
+         * rename is processed, maybe later in the same pass. One more pass for those, so that the
+         * tick is exact rather than one tick late. */
+        r = watch_process_dirty_pass(w, false, &stale);
+        if (r < 0 || !stale)
+                return r;
+        return watch_process_dirty_pass(w, true, &stale);
 }
 
 /*
@@ -1493,10 +1511,6 @@ int quota_watch_tick(QuotaWatch *w, uint64_t *ret_bytes) {
         if (r < 0)
                 return r;
 
-        /* Names left out of a too-big tree: once it shrank well below the cap, index them. */
-        if (w->over_entries && w->n_nodes < w->limits.max_entries / 10 * 9)
-                w->need_resync = true;
-
         if (!w->need_resync) {
                 r = watch_process_dirty(w);
                 if (r < 0) {
@@ -1512,6 +1526,10 @@ int quota_watch_tick(QuotaWatch *w, uint64_t *ret_bytes) {
                 }
         }
         limbo_flush(w);
+
+        /* Names were left out of a too-big tree: once it shrank well below the cap, index them. */
+        if (w->over_entries && w->n_nodes < w->limits.max_entries / 10 * 9)
+                w->need_resync = true;
 
         if (w->need_resync && !w->want_degrade) {
                 r = watch_resync(w);

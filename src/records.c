@@ -249,3 +249,30 @@ int records_prune(int dir_fd, unsigned keep) {
         free(list);
         return removed;
 }
+
+uint64_t process_start_time(pid_t pid) {
+        char path[64], buf[1024], *p;
+        unsigned long long start = 0;
+        FILE *f;
+        size_t n;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* The command name may contain spaces and parentheses: fields start after the last ')'. */
+        p = strrchr(buf, ')');
+        if (!p)
+                return 0;
+        /* After ") ": field 3 (state) … field 22 (starttime): skip 19 fields. */
+        p++;
+        for (int i = 0; i < 20 && p; i++) {
+                p = strchr(p + 1, ' ');
+        }
+        if (!p || sscanf(p, " %llu", &start) != 1)
+                return 0;
+        return start;
+}

@@ -5,6 +5,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef enum RecordStream {
         RECORD_STREAM_STDOUT,
@@ -38,6 +39,9 @@ int record_log_open(int dir_fd, const char *id, RecordStream s);
  */
 int records_foreach_running(int dir_fd, void (*cb)(const char *id, json_object *record, void *userdata),
                             void *userdata);
+
+/* process_start_time() - field 22 of /proc/PID/stat (clock ticks since boot), 0 if gone. */
+uint64_t process_start_time(pid_t pid);
 
 /* records_prune() - keep the newest @keep records (by mtime) with their logs. Return: removed count. */
 int records_prune(int dir_fd, unsigned keep);

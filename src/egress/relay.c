@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Moving bytes one way between two sockets: queued bytes first, then splice() through a pipe. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "egress/proxy-request.h"
+#include "egress/relay.h"
+#include "util/macro.h"
+
+#define PUMP_CHUNK (64U * 1024U)
+
+int pump_init(Pump *p, int src, int dst, bool shutdown_dst) {
+        *p = (Pump) {
+                .src = src,
+                .dst = dst,
+                .pipe = { -EBADF, -EBADF },
+                .shutdown_dst = shutdown_dst,
+        };
+        if (pipe2(p->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+                return negative_errno();
+        return 0;
+}
+
+void pump_done(Pump *p) {
+        p->pipe[0] = safe_close(p->pipe[0]);
+        p->pipe[1] = safe_close(p->pipe[1]);
+        p->queue = mfree(p->queue);
+        p->queue_size = p->queue_offset = 0;
+}
+
+void pump_queue(Pump *p, char *data, size_t size) {
+        if (p->queue && p->queue_offset < p->queue_size) {
+                /* Append to what is still waiting. */
+                char *n = realloc(p->queue, p->queue_size + size);
+                if (!n) {
+                        free(data);
+                        p->state = PUMP_FAILED;
+                        p->error = -ENOMEM;
+                        p->error_what = "queue";
+                        return;
+                }
+                memcpy(n + p->queue_size, data, size);
+                free(data);
+                p->queue = n;
+                p->queue_size += size;
+                return;
+        }
+        free(p->queue);
+        p->queue = data;
+        p->queue_size = size;
+        p->queue_offset = 0;
+}
+
+static bool queue_empty(const Pump *p) {
+        return p->queue_offset >= p->queue_size;
+}
+
+static bool errno_is_transient(int e) {
+        return e == EAGAIN || e == EINTR;
+}
+
+static void pump_fail(Pump *p, int error, const char *what) {
+        p->state = PUMP_FAILED;
+        p->error = error;
+        p->error_what = what;
+}
+
+/* Write queued bytes. Return: 1 progress, 0 blocked or empty, <0 error. */
+static int flush_queue(Pump *p) {
+        ssize_t n;
+
+        if (queue_empty(p))
+                return 0;
+        n = send(p->dst, p->queue + p->queue_offset, p->queue_size - p->queue_offset, MSG_NOSIGNAL);
+        if (n < 0)
+                return errno_is_transient(errno) ? 0 : negative_errno();
+        p->queue_offset += (size_t) n;
+        p->bytes += (uint64_t) n;
+        if (queue_empty(p)) {
+                p->queue = mfree(p->queue);
+                p->queue_size = p->queue_offset = 0;
+        }
+        return n > 0;
+}
+
+/* Forward-proxy request bodies: read into user space, let the parser say where the message ends. */
+static int run_body(Pump *p) {
+        _cleanup_free_ char *buf = NULL;
+        size_t consumed;
+        ssize_t n;
+        int r;
+
+        if (!queue_empty(p) || p->src_eof)
+                return 0;
+        buf = malloc(PUMP_CHUNK);
+        if (!buf)
+                return -ENOMEM;
+        n = recv(p->src, buf, PUMP_CHUNK, 0);
+        if (n < 0)
+                return errno_is_transient(errno) ? 0 : negative_errno();
+        if (n == 0)
+                /* The client went away before the end of its body: nothing sensible can follow. */
+                return -EPIPE;
+        r = proxy_request_feed_body(p->body, buf, (size_t) n, &consumed);
+        if (r < 0)
+                return -EBADMSG;
+        if (consumed > 0)
+                pump_queue(p, STEAL(buf), consumed);
+        if (r > 0)
+                p->src_eof = true;      /* the message is complete: nothing more is read */
+        return 1;
+}
+
+static int copy_chunk(Pump *p) {
+        _cleanup_free_ char *buf = NULL;
+        ssize_t n;
+
+        if (!queue_empty(p) || p->src_eof)
+                return 0;
+        buf = malloc(PUMP_CHUNK);
+        if (!buf)
+                return -ENOMEM;
+        n = recv(p->src, buf, PUMP_CHUNK, 0);
+        if (n < 0)
+                return errno_is_transient(errno) ? 0 : negative_errno();
+        if (n == 0) {
+                p->src_eof = true;
+                return 1;
+        }
+        pump_queue(p, STEAL(buf), (size_t) n);
+        return 1;
+}
+
+/* One round of queue, refill and finish. Return: 1 progress, 0 none, <0 error (p->error_what set). */
+static int pump_step(Pump *p) {
+        bool progress = false;
+        ssize_t n;
+        int r;
+
+        /* 1. Bytes queued in user space go first (head, early tunnel data, copied chunks). */
+        r = flush_queue(p);
+        if (r < 0) {
+                p->error_what = "write";
+                return r;
+        }
+        progress |= r > 0;
+
+        /* 2. Refill, or splice source → pipe → destination. */
+        if (p->body || p->copy_fallback) {
+                r = p->body ? run_body(p) : copy_chunk(p);
+                if (r < 0) {
+                        p->error_what = r == -EBADMSG ? "request body" : "read";
+                        return r;
+                }
+                progress |= r > 0;
+        } else {
+                if (!p->src_eof && p->in_pipe < PUMP_CHUNK) {
+                        n = splice(p->src, NULL, p->pipe[1], NULL, PUMP_CHUNK - p->in_pipe,
+                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (n > 0) {
+                                p->in_pipe += (size_t) n;
+                                progress = true;
+                        } else if (n == 0) {
+                                p->src_eof = true;
+                                progress = true;
+                        } else if (errno == EINVAL && p->in_pipe == 0) {
+                                /* This kind of socket cannot splice: copy through user space instead. */
+                                p->copy_fallback = true;
+                                return 1;
+                        } else if (!errno_is_transient(errno)) {
+                                p->error_what = "read";
+                                return negative_errno();
+                        }
+                }
+                if (p->in_pipe > 0 && queue_empty(p)) {
+                        n = splice(p->pipe[0], NULL, p->dst, NULL, p->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (n > 0) {
+                                p->in_pipe -= (size_t) n;
+                                p->bytes += (uint64_t) n;
+                                progress = true;
+                        } else if (n < 0 && !errno_is_transient(errno)) {
+                                p->error_what = "write";
+                                return negative_errno();
+                        }
+                }
+        }
+
+        /* 3. Finished? Half-close, so that the other side sees our end of stream. */
+        if (p->src_eof && p->in_pipe == 0 && queue_empty(p)) {
+                if (p->shutdown_dst && shutdown(p->dst, SHUT_WR) < 0 && errno != ENOTCONN) {
+                        p->error_what = "shutdown";
+                        return negative_errno();
+                }
+                p->state = PUMP_DONE;
+                progress = true;
+        }
+        return progress;
+}
+
+int pump_run(Pump *p) {
+        bool any = false;
+
+        while (p->state == PUMP_RUNNING) {
+                int r = pump_step(p);
+
+                if (r < 0) {
+                        pump_fail(p, r, p->error_what);
+                        break;
+                }
+                if (r == 0)
+                        break;
+                any = true;
+        }
+        return any;
+}
+
+bool pump_wants_read(const Pump *p) {
+        if (p->state != PUMP_RUNNING || p->src_eof)
+                return false;
+        if (p->body || p->copy_fallback)
+                return queue_empty(p);
+        return p->in_pipe < PUMP_CHUNK;
+}
+
+bool pump_wants_write(const Pump *p) {
+        return p->state == PUMP_RUNNING && (!queue_empty(p) || p->in_pipe > 0);
+}
