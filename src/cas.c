@@ -450,9 +450,15 @@ static void tmp_unlink(Cas *c, const char *name) {
                 (void) unlinkat(c->tmp_fd, name, 0);
 }
 
-/* Write @data to tmp/, fsync, rename to @name in @dir_fd, fsync @dir_fd. */
+/*
+ * Write @data to tmp/, rename to @name in @dir_fd. @fsync_file: fsync the data before the rename
+ * (a reader after a crash never sees a torn file under the name); @fsync_dir: also make the
+ * rename itself durable. Refs need the first (atomic), not the second (after a crash the
+ * previous state may come back, never a broken one); the stat cache needs neither (a lost or
+ * unreadable cache only means hashing again).
+ */
 static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
-                             const char *crash_written, const char *crash_renamed) {
+                             bool fsync_file, bool fsync_dir, const char *crash_written, const char *crash_renamed) {
         _cleanup_close_ int fd = -EBADF;
         char tmp[48];
         int r;
@@ -461,7 +467,7 @@ static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *d
         if (fd < 0)
                 return fd;
         r = write_full(fd, data, size);
-        if (r >= 0 && fsync(fd) < 0)
+        if (r >= 0 && fsync_file && fsync(fd) < 0)
                 r = negative_errno();
         fd = safe_close(fd);
         if (r >= 0 && crash_written)
@@ -477,7 +483,7 @@ static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *d
                 if (r < 0)
                         return r;
         }
-        if (fsync(dir_fd) < 0)
+        if (fsync_dir && fsync(dir_fd) < 0)
                 return negative_errno();
         return 0;
 }
@@ -1220,7 +1226,7 @@ static int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc) {
                 r = buf_printf(&b, "end %zu\n", sc->n);
         if (r < 0)
                 return r;
-        return write_file_atomic(c, c->cache_fd, ws_id, b.data, b.size, 0600, NULL, NULL);
+        return write_file_atomic(c, c->cache_fd, ws_id, b.data, b.size, 0600, false, false, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1392,7 +1398,7 @@ static int ref_write(Cas *c, const char *ws_id, const char *exec_id, const Diges
                 return dfd;
         if (created && fsync(c->refs_fd) < 0)
                 return negative_errno();
-        return write_file_atomic(c, dfd, exec_id, json, strlen(json), 0444,
+        return write_file_atomic(c, dfd, exec_id, json, strlen(json), 0444, true, false,
                                  CAS_CRASH_REF_WRITTEN, CAS_CRASH_REF_RENAMED);
 }
 

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cas.h"
+#include "child-task.h"
 #include "egress.h"
 #include "execution.h"
 #include "log-ids.h"
@@ -90,6 +92,10 @@ struct Execution {
         uint64_t output_limit;
         uint64_t workspace_limit;
         EgressEpoch *egress;              /* the policy revision this run uses; NULL = no network */
+        ChildTask *snapshot_task;
+        char *snapshot;                   /* "sha256:…" of the published tree */
+        char *snapshot_error;
+        bool snapshot_done;
         QuotaWatch *quota;
         sd_event_source *quota_source;
         uint64_t workspace_bytes;         /* last usage seen (before, during, after the run) */
@@ -249,7 +255,8 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
         return 0;
 }
 
-static void execution_release_resources(Execution *e) {
+/* Everything of the sandbox: after this no process of the run exists. */
+static void execution_release_sandbox(Execution *e) {
         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
         e->report_source = sd_event_source_disable_unref(e->report_source);
         e->stdout_source = sd_event_source_disable_unref(e->stdout_source);
@@ -272,6 +279,11 @@ static void execution_release_resources(Execution *e) {
                 (void) scope_kill(e->scope);
                 e->scope = scope_free(e->scope);
         }
+}
+
+static void execution_release_resources(Execution *e) {
+        execution_release_sandbox(e);
+        e->snapshot_task = child_task_free(e->snapshot_task);
         e->lease_fd = safe_close(e->lease_fd);
         e->ws_fd = safe_close(e->ws_fd);
         for (int s = 0; s < _RECORD_STREAM_MAX; s++)
@@ -312,6 +324,8 @@ Execution *execution_free(Execution *e) {
         execution_request_free(e->req);
         free(e->failure_message);
         free(e->unit);
+        free(e->snapshot);
+        free(e->snapshot_error);
         free(e->id);
         free(e);
         return NULL;
@@ -456,14 +470,70 @@ static void execution_write_record(Execution *e) {
         json_object_put(o);
 }
 
+static void execution_finish(Execution *e);
+
+static int snapshot_child(int out_fd, void *userdata) {
+        Execution *e = userdata;
+        _cleanup_free_ char *digest = NULL;
+        CasSnapshotStats st = {};
+        char line[256];
+        int r;
+
+        r = cas_snapshot(e->manager->cas, e->ws_fd, e->req->workspace_id, e->id, e->created_realtime_usec / 1000,
+                         &digest, &st);
+        if (r < 0)
+                return r;
+        (void) snprintf(line, sizeof(line), "%s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", digest, st.files, st.bytes,
+                        st.hashed_bytes);
+        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
+}
+
+static void on_snapshot_done(ChildTask *t, int error, const char *out, void *userdata) {
+        Execution *e = userdata;
+
+        e->snapshot_task = child_task_free(e->snapshot_task);
+        e->snapshot_done = true;
+        if (error < 0) {
+                log_warning_errno(error, "Failed to snapshot workspace '%s' after execution '%s': %m",
+                                  e->req->workspace_id, e->id);
+                e->snapshot_error = strdup(strerror(-error));
+        } else {
+                e->snapshot = strndup(out, strcspn(out, " \n"));
+                e->manager->n_snapshots++;
+        }
+        execution_finish(e);
+}
+
+static bool execution_wants_snapshot(const Execution *e) {
+        /* Every run that started changed (or may have changed) the workspace. */
+        return e->manager->cas && !e->snapshot_done && e->failure == 0 && e->ws_fd >= 0 && e->lease_fd >= 0 &&
+                e->proc.keeper_pid > 0;
+}
+
 static void execution_finish(Execution *e) {
+        int r;
+
         if (e->state == STATE_FINISHED)
                 return;
-        e->end_usec = now_mono();
-        if (e->start_usec == 0)
-                e->start_usec = e->end_usec;
-        execution_decide_status(e);
-        /* Scope and keeper go first, then the lease: nothing of the run is left when we answer. */
+        if (e->end_usec == 0) {
+                e->end_usec = now_mono();
+                if (e->start_usec == 0)
+                        e->start_usec = e->end_usec;
+                execution_decide_status(e);
+        }
+
+        /* The sandbox goes first (no process of the run is left: nothing can still write), then
+         * the snapshot is published while we still hold the lease, then the lease goes. */
+        execution_release_sandbox(e);
+        if (execution_wants_snapshot(e)) {
+                if (e->snapshot_task)
+                        return;   /* in progress */
+                r = child_task_start(e->manager->event, snapshot_child, on_snapshot_done, e, &e->snapshot_task);
+                if (r >= 0)
+                        return;
+                log_warning_errno(r, "Failed to start the snapshot of '%s', ignoring: %m", e->id);
+                e->snapshot_done = true;
+        }
         execution_release_resources(e);
         e->state = STATE_FINISHED;
         execution_write_record(e);
@@ -1112,5 +1182,9 @@ json_object *execution_to_json(const Execution *e) {
                                json_object_new_string(egress_epoch_revision(e->egress)) : json_object_new_string("none"));
         if (e->failure < 0 && e->failure_message)
                 json_object_object_add(o, "error", json_object_new_string(e->failure_message));
+        if (finished)
+                json_object_object_add(o, "snapshot", e->snapshot ? json_object_new_string(e->snapshot) : NULL);
+        if (e->snapshot_error)
+                json_object_object_add(o, "snapshotError", json_object_new_string(e->snapshot_error));
         return o;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "cas.h"
 #include "egress.h"
 #include "execution.h"
 #include "http-api.h"
@@ -200,6 +201,21 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
                         return log_error_errno(r, "%s", error);
         }
 
+        {
+                _cleanup_free_ char *p = NULL;
+                _cleanup_close_ int cfd = -EBADF;
+                if (asprintf(&p, "%s/cas", m->state_dir) < 0)
+                        return log_oom();
+                if (mkdir(p, 0700) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Failed to create '%s': %m", p);
+                cfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (cfd < 0)
+                        return log_error_errno(errno, "Failed to open '%s': %m", p);
+                r = cas_open(cfd, &m->cas);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to open the snapshot store '%s': %m", p);
+        }
+
         m->records_fd = records_open(m->state_dir);
         if (m->records_fd < 0)
                 return log_error_errno(m->records_fd, "Failed to open the records directory: %m");
@@ -255,6 +271,7 @@ Manager *manager_free(Manager *m) {
         while (m->executions)
                 execution_free(m->executions);
         egress_teardown(m);
+        m->cas = cas_free(m->cas);
         m->scopes = scope_manager_free(m->scopes);
         m->replay = replay_table_free(m->replay);
         sandbox_probe_report_done(&m->probe);

@@ -36,6 +36,8 @@ typedef struct Manager {
         int workspaces_fd;               /* $STATE_DIRECTORY/workspaces */
         int records_fd;                  /* $STATE_DIRECTORY/records */
         QuotaSettings quota;             /* in force for new executions and uploads */
+        struct Cas *cas;                 /* $STATE_DIRECTORY/cas */
+        uint64_t n_snapshots;
         SandboxProbeReport probe;
         ScopeManager *scopes;
         bool scopes_available;

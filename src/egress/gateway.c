@@ -325,23 +325,25 @@ static int on_listener(sd_event_source *s, int fd, uint32_t revents, void *userd
                 if (cfd < 0) {
                         if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
                                 return 0;
-                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                                /* Out of descriptors: stop accepting for a moment instead of spinning. */
-                                log_warning_errno(errno, "Failed to accept a connection, pausing: %m");
-                                gateway_pause_accept(g, true);
-                                if (!g->accept_retry)
-                                        (void) sd_event_add_time_relative(g->event, &g->accept_retry, CLOCK_MONOTONIC,
-                                                                          USEC_PER_SEC, 0, on_accept_retry, g);
-                                return 0;
-                        }
-                        return log_error_errno(errno, "Failed to accept a connection: %m");
+                        /*
+                         * Out of descriptors or memory, or worse: stop accepting for a second rather
+                         * than spin on a level-triggered listener (and never return an error here,
+                         * which would make sd-event disable the listener for good).
+                         */
+                        log_warning_errno(errno, "Failed to accept a connection, pausing for a second: %m");
+                        gateway_pause_accept(g, true);
+                        if (!g->accept_retry)
+                                (void) sd_event_add_time_relative(g->event, &g->accept_retry, CLOCK_MONOTONIC,
+                                                                  USEC_PER_SEC, 0, on_accept_retry, g);
+                        return 0;
                 }
                 g->n_accepted++;
 
                 r = peer_execution_id(cfd, &id);
                 if (r < 0) {
-                        safe_close(cfd);
-                        return log_oom();
+                        log_oom();
+                        connection_reply_busy(cfd, "out of memory");
+                        continue;
                 }
 
                 if (g->n_connections >= g->max_connections) {
