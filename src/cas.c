@@ -36,6 +36,7 @@ SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
 #define IO_BUFFER_SIZE ((size_t) 1 << 20)
 #define BATCH_MAX_OBJECTS 4096U                         /* objects per fsync batch */
 #define BATCH_MAX_BYTES (UINT64_C(256) << 20)           /* dirty bytes per fsync batch */
+#define BATCH_SYNCFS_MIN 16U                            /* from this many files: one syncfs() */
 #define TREE_MAX_BYTES (UINT64_C(1) << 30)
 #define REF_MAX_BYTES 4096U
 #define CACHE_MAX_BYTES (UINT64_C(4) << 30)
@@ -450,15 +451,9 @@ static void tmp_unlink(Cas *c, const char *name) {
                 (void) unlinkat(c->tmp_fd, name, 0);
 }
 
-/*
- * Write @data to tmp/, rename to @name in @dir_fd. @fsync_file: fsync the data before the rename
- * (a reader after a crash never sees a torn file under the name); @fsync_dir: also make the
- * rename itself durable. Refs need the first (atomic), not the second (after a crash the
- * previous state may come back, never a broken one); the stat cache needs neither (a lost or
- * unreadable cache only means hashing again).
- */
+/* Write @data to tmp/, fsync, rename to @name in @dir_fd, fsync @dir_fd. */
 static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
-                             bool fsync_file, bool fsync_dir, const char *crash_written, const char *crash_renamed) {
+                             const char *crash_written, const char *crash_renamed) {
         _cleanup_close_ int fd = -EBADF;
         char tmp[48];
         int r;
@@ -467,7 +462,7 @@ static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *d
         if (fd < 0)
                 return fd;
         r = write_full(fd, data, size);
-        if (r >= 0 && fsync_file && fsync(fd) < 0)
+        if (r >= 0 && fsync(fd) < 0)
                 r = negative_errno();
         fd = safe_close(fd);
         if (r >= 0 && crash_written)
@@ -483,7 +478,7 @@ static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *d
                 if (r < 0)
                         return r;
         }
-        if (fsync_dir && fsync(dir_fd) < 0)
+        if (fsync(dir_fd) < 0)
                 return negative_errno();
         return 0;
 }
@@ -722,23 +717,46 @@ static int pending_add(Pending *p, const Digest *d, const char *tmp, uint64_t si
 }
 
 /*
- * Publish a batch: fsync every tmp file (their writeback was started when they were written,
- * so the first fsync's journal commit carries most of the batch and the others find little
- * left to do), rename each into objects/, fsync the object directories touched.
+ * Publish a batch: make every tmp file durable, rename each into objects/, make the object
+ * directories touched durable. Durable means fsync() of each file (directory), or, from
+ * BATCH_SYNCFS_MIN of them, one syncfs() of the store's file system: each fsync() of a new
+ * file costs a journal commit and a device cache flush, so thousands of small objects would
+ * spend seconds in flushes that a single syncfs() does at once (it also writes whatever else
+ * is dirty on that file system, hence only for large batches).
  */
+static int sync_files(int dfd, size_t n, const char *(*name)(size_t i, void *userdata), void *userdata) {
+        int r;
+
+        if (n >= BATCH_SYNCFS_MIN)
+                return syncfs(dfd) < 0 ? negative_errno() : 0;
+        for (size_t i = 0; i < n; i++) {
+                r = fsync_at(dfd, name(i, userdata));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static const char *pending_tmp_name(size_t i, void *userdata) {
+        return ((Pending *) userdata)->items[i].tmp;
+}
+
+static const char *touched_dir_name(size_t i, void *userdata) {
+        return ((const char (*)[3]) userdata)[i];
+}
+
 static int pending_flush(Cas *c, Pending *p) {
+        char dirs[256][3];
         uint8_t touched[256] = {};
+        size_t n_dirs = 0;
         int r;
 
         if (p->n == 0)
                 return 0;
 
-        if (getenv("EXP_SYNCFS")) { if (syncfs(c->tmp_fd) < 0) return -errno; } else
-        for (size_t i = 0; i < p->n; i++) {
-                r = fsync_at(c->tmp_fd, p->items[i].tmp);
-                if (r < 0)
-                        return r;
-        }
+        r = sync_files(c->tmp_fd, p->n, pending_tmp_name, p);
+        if (r < 0)
+                return r;
         r = crash_point(c, CAS_CRASH_OBJECTS_SYNCED);
         if (r < 0)
                 return r;
@@ -756,17 +774,12 @@ static int pending_flush(Cas *c, Pending *p) {
                         return r;
         }
 
-        if (getenv("EXP_SYNCFS")) { if (syncfs(c->tmp_fd) < 0) return -errno; memset(touched, 0, sizeof touched); }
-        for (unsigned i = 0; i < 256; i++) {
-                char sub[3];
-
-                if (!touched[i])
-                        continue;
-                (void) snprintf(sub, sizeof(sub), "%02x", i);
-                r = fsync_at(c->objects_fd, sub);
-                if (r < 0)
-                        return r;
-        }
+        for (unsigned i = 0; i < 256; i++)
+                if (touched[i])
+                        (void) snprintf(dirs[n_dirs++], sizeof(dirs[0]), "%02x", i);
+        r = sync_files(c->objects_fd, n_dirs, touched_dir_name, dirs);
+        if (r < 0)
+                return r;
         r = crash_point(c, CAS_CRASH_OBJECTS_PUBLISHED);
         if (r < 0)
                 return r;
@@ -808,8 +821,6 @@ static int object_write_data(Cas *c, Pending *p, const Digest *d, const void *da
         if (fd < 0)
                 return fd;
         r = write_full(fd, data, size);
-        if (r >= 0)
-                if (!getenv("EXP_NOSFR")) (void) sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
         if (r >= 0)
                 r = pending_add(p, d, tmp, size);
         if (r < 0) {
@@ -1226,7 +1237,7 @@ static int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc) {
                 r = buf_printf(&b, "end %zu\n", sc->n);
         if (r < 0)
                 return r;
-        return write_file_atomic(c, c->cache_fd, ws_id, b.data, b.size, 0600, false, false, NULL, NULL);
+        return write_file_atomic(c, c->cache_fd, ws_id, b.data, b.size, 0600, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1398,7 +1409,7 @@ static int ref_write(Cas *c, const char *ws_id, const char *exec_id, const Diges
                 return dfd;
         if (created && fsync(c->refs_fd) < 0)
                 return negative_errno();
-        return write_file_atomic(c, dfd, exec_id, json, strlen(json), 0444, true, false,
+        return write_file_atomic(c, dfd, exec_id, json, strlen(json), 0444,
                                  CAS_CRASH_REF_WRITTEN, CAS_CRASH_REF_RENAMED);
 }
 

@@ -44,12 +44,14 @@
  * the start of the snapshot are not recorded (a later write in the same clock tick could leave
  * the timestamps unchanged); ctime cannot be set by the sandbox. A damaged cache is ignored.
  *
- * Durability: objects are written to tmp/, fsync()ed (in batches: the writeback of each is
- * started as soon as it is written, so one journal commit covers most of a batch), renamed into
- * objects/ and the object directories fsync()ed; trees follow the same path after all the file
- * objects they name; the ref is written last (tmp, fsync, rename, fsync of its directory). A
- * crash at any point leaves every earlier ref readable and no ref naming a missing object; the
- * next snapshot reuses what was already published.
+ * Durability: objects are written to tmp/ and published in batches (up to 4096 objects or
+ * 256 MiB): the batch is made durable (fsync() of each file, or one syncfs() of the store's file
+ * system from 16 files on: one device flush instead of thousands), renamed into objects/, and
+ * the object directories made durable the same way; trees follow the same path after every
+ * file object they name; the ref is written last (tmp, fsync, rename, fsync of its directory).
+ * An object is never visible under its name before its content is durable. A crash at any
+ * point leaves every earlier ref readable and no ref naming a missing object; the next
+ * snapshot reuses what was already published.
  *
  * Concurrency: snapshot, restore and fsck take a shared flock() on the store root, gc an
  * exclusive one (non-blocking: -EBUSY), so gc never deletes an object a running snapshot is

@@ -982,11 +982,26 @@ static int execution_launch(Execution *e) {
 }
 
 static int try_lease(Execution *e) {
+        struct stat a, b;
         int fd;
 
         fd = workspace_lease_try(e->ws_fd);
         if (fd == -EWOULDBLOCK)
                 return 0;
+        /* A restore swaps the workspace directory for a new one: the lease must be on the
+         * directory that the name refers to now, else take it again on that one. */
+        if (fd >= 0 && fstat(e->ws_fd, &a) >= 0 &&
+            (fstatat(e->manager->workspaces_fd, e->req->workspace_id, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+             a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
+                safe_close(fd);
+                e->ws_fd = safe_close(e->ws_fd);
+                e->ws_fd = workspace_open(e->manager->workspaces_fd, e->req->workspace_id);
+                if (e->ws_fd < 0) {
+                        execution_fail(e, e->ws_fd, "could not open workspace '%s'", e->req->workspace_id);
+                        return -1;
+                }
+                return 0;   /* retried by the lease timer */
+        }
         if (fd < 0) {
                 execution_fail(e, fd, "could not take the workspace lease: %s", strerror(-fd));
                 return -1;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The HTTP API: route table, authentication order, JSON (de)serialisation, errno → HTTP map. */
 
+#include <dirent.h>
 #include <inttypes.h>
+#include <nettle/base64.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +13,8 @@
 #include <time.h>
 
 #include "build-config.h"
+#include "cas.h"
+#include "child-task.h"
 #include "egress.h"
 #include "execution.h"
 #include "http-api.h"
@@ -239,6 +243,15 @@ int http_route_match(const char *pattern, const char *path, const char **params,
         for (;;) {
                 if (*p == '\0' && *q == '\0')
                         return n;
+                if (p[0] == '*' && p[1] == '*' && p[2] == '\0') {
+                        /* "**" at the end: the (non-empty) rest of the path, slashes included. */
+                        size_t l = strlen(q);
+                        if (l == 0 || (size_t) n >= max)
+                                return -ENOENT;
+                        params[n] = q;
+                        lens[n] = l;
+                        return n + 1;
+                }
                 if (*p == '*') {
                         size_t l = strcspn(q, "/");
                         if (l == 0 || (size_t) n >= max)
@@ -871,6 +884,326 @@ static void handle_network_put(Manager *m, HttpRequest *req, const Route *route,
         handle_network_get(m, req, route, body, params, lens);
 }
 
+/* ---- revisions (content-addressed snapshots) ---------------------------------------------- */
+
+static int copy_param(const char *p, size_t l, char *buf, size_t size) {
+        if (l == 0 || l >= size)
+                return -EINVAL;
+        memcpy(buf, p, l);
+        buf[l] = '\0';
+        return 0;
+}
+
+/* {ws} and, if present, {ref} (an executionId, or "workspace/<ws>/<executionId>"). */
+static int revision_params(const char **params, size_t *lens, char ws[static 129], char *ref) {
+        if (copy_param(params[0], lens[0], ws, 129) < 0 || !workspace_id_valid(ws))
+                return -EINVAL;
+        if (!ref)
+                return 0;
+        if (copy_param(params[1], lens[1], ref, 129) < 0 || !workspace_id_valid(ref))
+                return -EINVAL;
+        return 0;
+}
+
+static json_object *ref_json(const char *ws, const CasRef *r) {
+        json_object *o = json_object_new_object();
+        char *name = NULL;
+
+        if (!o || asprintf(&name, "workspace/%s/%s", ws, r->exec_id) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        json_object_object_add(o, "ref", json_object_new_string(name));
+        json_object_object_add(o, "executionId", json_object_new_string(r->exec_id));
+        json_object_object_add(o, "createdAt", json_u64(r->created_ms));
+        json_object_object_add(o, "bytes", json_u64(r->bytes));
+        json_object_object_add(o, "tree", json_object_new_string(r->tree));
+        free(name);
+        return o;
+}
+
+static void handle_revisions(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                             const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *list;
+        CasRef *refs = NULL;
+        size_t n = 0;
+        char ws[129];
+        int r;
+
+        if (revision_params(params, lens, ws, NULL) < 0)
+                return reply_error(req, 404, "not_found", "No such workspace.");
+        r = cas_list_refs(m->cas, ws, &refs, &n);
+        if (r < 0 && r != -ENOENT)
+                return reply_error(req, 500, "internal", "The revisions cannot be listed: %s.", strerror(-r));
+        o = json_object_new_object();
+        list = json_object_new_array();
+        if (!o || !list) {
+                json_object_put(list);
+                cas_refs_free(refs, n);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        for (size_t i = 0; i < n; i++)
+                json_object_array_add(list, ref_json(ws, &refs[i]));
+        cas_refs_free(refs, n);
+        json_object_object_add(o, "workspaceId", json_object_new_string(ws));
+        json_object_object_add(o, "revisions", list);
+        reply_json(req, 200, o);
+}
+
+static int read_revision(Manager *m, HttpRequest *req, const char **params, size_t *lens, char *ws, CasRef *ret) {
+        char ref[129];
+        int r;
+
+        if (revision_params(params, lens, ws, ref) < 0) {
+                reply_error(req, 404, "not_found", "No such revision.");
+                return -ENOENT;
+        }
+        r = cas_read_ref(m->cas, ws, ref, ret);
+        if (r == -ENOENT || r == -EINVAL) {
+                reply_error(req, 404, "not_found", "Workspace '%s' has no revision '%s'.", ws, ref);
+                return -ENOENT;
+        }
+        if (r < 0) {
+                reply_error(req, 500, "internal", "The revision cannot be read: %s.", strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+static void handle_revision_tree(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                                 const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        const char *dir = http_request_query(req, "dir") ?: "";
+        CasRef ref = {};
+        CasEntry *entries = NULL;
+        json_object *list;
+        size_t n = 0;
+        char ws[129];
+        int r;
+
+        if (read_revision(m, req, params, lens, ws, &ref) < 0)
+                return;
+        r = cas_tree_list(m->cas, ref.tree, dir, &entries, &n);
+        cas_ref_done(&ref);
+        if (r == -ENOENT || r == -ENOTDIR || r == -EINVAL)
+                return reply_error(req, 404, "not_found", "No directory '%s' in this revision.", dir);
+        if (r < 0)
+                return reply_error(req, 500, "internal", "The tree cannot be read: %s.", strerror(-r));
+        o = json_object_new_object();
+        list = json_object_new_array();
+        for (size_t i = 0; o && list && i < n; i++) {
+                json_object *e = json_object_new_object();
+                const CasEntry *c = &entries[i];
+
+                json_object_object_add(e, "name", json_object_new_string(c->name));
+                json_object_object_add(e, "type", json_object_new_string(
+                                c->type == DT_DIR ? "dir" : c->type == DT_LNK ? "symlink" : "file"));
+                json_object_object_add(e, "size", json_u64(c->size));
+                json_object_object_add(e, "mode", json_object_new_int((int) c->mode));
+                if (c->type == DT_REG && strneq(c->digest, "sha256:", 7))
+                        json_object_object_add(e, "sha256", json_object_new_string(c->digest + 7));
+                if (c->target)
+                        json_object_object_add(e, "target", json_object_new_string(c->target));
+                json_object_array_add(list, e);
+        }
+        cas_entries_free(entries, n);
+        if (!o || !list) {
+                json_object_put(list);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        json_object_object_add(o, "entries", list);
+        reply_json(req, 200, o);
+}
+
+/* "sha256:<hex>" → the Repr-Digest value "sha-256=:<base64>:". */
+static int repr_digest_from_hex(const char *digest, char *buf, size_t size) {
+        uint8_t raw[32];
+        char b64[BASE64_ENCODE_RAW_LENGTH(32) + 1];
+
+        if (!strneq(digest, "sha256:", 7) || strlen(digest + 7) != 64)
+                return -EINVAL;
+        for (size_t i = 0; i < 32; i++) {
+                unsigned v;
+                if (sscanf(digest + 7 + 2 * i, "%2x", &v) != 1)
+                        return -EINVAL;
+                raw[i] = (uint8_t) v;
+        }
+        base64_encode_raw(b64, sizeof(raw), raw);
+        b64[BASE64_ENCODE_RAW_LENGTH(32)] = '\0';
+        return snprintf(buf, size, "sha-256=:%s:", b64) < (int) size ? 0 : -ENOBUFS;
+}
+
+static void handle_revision_file(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                                 const char **params, size_t *lens) {
+        _cleanup_free_ char *path = NULL;
+        char ws[129], digest[72], repr[96];
+        CasRef ref = {};
+        uint64_t size;
+        int fd = -EBADF, r;
+
+        if (read_revision(m, req, params, lens, ws, &ref) < 0)
+                return;
+        path = strndup(params[2], lens[2]);
+        if (!path) {
+                cas_ref_done(&ref);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        r = cas_open_file(m->cas, ref.tree, path, &fd, &size, digest);
+        cas_ref_done(&ref);
+        if (r == -EISDIR || r == -ELOOP)
+                return reply_error(req, 404, "not_found", "'%s' is not a regular file in this revision.", path);
+        if (r == -ENOENT || r == -ENOTDIR || r == -EINVAL)
+                return reply_error(req, 404, "not_found", "No file '%s' in this revision.", path);
+        if (r < 0)
+                return reply_error(req, 500, "internal", "The file cannot be read: %s.", strerror(-r));
+        if (repr_digest_from_hex(digest, repr, sizeof(repr)) < 0) {
+                safe_close(fd);
+                return reply_error(req, 500, "internal", "Corrupt digest.");
+        }
+        const char *const hdr[] = { "Repr-Digest", repr, "X-Sandbox-SHA256", digest + 7, NULL };
+        r = http_request_reply_fd(req, 200, "application/octet-stream", fd, 0, size, hdr);
+        if (r < 0)
+                reply_error(req, 500, "internal", "Out of memory.");
+}
+
+typedef struct Restore {
+        Manager *manager;
+        HttpRequest *req;
+        char ws[129];
+        char *tree;
+        char *ref_name;
+        int ws_fd, lease_fd;
+        sd_event_source *retry;
+        ChildTask *task;
+} Restore;
+
+static void restore_free(Restore *x) {
+        x->retry = sd_event_source_disable_unref(x->retry);
+        x->task = child_task_free(x->task);
+        safe_close(x->lease_fd);
+        safe_close(x->ws_fd);
+        manager_busy_unref(x->manager);
+        free(x->tree);
+        free(x->ref_name);
+        free(x);
+}
+
+static void on_restore_gone(HttpRequest *req, void *userdata) {
+        Restore *x = userdata;
+        x->req = NULL;   /* the restore completes anyway; nobody waits for the answer */
+}
+
+static void restore_reply(Restore *x, int error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+
+        if (x->req) {
+                http_request_set_userdata(x->req, NULL, NULL);
+                if (error < 0)
+                        reply_error(x->req, 500, "internal", "The restore failed: %s.", strerror(-error));
+                else if ((o = json_object_new_object())) {
+                        json_object_object_add(o, "workspaceId", json_object_new_string(x->ws));
+                        json_object_object_add(o, "restored", json_object_new_string(x->ref_name));
+                        json_object_object_add(o, "tree", json_object_new_string(x->tree));
+                        reply_json(x->req, 200, o);
+                } else
+                        reply_error(x->req, 500, "internal", "Out of memory.");
+        }
+        restore_free(x);
+}
+
+static int restore_child(int out_fd, void *userdata) {
+        Restore *x = userdata;
+        return cas_restore(x->manager->cas, x->tree, x->manager->workspaces_fd, x->ws);
+}
+
+static void on_restore_done(ChildTask *t, int error, const char *out, void *userdata) {
+        Restore *x = userdata;
+
+        x->task = child_task_free(x->task);
+        restore_reply(x, error);
+}
+
+static int on_restore_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Restore *x = userdata;
+        int r;
+
+        r = workspace_lease_try(x->ws_fd);
+        if (r == -EWOULDBLOCK) {
+                /* A run (here or in another process) holds the workspace: wait for it. */
+                (void) sd_event_source_set_time_relative(s, 50 * USEC_PER_MSEC);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        x->retry = sd_event_source_disable_unref(x->retry);
+        if (r < 0) {
+                restore_reply(x, r);
+                return 0;
+        }
+        x->lease_fd = r;
+        r = child_task_start(x->manager->event, restore_child, on_restore_done, x, &x->task);
+        if (r < 0)
+                restore_reply(x, r);
+        return 0;
+}
+
+static void handle_restore(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                           const char **params, size_t *lens) {
+        json_object *v;
+        const char *ref_s, *exec;
+        char ws[129];
+        CasRef ref = {};
+        Restore *x;
+        int r;
+
+        if (revision_params(params, lens, ws, NULL) < 0)
+                return reply_error(req, 404, "not_found", "No such workspace.");
+        if (!json_object_object_get_ex(body, "ref", &v) || !json_object_is_type(v, json_type_string))
+                return reply_error(req, 400, "invalid_request", "'ref' (a revision of this workspace) is required.");
+        ref_s = json_object_get_string(v);
+        /* "workspace/<ws>/<executionId>" or just the executionId. */
+        exec = ref_s;
+        if (strneq(ref_s, "workspace/", 10)) {
+                size_t l = strlen(ws);
+                if (!strneq(ref_s + 10, ws, l) || ref_s[10 + l] != '/')
+                        return reply_error(req, 400, "invalid_request", "The ref belongs to another workspace.");
+                exec = ref_s + 10 + l + 1;
+        }
+        r = cas_read_ref(m->cas, ws, exec, &ref);
+        if (r == -ENOENT || r == -EINVAL)
+                return reply_error(req, 404, "not_found", "Workspace '%s' has no revision '%s'.", ws, exec);
+        if (r < 0)
+                return reply_error(req, 500, "internal", "The revision cannot be read: %s.", strerror(-r));
+
+        x = calloc(1, sizeof(*x));
+        if (!x) {
+                cas_ref_done(&ref);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        *x = (Restore) { .manager = m, .req = req, .ws_fd = -EBADF, .lease_fd = -EBADF, .tree = STEAL(ref.tree) };
+        cas_ref_done(&ref);
+        memcpy(x->ws, ws, sizeof(x->ws));
+        manager_busy_ref(m);
+        if (asprintf(&x->ref_name, "workspace/%s/%s", ws, exec) < 0) {
+                x->ref_name = NULL;
+                restore_free(x);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        x->ws_fd = workspace_open(m->workspaces_fd, ws);
+        if (x->ws_fd < 0) {
+                r = x->ws_fd;
+                restore_free(x);
+                return reply_error(req, 500, "internal", "The workspace cannot be opened: %s.", strerror(-r));
+        }
+        r = sd_event_add_time_relative(m->event, &x->retry, CLOCK_MONOTONIC, 0, USEC_PER_MSEC, on_restore_retry, x);
+        if (r < 0) {
+                restore_free(x);
+                return reply_error(req, 500, "internal", "Out of memory.");
+        }
+        http_request_set_userdata(req, x, on_restore_gone);
+        http_request_suspend(req);
+}
+
 static const Route routes[] = {
         { "GET",  "/health",        ROUTE_AUTH_NONE,   false, handle_health },
         { "GET",  "/status",        ROUTE_AUTH_BEARER, false, handle_status },
@@ -881,6 +1214,10 @@ static const Route routes[] = {
         { "GET",  "/shell-executions/*/logs",   ROUTE_AUTH_BEARER, false, handle_shell_logs },
         { "POST", "/shell-executions/*/cancel", ROUTE_AUTH_SIGNED, false, handle_shell_cancel },
         { "POST", "/workspaces/*/teardown",     ROUTE_AUTH_BEARER, false, handle_teardown },
+        { "GET",  "/workspaces/*/revisions",    ROUTE_AUTH_BEARER, false, handle_revisions },
+        { "GET",  "/workspaces/*/revisions/*/tree", ROUTE_AUTH_BEARER, false, handle_revision_tree },
+        { "GET",  "/workspaces/*/revisions/*/files/**", ROUTE_AUTH_BEARER, false, handle_revision_file },
+        { "POST", "/workspaces/*/restore",      ROUTE_AUTH_BEARER, true,  handle_restore },
         { "GET",  "/api/network-policy",        ROUTE_AUTH_BEARER, false, handle_network_get },
         { "PUT",  "/api/network-policy",        ROUTE_AUTH_BEARER, true,  handle_network_put },
         { "GET",  "/api/quota-settings",        ROUTE_AUTH_BEARER, false, handle_quota_get },

@@ -34,7 +34,8 @@ int http_json_parse(const char *body, size_t size, json_object **ret, const char
 
 /*
  * http_route_match() - match @path against @pattern, where a "*" segment matches one non-empty
- * segment; captured segments go to @params (pointers into @path, lengths in @lens).
+ * segment and a final "**" the non-empty rest; captures go to @params (pointers into @path,
+ * lengths in @lens).
  * Return: number of captures (≥ 0) or -ENOENT.
  */
 int http_route_match(const char *pattern, const char *path, const char **params, size_t *lens, size_t max);
