@@ -749,6 +749,7 @@ static int pending_flush(Cas *c, Pending *p) {
         char dirs[256][3];
         uint8_t touched[256] = {};
         size_t n_dirs = 0;
+        bool new_dirs = false;
         int r;
 
         if (p->n == 0)
@@ -765,8 +766,18 @@ static int pending_flush(Cas *c, Pending *p) {
                 char rel[66];
 
                 digest_relpath(&p->items[i].digest, rel);
-                if (renameat(c->tmp_fd, p->items[i].tmp, c->objects_fd, rel) < 0)
-                        return negative_errno();
+                if (renameat(c->tmp_fd, p->items[i].tmp, c->objects_fd, rel) < 0) {
+                        /* The fan-out directories are created on first use. */
+                        if (errno != ENOENT)
+                                return negative_errno();
+                        rel[2] = 0;
+                        if (mkdirat(c->objects_fd, rel, 0700) < 0 && errno != EEXIST)
+                                return negative_errno();
+                        new_dirs = true;
+                        rel[2] = '/';
+                        if (renameat(c->tmp_fd, p->items[i].tmp, c->objects_fd, rel) < 0)
+                                return negative_errno();
+                }
                 p->items[i].tmp[0] = 0;
                 touched[p->items[i].digest.b[0]] = 1;
                 r = crash_point(c, CAS_CRASH_OBJECT_RENAMED);
@@ -780,6 +791,8 @@ static int pending_flush(Cas *c, Pending *p) {
         r = sync_files(c->objects_fd, n_dirs, touched_dir_name, dirs);
         if (r < 0)
                 return r;
+        if (new_dirs && n_dirs < BATCH_SYNCFS_MIN && fsync(c->objects_fd) < 0)
+                return negative_errno();
         r = crash_point(c, CAS_CRASH_OBJECTS_PUBLISHED);
         if (r < 0)
                 return r;
@@ -2628,6 +2641,8 @@ static int gc_sweep_objects(Cas *c, const Mark *m, uint64_t *freed) {
 
                 (void) snprintf(sub, sizeof(sub), "%02x", i);
                 dfd = openat(c->objects_fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dfd < 0 && errno == ENOENT)
+                        continue;
                 if (dfd < 0)
                         return negative_errno();
                 r = dir_read_names(dfd, NULL, 0, &names);
@@ -2763,7 +2778,7 @@ SR_DEFINE_FREE_FUNC(Cas *, cas_free);
 int cas_open(int root_fd, Cas **ret) {
         _cleanup_(cas_freep) Cas *c = NULL;
         _cleanup_close_ int refs = -EBADF;
-        bool created = false, created_objects = false, created_refs = false;
+        bool created = false, created_refs = false;
         int r;
 
         assert(ret);
@@ -2796,15 +2811,6 @@ int cas_open(int root_fd, Cas **ret) {
         c->objects_fd = mkdir_open(c->root_fd, "objects", &created);
         if (c->objects_fd < 0)
                 return c->objects_fd;
-        for (unsigned i = 0; i < 256; i++) {
-                char sub[3];
-
-                (void) snprintf(sub, sizeof(sub), "%02x", i);
-                if (mkdirat(c->objects_fd, sub, 0700) >= 0)
-                        created_objects = true;
-                else if (errno != EEXIST)
-                        return negative_errno();
-        }
         refs = mkdir_open(c->root_fd, "refs", &created);
         if (refs < 0)
                 return refs;
@@ -2818,8 +2824,6 @@ int cas_open(int root_fd, Cas **ret) {
         if (c->cache_fd < 0)
                 return c->cache_fd;
 
-        if (created_objects && fsync(c->objects_fd) < 0)
-                return negative_errno();
         if (created_refs && fsync(refs) < 0)
                 return negative_errno();
         if ((created || created_refs) && fsync(c->root_fd) < 0)

@@ -10,6 +10,7 @@
  *
  *   objects/<2 hex>/<62 hex>            one file per distinct content, named by the lowercase hex
  *                                       SHA-256 of its bytes, mode 0444; trees are objects too
+ *                                       (the 256 fan-out directories are created on first use)
  *   refs/workspace/<wsId>/<execId>      a ref (below)
  *   cache/<wsId>                        the stat cache of the workspace (below)
  *   tmp/                                in-progress writes; anything here is garbage once no

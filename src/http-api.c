@@ -18,6 +18,7 @@
 #include "egress.h"
 #include "execution.h"
 #include "http-api.h"
+#include "http-files.h"
 #include "http-server.h"
 #include "log-ids.h"
 #include "log.h"
@@ -40,6 +41,8 @@ typedef enum RouteAuth {
 typedef struct Route Route;
 typedef void (*RouteHandler)(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                              const char **params, size_t *lens);
+/* Streamed bodies: set up a body sink once the headers are in; return the body cap. */
+typedef uint64_t (*RouteBegin)(Manager *m, HttpRequest *req, const char **params, size_t *lens);
 
 struct Route {
         const char *method;
@@ -47,6 +50,7 @@ struct Route {
         RouteAuth auth;
         bool json_body;
         RouteHandler handler;
+        RouteBegin begin;
 };
 
 /* ---- pure helpers ---------------------------------------------------------------------------- */
@@ -272,7 +276,7 @@ int http_route_match(const char *pattern, const char *path, const char **params,
 
 /* ---- replies --------------------------------------------------------------------------------- */
 
-static void reply_json(HttpRequest *req, unsigned status, json_object *o) {
+void http_reply_json(HttpRequest *req, unsigned status, json_object *o) {
         const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         int r;
 
@@ -281,10 +285,8 @@ static void reply_json(HttpRequest *req, unsigned status, json_object *o) {
                 log_warning_errno(r, "Failed to queue a reply, ignoring: %m");
 }
 
-static void reply_error_full(HttpRequest *req, unsigned status, const char *code, bool close,
-                             const char *const *headers, const char *fmt, ...) _printf_(6, 7);
-static void reply_error_full(HttpRequest *req, unsigned status, const char *code, bool close,
-                             const char *const *headers, const char *fmt, ...) {
+void http_reply_error_full(HttpRequest *req, unsigned status, const char *code, bool close,
+                          const char *const *headers, const char *fmt, ...) {
         _cleanup_free_ char *msg = NULL, *body = NULL;
         va_list ap;
         int r;
@@ -304,7 +306,9 @@ static void reply_error_full(HttpRequest *req, unsigned status, const char *code
                 log_warning_errno(r, "Failed to queue an error reply, ignoring: %m");
 }
 
-#define reply_error(req, status, code, ...) reply_error_full(req, status, code, false, NULL, __VA_ARGS__)
+#define reply_error(req, status, code, ...) http_reply_error_full(req, status, code, false, NULL, __VA_ARGS__)
+#define reply_error_full http_reply_error_full
+#define reply_json http_reply_json
 
 static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
         _cleanup_free_ char *path = str_escape_log(http_request_path(req), 256);
@@ -1204,6 +1208,26 @@ static void handle_restore(Manager *m, HttpRequest *req, const Route *route, jso
         http_request_suspend(req);
 }
 
+static void handle_files_upload(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                                const char **params, size_t *lens) {
+        http_files_upload_finish(m, req);
+}
+
+static void handle_files_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                             const char **params, size_t *lens) {
+        http_files_get(m, req, params, lens);
+}
+
+static void handle_files_list(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                              const char **params, size_t *lens) {
+        http_files_list(m, req, params, lens);
+}
+
+static void handle_files_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                                const char **params, size_t *lens) {
+        http_files_delete(m, req, params, lens);
+}
+
 static const Route routes[] = {
         { "GET",  "/health",        ROUTE_AUTH_NONE,   false, handle_health },
         { "GET",  "/status",        ROUTE_AUTH_BEARER, false, handle_status },
@@ -1214,6 +1238,11 @@ static const Route routes[] = {
         { "GET",  "/shell-executions/*/logs",   ROUTE_AUTH_BEARER, false, handle_shell_logs },
         { "POST", "/shell-executions/*/cancel", ROUTE_AUTH_SIGNED, false, handle_shell_cancel },
         { "POST", "/workspaces/*/teardown",     ROUTE_AUTH_BEARER, false, handle_teardown },
+        { "PUT",  "/workspaces/*/files/**",     ROUTE_AUTH_BEARER, false, handle_files_upload, http_files_put_begin },
+        { "POST", "/workspaces/*/files",        ROUTE_AUTH_BEARER, false, handle_files_upload, http_files_post_begin },
+        { "GET",  "/workspaces/*/files/**",     ROUTE_AUTH_BEARER, false, handle_files_get },
+        { "GET",  "/workspaces/*/files",        ROUTE_AUTH_BEARER, false, handle_files_list },
+        { "DELETE", "/workspaces/*/files/**",   ROUTE_AUTH_BEARER, false, handle_files_delete },
         { "GET",  "/workspaces/*/revisions",    ROUTE_AUTH_BEARER, false, handle_revisions },
         { "GET",  "/workspaces/*/revisions/*/tree", ROUTE_AUTH_BEARER, false, handle_revision_tree },
         { "GET",  "/workspaces/*/revisions/*/files/**", ROUTE_AUTH_BEARER, false, handle_revision_file },
@@ -1246,6 +1275,11 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         if (strlen(http_request_target(req)) > MAX_TARGET_BYTES) {
                 reply_error_full(req, 414, "invalid_request", true, NULL,
                                  "The request target is longer than %u bytes.", MAX_TARGET_BYTES);
+                return 0;
+        }
+        /* libmicrohttpd decodes %00 into the path and so cuts it short: refuse it instead. */
+        if (strcasestr(http_request_target(req), "%00")) {
+                reply_error_full(req, 400, "invalid_request", true, NULL, "NUL (%%00) is not allowed in a request target.");
                 return 0;
         }
         if (http_request_n_headers(req) > MAX_HEADERS) {
@@ -1299,7 +1333,8 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
                 }
         }
 
-        http_request_set_userdata(req, (void *) route, NULL);
+        if (route->begin)
+                return route->begin(m, req, params, lens);
         if (!route->json_body)
                 return 0;
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <json-c/json.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,12 @@ typedef struct Manager Manager;
 /* Entry points for HttpServerCallbacks; @userdata is the Manager. */
 uint64_t http_api_begin(HttpRequest *req, void *userdata);
 void http_api_dispatch(HttpRequest *req, void *userdata);
+
+/* Replies: JSON bodies, and {"error": code, "message": …} with the given status. */
+void http_reply_json(HttpRequest *req, unsigned status, json_object *o);
+void http_reply_error_full(HttpRequest *req, unsigned status, const char *code, bool close,
+                           const char *const *headers, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+#define http_reply_error(req, status, code, ...) http_reply_error_full(req, status, code, false, NULL, __VA_ARGS__)
 
 /* http_status_from_errno() - the one errno → HTTP status map (STYLE.md §4). */
 unsigned http_status_from_errno(int error);

@@ -679,6 +679,15 @@ void http_request_set_userdata(HttpRequest *req, void *userdata, void (*abort_cb
         req->abort_cb = abort_cb;
 }
 
+void *http_request_get_userdata(const HttpRequest *req) {
+        return req->userdata;
+}
+
+struct MHD_PostProcessor *http_request_post_processor(HttpRequest *req, size_t buffer_size,
+                                                     MHD_PostDataIterator iterator, void *cls) {
+        return MHD_create_post_processor(req->mhd, buffer_size, iterator, cls);
+}
+
 void http_request_suspend(HttpRequest *req) {
         if (req->suspended || req->replied)
                 return;

@@ -78,6 +78,10 @@ uint64_t http_request_id(const HttpRequest *req);
 const char *http_request_client(const HttpRequest *req);
 bool http_request_replied(const HttpRequest *req);
 void http_request_set_userdata(HttpRequest *req, void *userdata, void (*abort_cb)(HttpRequest *req, void *userdata));
+void *http_request_get_userdata(const HttpRequest *req);
+/* http_request_post_processor() - libmicrohttpd's multipart/form-data parser for this request. */
+struct MHD_PostProcessor *http_request_post_processor(HttpRequest *req, size_t buffer_size,
+                                                     MHD_PostDataIterator iterator, void *cls);
 
 /* http_request_suspend() - reply later (from another event source). */
 void http_request_suspend(HttpRequest *req);

@@ -302,8 +302,8 @@ static void limits_fill(QuotaLimits *l, const QuotaLimits *in) {
                 l->max_watches = QUOTA_MAX_WATCHES_DEFAULT;
         if (l->max_index == 0)
                 l->max_index = QUOTA_MAX_INDEX_DEFAULT;
-        if (l->sweep_entries == 0)
-                l->sweep_entries = QUOTA_SWEEP_ENTRIES_DEFAULT;
+        if (l->sparse_per_tick == 0)
+                l->sparse_per_tick = QUOTA_SPARSE_PER_TICK_DEFAULT;
 }
 
 static int random_key(uint64_t key[2]) {
@@ -383,8 +383,11 @@ typedef struct Node {
         Inode *inode;
         Dir *dir;                       /* directories only */
         uint32_t gen;                   /* last dir_sync() of the parent that saw this name */
+        uint32_t sparse_idx;            /* position in QuotaWatch.sparse, or NOT_SPARSE */
         char name[];
 } Node;
+
+#define NOT_SPARSE UINT32_MAX
 
 struct Dir {
         HLink link;                     /* QuotaWatch.wds, keyed by wd, while wd >= 0 */
@@ -395,7 +398,6 @@ struct Dir {
         unsigned depth;                 /* root = 0 */
         bool truncated;                 /* has subdirectories below max_depth, not indexed */
         bool unreadable;                /* could not be opened, read or searched: content unknown */
-        Dir *all_prev, *all_next;       /* QuotaWatch.dirs: sweep order */
         Dir *dirty_prev, *dirty_next;   /* QuotaWatch.dirty_head */
         bool dirty, dirty_all;
         char **dirty_names;
@@ -414,11 +416,9 @@ struct QuotaWatch {
         HTable wds;                     /* Dir by wd */
         Dir *root;
         Dir limbo;
-        Dir *dirs_head, *dirs_tail;
         Dir *dirty_head, *dirty_tail;
-        Dir *sweep_cursor;              /* the directory the sweep is in or goes to next */
-        Node *sweep_node;               /* the next name of sweep_cursor to re-stat */
-        bool sweep_in_dir;
+        Node **sparse;                  /* regular files with holes below EOF: polled */
+        size_t n_sparse, n_sparse_allocated, sparse_cursor;
 
         uint64_t bytes;                 /* sum of Inode.bytes */
         uint64_t n_nodes, n_files, n_dirs, n_watches;
@@ -551,8 +551,6 @@ static void node_unlink(QuotaWatch *w, Node *n) {
 
         if (!p)
                 return;
-        if (w->sweep_node == n)
-                w->sweep_node = n->sib_next;
         if (p != &w->limbo)
                 htable_remove(&w->names, &n->link);
         if (n->sib_prev)
@@ -573,7 +571,51 @@ static Node *node_alloc(const char *name) {
         if (!n)
                 return NULL;
         memcpy(n->name, name, l + 1);
+        n->sparse_idx = NOT_SPARSE;
         return n;
+}
+
+/* ---- sparse files ---- */
+
+static void sparse_remove(QuotaWatch *w, Node *n) {
+        uint32_t i = n->sparse_idx;
+
+        if (i == NOT_SPARSE)
+                return;
+        assert(i < w->n_sparse && w->sparse[i] == n);
+        w->sparse[i] = w->sparse[--w->n_sparse];
+        w->sparse[i]->sparse_idx = i;
+        n->sparse_idx = NOT_SPARSE;
+}
+
+/*
+ * Keep @n in the poll set iff it is a regular file with unallocated ranges below its size: the
+ * only place a store through a shared writable mapping can allocate blocks without an event (a
+ * store past EOF raises SIGBUS; growing the size is a truncate or a write, both reported). A file
+ * without holes can only grow through calls that inotify reports.
+ */
+static void sparse_update(QuotaWatch *w, Node *n, const struct stat *st) {
+        bool sparse = S_ISREG(st->st_mode) && st->st_size > 0 && stat_bytes(st) < (uint64_t) st->st_size;
+
+        if (!sparse) {
+                sparse_remove(w, n);
+                return;
+        }
+        if (n->sparse_idx != NOT_SPARSE)
+                return;
+        if (w->n_sparse >= UINT32_MAX - 1)
+                return;
+        if (w->n_sparse == w->n_sparse_allocated) {
+                size_t m = MAX(w->n_sparse_allocated * 2, (size_t) 64);
+                Node **a = realloc(w->sparse, m * sizeof(Node *));
+
+                if (!a)
+                        return;         /* not polled: the documented mmap gap, nothing worse */
+                w->sparse = a;
+                w->n_sparse_allocated = m;
+        }
+        n->sparse_idx = (uint32_t) w->n_sparse;
+        w->sparse[w->n_sparse++] = n;
 }
 
 /* ---- dirty set ---- */
@@ -703,23 +745,12 @@ static void node_destroy(QuotaWatch *w, Node *n) {
                 dirty_names_clear(d);
                 dir_set_truncated(w, d, false);
                 dir_set_unreadable(w, d, false);
-                if (w->sweep_cursor == d) {
-                        w->sweep_cursor = d->all_next;
-                        w->sweep_node = NULL;
-                        w->sweep_in_dir = false;
-                }
-                if (d->all_prev)
-                        d->all_prev->all_next = d->all_next;
-                else
-                        w->dirs_head = d->all_next;
-                if (d->all_next)
-                        d->all_next->all_prev = d->all_prev;
-                else
-                        w->dirs_tail = d->all_prev;
                 free(d);
                 w->n_dirs--;
-        } else
+        } else {
+                sparse_remove(w, n);
                 w->n_files--;
+        }
 
         node_unlink(w, n);
         watch_unref_inode(w, n->inode);
@@ -806,12 +837,6 @@ static int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const stru
                 }
         }
         n->dir = d;
-        d->all_prev = w->dirs_tail;
-        if (w->dirs_tail)
-                w->dirs_tail->all_next = d;
-        else
-                w->dirs_head = d;
-        w->dirs_tail = d;
         w->n_nodes++;
         w->n_dirs++;
         (void) STEAL(n);
@@ -952,7 +977,11 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
                 }
                 if (old) {
                         old->gen = gen;
-                        return node_set_inode(w, old, &st);
+                        r = node_set_inode(w, old, &st);
+                        if (r < 0)
+                                return r;
+                        sparse_update(w, old, &st);
+                        return 0;
                 }
                 if (index_full(w))
                         return 0;
@@ -960,6 +989,7 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
                 if (r < 0)
                         return r;
                 old->gen = gen;
+                sparse_update(w, old, &st);
                 return 0;
         }
 
@@ -1165,8 +1195,8 @@ static int dir_open(QuotaWatch *w, Dir *d) {
         return STEAL_FD(fd);
 }
 
-/* Process one directory of the dirty set (or of the sweep, with @all). Return: 0, -ESTALE to
- * retry next tick, or a fatal -errno. */
+/* Process one directory of the dirty set (all of it with @all, else @names). Return: 0, -ESTALE
+ * to retry, or a fatal -errno. */
 static int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
@@ -1239,9 +1269,8 @@ static void watch_clear_index(QuotaWatch *w) {
         limbo_flush(w);
         assert(w->n_nodes == 0 && w->n_watches == 0 && w->bytes == 0);
         w->dirty_head = w->dirty_tail = NULL;
-        w->sweep_cursor = NULL;
-        w->sweep_node = NULL;
-        w->sweep_in_dir = false;
+        assert(w->n_sparse == 0);
+        w->sparse_cursor = 0;
         w->over_entries = false;
         w->need_resync = false;
 }
@@ -1416,66 +1445,51 @@ static int watch_process_dirty(QuotaWatch *w) {
 }
 
 /*
- * Re-stat a few indexed names round-robin (QuotaLimits.sweep_entries per tick): catches growth
- * that inotify does not report (mmap writes). Only known names: new ones always raise IN_CREATE or
- * IN_MOVED_TO. Whatever does not match the index is handed to the dirty set.
+ * Re-stat the sparse files (QuotaLimits.sparse_per_tick of them per tick, round-robin): their
+ * holes can be filled through mmap() without any event. Whatever does not match the index is
+ * handed to the dirty set.
  */
-static int watch_sweep(QuotaWatch *w) {
-        uint64_t budget = w->limits.sweep_entries, visited = 0;
+static int watch_poll_sparse(QuotaWatch *w) {
+        _cleanup_close_ int fd = -EBADF;
+        Dir *fd_dir = NULL;
+        uint64_t budget;
 
-        if (w->limits.sweep_entries == QUOTA_SWEEP_DISABLED)
+        if (w->limits.sparse_per_tick == QUOTA_SPARSE_POLL_DISABLED)
                 return 0;
 
-        while (budget > 0 && visited <= w->n_dirs && !w->want_degrade && !w->need_resync) {
-                _cleanup_close_ int fd = -EBADF;
+        budget = MIN((uint64_t) w->limits.sparse_per_tick, (uint64_t) w->n_sparse);
+        while (budget > 0 && w->n_sparse > 0 && !w->want_degrade) {
                 struct stat st;
-                Dir *d;
-
-                if (!w->sweep_cursor) {
-                        w->sweep_cursor = w->dirs_head;
-                        w->sweep_in_dir = false;
-                        if (!w->sweep_cursor)
-                                break;
-                }
-                d = w->sweep_cursor;
-                visited++;
-
-                if (!w->sweep_in_dir) {
-                        w->sweep_in_dir = true;
-                        w->sweep_node = d->children;
-                }
+                Node *n;
 
                 budget--;
-                fd = d->dirty ? -ESTALE : dir_open(w, d);
-                if (fd >= 0) {
-                        if (fstat(fd, &st) < 0)
-                                return negative_errno();
-                        watch_set_inode_bytes(w, d->node->inode, stat_bytes(&st));
-                } else if (fd != -ESTALE && fd != -EACCES && fd != -EAGAIN)
-                        return fd;
+                if (w->sparse_cursor >= w->n_sparse)
+                        w->sparse_cursor = 0;
+                n = w->sparse[w->sparse_cursor];
 
-                while (fd >= 0 && budget > 0 && w->sweep_node) {
-                        Node *n = w->sweep_node;
-
-                        w->sweep_node = n->sib_next;
-                        if (n->dir)
-                                continue;       /* directories are visited in their own turn */
-                        budget--;
-                        w->restats++;
-                        if (fstatat(fd, n->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
-                            !inode_is(n->inode, &st)) {
-                                dir_mark_dirty(w, d, n->name);
-                                continue;
-                        }
-                        watch_set_inode_bytes(w, n->inode, stat_bytes(&st));
+                if (n->parent != fd_dir) {
+                        fd = safe_close(fd);
+                        fd_dir = n->parent;
+                        fd = n->parent->dirty ? -ESTALE : dir_open(w, n->parent);
+                        if (fd < 0 && fd != -ESTALE && fd != -EACCES && fd != -EAGAIN)
+                                return fd;
+                }
+                if (fd < 0) {
+                        w->sparse_cursor++;     /* dirty or unreachable: the dirty set has it */
+                        continue;
                 }
 
-                /* Done with this directory (or skipping it: dirty or unreachable) → the next one. */
-                if (fd < 0 || !w->sweep_node) {
-                        w->sweep_cursor = d->all_next;
-                        w->sweep_in_dir = false;
-                        w->sweep_node = NULL;
+                w->restats++;
+                if (fstatat(fd, n->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !inode_is(n->inode, &st) ||
+                    S_ISDIR(st.st_mode)) {
+                        dir_mark_dirty(w, n->parent, n->name);
+                        w->sparse_cursor++;
+                        continue;
                 }
+                watch_set_inode_bytes(w, n->inode, stat_bytes(&st));
+                sparse_update(w, n, &st);
+                if (n->sparse_idx != NOT_SPARSE)
+                        w->sparse_cursor++;     /* else the last one moved into this slot */
         }
         return 0;
 }
@@ -1518,14 +1532,12 @@ int quota_watch_tick(QuotaWatch *w, uint64_t *ret_bytes) {
                         return r;
                 }
         }
-        if (!w->need_resync) {
-                r = watch_sweep(w);
-                if (r < 0) {
-                        limbo_flush(w);
-                        return r;
-                }
-        }
         limbo_flush(w);
+        if (!w->need_resync) {
+                r = watch_poll_sparse(w);
+                if (r < 0)
+                        return r;
+        }
 
         /* Names were left out of a too-big tree: once it shrank well below the cap, index them. */
         if (w->over_entries && w->n_nodes < w->limits.max_entries / 10 * 9)
@@ -1660,6 +1672,7 @@ QuotaWatch *quota_watch_free(QuotaWatch *w) {
         htable_done(&w->names);
         htable_done(&w->inodes);
         htable_done(&w->wds);
+        free(w->sparse);
         w->root_fd = safe_close(w->root_fd);
         free(w->evbuf);
         return mfree(w);

@@ -24,13 +24,19 @@
  * created in between is missed. IN_Q_OVERFLOW, or an index found inconsistent with the tree (a
  * race lost too often), cause a full resync of the index, counted in full_scans.
  *
- * The sweep. Some writes produce no inotify event at all: stores through a shared writable
- * mmap() (inotify(7): "does not report file accesses and modifications that may occur because of
- * mmap(2), msync(2), and munmap(2)"), and a file can be ftruncate()d large, mapped, closed and
- * then filled silently. Each tick therefore also re-reads a few directories round-robin
- * (QuotaLimits.sweep_entries names per tick, default 1024: a full pass over 100,000 files every
- * ~10 s), which also repairs anything else the events missed. The gap this leaves is why
- * SECURITY.md §5 asks for a per-file RLIMIT_FSIZE or a project quota on top.
+ * Sparse files are polled. Stores through a shared writable mmap() produce no inotify event
+ * (inotify(7): "does not report file accesses and modifications that may occur because of
+ * mmap(2), msync(2), and munmap(2)"), and a mapping outlives close(). But such stores can only
+ * allocate blocks in holes below EOF: a store past EOF raises SIGBUS, and growing a file is a
+ * write() or truncate, both reported (so are pwritev2(), fallocate() including hole punching,
+ * copy_file_range(), sendfile() and splice(): checked on Linux 6.18). So only regular files with
+ * fewer allocated bytes than their size can grow silently;
+ * the index keeps them in a set and each tick re-stats them (QuotaLimits.sparse_per_tick per
+ * tick, default 1024, round-robin past that). A tree without sparse files costs nothing here.
+ * Files that look sparse because the filesystem compresses them or stores them inline are polled
+ * too. A tree of more sparse files than that is polled round-robin: that gap, and the time
+ * between two ticks, are why SECURITY.md §5 asks for a per-file RLIMIT_FSIZE or a project quota
+ * on top.
  *
  * Degraded mode. Watches are a shared, per-user kernel resource (fs.inotify.max_user_watches,
  * max_user_instances). Past QuotaLimits.max_watches directories, past QuotaLimits.max_index
@@ -47,10 +53,13 @@
  * between an event and its re-stat are handled by re-checking inode identity on every open
  * (O_NOFOLLOW, fstat of the opened fd).
  *
- * Known limits. Files unlinked while still open keep their blocks but have no name: they are
- * not counted (they are freed when the sandbox, their last holder, dies). Writes through mmap()
- * are seen only by the sweep. Between two ticks a writer can add up to (tick period × its write
- * rate) past the limit. Degraded full scans block the caller for their duration.
+ * Known limits. Linux AIO writes (io_submit(), buffered or O_DIRECT) raise no inotify event
+ * (checked on Linux 6.18) and can extend a file silently until it is closed: the sandbox's seccomp
+ * profile should deny io_setup()/io_submit() as it denies io_uring. Files unlinked while still
+ * open keep their blocks but have no name: they are not counted (they are freed when the
+ * sandbox, their last holder, dies). Between two ticks a
+ * writer can add up to (tick period × its write rate) past the limit. Degraded full scans block
+ * the caller for their duration (~2.5 µs per name on a warm ext4; see tests/bench/bench-quota.c).
  *
  * All functions return 0 or a negative errno; nothing is logged (the caller logs once).
  */
@@ -65,8 +74,8 @@
 #define QUOTA_MAX_DEPTH_DEFAULT    256U
 #define QUOTA_MAX_WATCHES_DEFAULT  16384U
 #define QUOTA_MAX_INDEX_DEFAULT    UINT64_C(1000000)
-#define QUOTA_SWEEP_ENTRIES_DEFAULT 1024U
-#define QUOTA_SWEEP_DISABLED       UINT_MAX
+#define QUOTA_SPARSE_PER_TICK_DEFAULT 1024U
+#define QUOTA_SPARSE_POLL_DISABLED UINT_MAX
 
 typedef struct QuotaWatch QuotaWatch;
 
@@ -86,7 +95,7 @@ typedef struct QuotaLimits {
         unsigned max_depth;     /* directory levels below the root; deeper → -E2BIG */
         unsigned max_watches;   /* watched directories; more → degraded */
         uint64_t max_index;     /* indexed names; more → degraded */
-        unsigned sweep_entries; /* names re-stat'ed per tick by the sweep; QUOTA_SWEEP_DISABLED */
+        unsigned sparse_per_tick; /* sparse files re-stat'ed per tick; QUOTA_SPARSE_POLL_DISABLED: none */
 } QuotaLimits;
 
 /*
@@ -118,7 +127,7 @@ int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret
 int quota_watch_fd(const QuotaWatch *w);
 
 /*
- * quota_watch_tick() - drain pending events, re-stat what they name (plus the sweep's share), and
+ * quota_watch_tick() - drain pending events, re-stat what they name (and the sparse files), and
  * return the current usage in @ret_bytes. Never blocks on the inotify fd.
  * Return: 0; -E2BIG while the tree is past max_entries or max_depth; -EACCES while a directory
  * cannot be read or searched; -ENOMEM; other -errno. Any error means the usage is not known:
