@@ -325,7 +325,7 @@ static void test_watch_basic_changes(void **state) {
         assert_int_equal(stats_of(f).watches, 5);
         assert_int_equal(stats_of(f).full_scans, 1);
 
-        /* Nothing happened: same answer, no re-stat beyond the sweep. */
+        /* Nothing happened: same answer. */
         assert_int_equal(check_watch(f), b0);
 
         write_file(P(f, "new"), 50000, false);                          /* create */
@@ -380,8 +380,8 @@ static void test_watch_directory_moves(void **state) {
         }
         write_file(P(f, "a/x"), 10000, false);
         write_file(P(f, "b/y"), 20000, false);
-        /* No sweep: the re-stat count below is then what the rename costs. */
-        assert_int_equal(quota_watch_new_full(f->root_fd, &(QuotaLimits) { .sweep_entries = QUOTA_SWEEP_DISABLED },
+        /* The re-stat count below is what the rename costs. */
+        assert_int_equal(quota_watch_new_full(f->root_fd, &(QuotaLimits) { .sparse_per_tick = QUOTA_SPARSE_POLL_DISABLED },
                                               &f->w), 0);
         check_watch(f);
 
@@ -499,8 +499,8 @@ static void test_watch_appender_is_coalesced(void **state) {
         uint64_t b;
         int fd;
 
-        /* No sweep: count only what the events cost. */
-        assert_int_equal(quota_watch_new_full(f->root_fd, &(QuotaLimits) { .sweep_entries = QUOTA_SWEEP_DISABLED },
+        /* Count only what the events cost. */
+        assert_int_equal(quota_watch_new_full(f->root_fd, &(QuotaLimits) { .sparse_per_tick = QUOTA_SPARSE_POLL_DISABLED },
                                               &f->w), 0);
         fd = open(P(f, "log"), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         assert_true(fd >= 0);
@@ -685,18 +685,19 @@ static void test_watch_entry_and_depth_caps(void **state) {
         assert_null(f->w);
 }
 
-static void test_watch_mmap_writes_need_the_sweep(void **state) {
+static void test_watch_mmap_writes_need_the_sparse_poll(void **state) {
         Fx *f = *state;
         const size_t size = 2 << 20;
         uint64_t b0, b;
+        QuotaStats s0, s1;
         char *m;
         int fd;
 
         for (int pass = 0; pass < 2; pass++) {
-                bool sweep = pass == 1;
+                bool poll = pass == 1;
 
                 assert_int_equal(quota_watch_new_full(f->root_fd, &(QuotaLimits) {
-                                        .sweep_entries = sweep ? 0 : QUOTA_SWEEP_DISABLED }, &f->w), 0);
+                                        .sparse_per_tick = poll ? 0 : QUOTA_SPARSE_POLL_DISABLED }, &f->w), 0);
                 fd = open(P(f, "mapped%d", pass), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
                 assert_true(fd >= 0);
                 assert_int_equal(ftruncate(fd, (off_t) size), 0);
@@ -705,18 +706,31 @@ static void test_watch_mmap_writes_need_the_sweep(void **state) {
                 close(fd);
                 b0 = check_watch(f);
 
-                /* Silent: no write(), no event. */
+                /* Silent: no write(), no event, the mapping outlives the fd. */
                 memset(m, 'y', size);
                 assert_int_equal(msync(m, size, MS_SYNC), 0);
                 assert_int_equal(quota_watch_tick(f->w, &b), 0);
-                print_message("# mmap writes, sweep %s: +%" PRIu64 " bytes seen\n", sweep ? "on" : "off", b - b0);
-                if (sweep)
+                print_message("# mmap writes into a sparse file, poll %s: +%" PRIu64 " bytes seen\n",
+                              poll ? "on" : "off", b - b0);
+                if (poll)
                         check_watch(f);
                 else
-                        assert_true(b - b0 < size / 2);   /* the documented gap */
+                        assert_true(b - b0 < size / 2);   /* the gap the poll closes */
                 assert_int_equal(munmap(m, size), 0);
                 f->w = quota_watch_free(f->w);
         }
+
+        /* Files without holes are not polled: an idle tick re-stats nothing. */
+        for (int i = 0; i < 50; i++)
+                write_file(P(f, "dense%d", i), 10000, false);
+        assert_int_equal(unlink(P(f, "mapped1")), 0);   /* now full: no longer sparse either way */
+        assert_int_equal(quota_watch_new(f->root_fd, &f->w), 0);
+        check_watch(f);
+        quota_watch_stats(f->w, &s0);
+        for (int i = 0; i < 10; i++)
+                check_watch(f);
+        quota_watch_stats(f->w, &s1);
+        assert_int_equal(s1.restats, s0.restats);
 }
 
 static int write_at(int dfd, const char *name, size_t size) {
@@ -960,7 +974,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_watch_cap_degrades, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_index_cap_degrades, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_entry_and_depth_caps, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_watch_mmap_writes_need_the_sweep, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_watch_mmap_writes_need_the_sparse_poll, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_unreadable_directory, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_random_churn, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_watch_concurrent_churn, setup, teardown),

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Run bench-snapshot on a disk-backed directory: DATADIR if given, else the build directory,
+# else /var/tmp (never a tmpfs: page-cache copies would flatter every number).
+# Usage: run-bench-snapshot.sh BUILDDIR [DATADIR [FILES [BIG_MIB]]]
+set -euo pipefail
+build=$(cd "${1:?usage: run-bench-snapshot.sh BUILDDIR [DATADIR [FILES [BIG_MIB]]]}" && pwd)
+files=${3:-10000}
+big_mib=${4:-1024}
+
+fstype() { stat -f -c %T "$1"; }
+avail_mib() { df -Pm "$1" | awk 'NR == 2 { print $4 }'; }
+# The big file exists three times at most (workspace, copy or object, restore), plus slack.
+need_mib=$((big_mib * 3 + 512))
+
+pick=
+for d in ${2:+"$2"} "$build" /var/tmp; do
+        [ -d "$d" ] && [ -w "$d" ] || continue
+        [ "$(fstype "$d")" = tmpfs ] && continue
+        [ "$(avail_mib "$d")" -ge "$need_mib" ] || continue
+        pick=$d
+        break
+done
+if [ -z "$pick" ]; then
+        echo "run-bench-snapshot: no disk-backed directory with ${need_mib} MiB free" >&2
+        exit 1
+fi
+
+echo "# $(fstype "$pick") at $pick, $(avail_mib "$pick") MiB free; $(nproc) CPUs; kernel $(uname -r)"
+exec "$build/tests/bench/bench-snapshot" --dir "$pick" --files "$files" --big-mib "$big_mib"

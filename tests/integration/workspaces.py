@@ -1,0 +1,1213 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Integration test of workspaces and managed runs of sandbox-runnerd: managed shell executions
+(logs by offset, follow, cancel, records across restarts, SIGKILL recovery), workspace
+teardown, the write lease across two daemon processes on one state directory, the workspace
+quota, content-addressed snapshots (revisions, trees, files with Repr-Digest, restore), and the
+workspace file endpoints (upload, download, listing, limits, hostile names, a symlink race).
+
+    /usr/bin/python3 tests/integration/workspaces.py --daemon BUILD/src/sandbox-runnerd
+                                                     [--verbose] [--keep-tmp] [--only SUBSTRING]
+
+Starts the daemon by hand (no systemd: [Execution] AllowUnscoped=yes) on an ephemeral
+127.0.0.1 port with a private temp dir, as tests/integration/execute.py does (as root, the
+daemon runs as an ordinary user).  Prints TAP, exits 1 on any failure.  Bounded: < 120 s;
+traffic only to 127.0.0.1; only processes it started are ended, by pid.
+"""
+
+import argparse
+import errno
+import fcntl
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import execute_lib as L                                                    # noqa: E402
+import workspaces_lib as W                                                 # noqa: E402
+from execute_lib import now, trunc                                         # noqa: E402
+from workspaces_lib import Result                                          # noqa: E402
+
+BUDGET = 110.0
+MiB = 1 << 20
+NOT_WIRED = "No such endpoint."
+
+
+class Ctx:
+    def __init__(self, daemon, budget, verbose, path):
+        self.d = daemon
+        self.c = W.Client(daemon, budget)
+        self.budget = budget
+        self.verbose = verbose
+        self.daemon_path = path
+        self.mark = "wstest-%s" % secrets.token_hex(8)   # in the env of every payload
+        self.fx = {}                                      # fixtures shared between cases
+        self.extra_daemons = []
+        self.seq = 0
+
+    def new_id(self, prefix):
+        self.seq += 1
+        return "%s-%d-%s" % (prefix, self.seq, secrets.token_hex(3))
+
+    def body(self, ws, command, eid=None, marker=None, **kw):
+        b = {"executionId": eid or self.new_id("x"), "workspaceId": ws, "command": command,
+             "env": {"WSTEST_MARK": marker or self.mark}}
+        b.update(kw)
+        return b
+
+
+# --------------------------------------------------------------------------------------------
+# helpers on results
+
+def started_managed(res, ctx, body, client=None):
+    """POST /shell-executions that must answer 202 running; return the id or None."""
+    c = client or ctx.c
+    r, err = c.managed(body)
+    if r is None:
+        res.fail("POST /shell-executions %s: no answer: %s" % (body["executionId"], err))
+        return None
+    j = r.json()
+    if r.status != 202 or not isinstance(j, dict) or j.get("executionId") != body["executionId"]:
+        res.fail("POST /shell-executions %s: expected 202 with the id, got %s" % (body["executionId"], r.brief()))
+        return None
+    if j.get("state") != "running":
+        res.fail("POST /shell-executions %s: state %r, expected 'running'" % (body["executionId"], j.get("state")))
+    return body["executionId"]
+
+
+def run_sync(res, ctx, body, client=None, timeout=20.0):
+    """Synchronous /execute-shell that must answer 200; return the answer JSON or None."""
+    c = client or ctx.c
+    r, err = c.execute(body, timeout=timeout)
+    if r is None:
+        res.fail("/execute-shell %s: no answer: %s" % (body["executionId"], err))
+        return None
+    j = r.json()
+    if r.status != 200 or not isinstance(j, dict):
+        res.fail("/execute-shell %s: expected 200, got %s" % (body["executionId"], r.brief()))
+        return None
+    res.note("%s: %s" % (body["executionId"], trunc(json.dumps(j), 700)))
+    check_snapshot(res, j)
+    return j
+
+
+def check_snapshot(res, j):
+    snap = j.get("snapshot") if isinstance(j, dict) else None
+    if j and j.get("status") in ("exited", "signaled", "timeout", "cancelled", "workspace_quota_exceeded") \
+            and j.get("durationMs", 0) > 0:
+        res.check(isinstance(snap, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", snap or ""),
+                  "answer of %s has no snapshot 'sha256:<64 hex>': %r" % (j.get("executionId"), snap))
+
+
+def expect_exited0(res, j, what):
+    if j is None:
+        return False
+    return res.check(j.get("status") == "exited" and j.get("exitCode") == 0,
+                     "%s: status %r exitCode %r, expected exited 0 (stderr %r)" %
+                     (what, j.get("status"), j.get("exitCode"), trunc(j.get("stderr"), 300)))
+
+
+def not_wired(r):
+    return r is not None and r.status == 404 and r.error_code() == "not_found" and \
+        (r.json() or {}).get("message") == NOT_WIRED
+
+
+def fail_not_wired(res, what, r):
+    res.fail("%s: the endpoint is not wired yet (404 not_found \"%s\"); the lead wires it next" % (what, NOT_WIRED))
+
+
+# --------------------------------------------------------------------------------------------
+# Cases
+
+CASES = []
+
+
+def case(name):
+    def deco(fn):
+        CASES.append((name, fn))
+        return fn
+    return deco
+
+
+# ---- 1. managed runs
+
+@case("1 managed: 202 running; the client closes at once; the run finishes with all its lines")
+def c_managed_basic(ctx, res):
+    cmd = "for i in 1 2 3 4 5; do echo $i; sleep 0.3; done"
+    eid = started_managed(res, ctx, ctx.body("m-basic", cmd, ctx.new_id("mb")))
+    # A second one whose client closes right after sending (without reading the 202).
+    eid2 = ctx.new_id("mb-close")
+    raw = json.dumps(ctx.body("m-basic2", cmd, eid2)).encode()
+    h = [ctx.c.bearer(), ("Content-Type", "application/json")] + ctx.c.signed("POST", "/shell-executions", raw)
+    s = socket.create_connection((L.LOOPBACK, ctx.d.port), timeout=5)
+    s.sendall(L.build_request("POST", "/shell-executions", h, raw))
+    s.close()
+    if not eid:
+        return
+    j, _ = ctx.c.status(eid)
+    res.check(j is not None and j.get("state") == "running" and j.get("kind") == "managed",
+              "GET right after the 202: expected state running, kind managed; got %s" %
+              trunc(json.dumps(j), 300))
+    j, waited = ctx.c.wait_final(eid, 6)
+    res.note("%s final after %.2fs: %s" % (eid, waited, trunc(json.dumps(j), 600)))
+    if j is None or not expect_exited0(res, j, eid):
+        return
+    res.eq("stdout", j.get("stdout"), "1\n2\n3\n4\n5\n")
+    check_snapshot(res, j)
+    ctx.fx["finished"] = {eid: j}
+    j2, _ = ctx.c.wait_final(eid2, 4)
+    if j2 is None:
+        res.fail("the run whose client closed right after sending is unknown (GET 404): the request was "
+                 "dropped, or never started")
+    else:
+        res.check(j2.get("status") == "exited" and j2.get("stdout") == "1\n2\n3\n4\n5\n",
+                  "the run whose client closed right after sending: status %r stdout %r, expected exited "
+                  "with all 5 lines" % (j2.get("status"), j2.get("stdout")))
+        ctx.fx["finished"][eid2] = j2
+
+
+@case("1 managed logs: offset=0 gives bytes + X-Sandbox-Next-Offset; resuming there gives only the rest")
+def c_logs_offset(ctx, res):
+    cmd = "for i in 1 2 3 4 5; do echo line-$i; sleep 0.3; done; echo err >&2"
+    eid = started_managed(res, ctx, ctx.body("m-logs", cmd, ctx.new_id("ml")))
+    if not eid:
+        return
+    first = ctx.c.wait_log(eid, b"line-2", 3)
+    r, err = ctx.c.get("/shell-executions/%s/logs?stream=stdout&offset=0" % eid)
+    if r is None or r.status != 200:
+        res.fail("first logs request: %s" % (err or r.brief()))
+        return
+    part1 = r.body
+    nxt = r.header("x-sandbox-next-offset")
+    res.note("while running: %r next offset %r (first poll saw %r)" % (part1, nxt, first))
+    if not res.check(nxt is not None and nxt.isdigit(), "no numeric X-Sandbox-Next-Offset: %r" % nxt):
+        return
+    res.eq("X-Sandbox-Next-Offset", int(nxt), len(part1))
+    res.check(part1 and not part1.endswith(b"line-5\n"), "the first read already has the whole output: %r" % part1)
+    j, _ = ctx.c.wait_final(eid, 4)
+    if not expect_exited0(res, j, eid):
+        return
+    r, err = ctx.c.get("/shell-executions/%s/logs?stream=stdout&offset=%s" % (eid, nxt))
+    if r is None or r.status != 200:
+        res.fail("resumed logs request: %s" % (err or r.brief()))
+        return
+    full = b"".join(b"line-%d\n" % i for i in range(1, 6))
+    res.eq("bytes from offset %s" % nxt, r.body, full[len(part1):])
+    res.eq("X-Sandbox-Next-Offset at the end", r.header("x-sandbox-next-offset"), str(len(full)))
+    r, err = ctx.c.get("/shell-executions/%s/logs?stream=stdout&offset=%d" % (eid, len(full) + 100))
+    res.check(r is not None and r.status == 200 and r.body == b"" and
+              r.header("x-sandbox-next-offset") == str(len(full)),
+              "offset past the end: expected 200, empty, next offset %d; got %s" %
+              (len(full), r.brief() if r else err))
+    r, err = ctx.c.get("/shell-executions/%s/logs?stream=stderr" % eid)
+    res.check(r is not None and r.status == 200 and r.body == b"err\n",
+              "stderr log: expected 'err\\n', got %s" % (r.brief() if r else err))
+    ctx.fx.setdefault("finished", {})[eid] = j
+
+
+@case("1 managed logs follow=1: bytes arrive while the run goes on, the stream ends with the run")
+def c_logs_follow(ctx, res):
+    cmd = "for i in 1 2 3 4 5; do echo f-$i; sleep 0.3; done"
+    eid = started_managed(res, ctx, ctx.body("m-follow", cmd, ctx.new_id("mf")))
+    if not eid:
+        return
+    t0 = now()
+    status, hd, chunks, took, err = W.stream_get(ctx.d.port, "/shell-executions/%s/logs?stream=stdout&offset=0&follow=1"
+                                                 % eid, [ctx.c.bearer()], ctx.budget.bound(8))
+    body = b"".join(c for _, c in chunks)
+    res.note("HTTP %s headers %s; %d chunks in %.2fs: %s" % (status, hd, len(chunks), took,
+             ["%.2fs %r" % (t - t0, c) for t, c in chunks]))
+    if not res.check(err is None and status == 200, "follow request: status %r, error %r" % (status, err)):
+        return
+    res.eq("followed bytes", body, b"".join(b"f-%d\n" % i for i in range(1, 6)))
+    if chunks:
+        first, last = chunks[0][0] - t0, chunks[-1][0] - t0
+        res.info("follow: first bytes after %.2fs, last after %.2fs, stream closed after %.2fs" % (first, last, took))
+        res.check(first < 0.6, "the first bytes came only after %.2fs (the run prints every 0.3 s)" % first)
+        res.check(took - first >= 0.8, "the bytes did not arrive before the end: first at %.2fs, end at %.2fs"
+                  % (first, took))
+        res.check(len(chunks) >= 3, "only %d chunks: the log was not streamed as written" % len(chunks))
+    j, _ = ctx.c.status(eid)
+    res.check(j is not None and j.get("state") == "exited",
+              "state when the stream ended: %r, expected exited" % (j or {}).get("state"))
+
+
+@case("1 managed cancel: 202 cancelling, ends 'cancelled' promptly, no process left")
+def c_cancel(ctx, res):
+    mark = ctx.mark + "-cancel"
+    eid = started_managed(res, ctx, ctx.body("m-cancel", "echo started; sleep 30; echo %s" % mark, ctx.new_id("mc"),
+                                             marker=mark))
+    if not eid:
+        return
+    if ctx.c.wait_log(eid, b"started", 4) is None:
+        res.fail("the run did not print 'started' within 4 s")
+    res.check(W.marked_pids(mark), "no process with the marker found while the run is active (scan broken?)")
+    t0 = now()
+    r, err = ctx.c.cancel(eid)
+    if r is None:
+        res.fail("cancel: no answer: %s" % err)
+        return
+    res.check(r.status == 202 and (r.json() or {}).get("state") == "cancelling",
+              "cancel: expected 202 state cancelling, got %s" % r.brief())
+    j, waited = ctx.c.wait_final(eid, 5)
+    res.info("cancel: final state %r %.0f ms after the cancel" % ((j or {}).get("state"), (now() - t0) * 1000))
+    res.check(j is not None and j.get("status") == "cancelled", "final status %r, expected cancelled" %
+              (j or {}).get("status"))
+    res.check(now() - t0 < 2.0, "cancel took %.2fs" % (now() - t0))
+    left = W.wait_no_marked(mark, 1.0)
+    res.check(not left, "processes left after the cancel: %s" % [L.describe_pid(p) for p in left])
+    r, err = ctx.c.cancel(eid)
+    res.check(r is not None and r.status == 202 and (r.json() or {}).get("state") == "finished",
+              "second cancel: expected 202 state finished, got %s" % (r.brief() if r else err))
+    ctx.fx.setdefault("finished", {})[eid] = j
+
+
+# ---- 2. teardown
+
+@case("2 teardown: two runs in W + one in V; POST /workspaces/W/teardown stops both of W, V's goes on")
+def c_teardown(ctx, res):
+    mark = ctx.mark + "-td"
+    w, v = "td-w", "td-v"
+    a = started_managed(res, ctx, ctx.body(w, "echo a; sleep 30", ctx.new_id("tdA"), marker=mark))
+    b = started_managed(res, ctx, ctx.body(w, "echo b; sleep 30", ctx.new_id("tdB"), marker=mark))
+    c = started_managed(res, ctx, ctx.body(v, "sleep 1.5; echo v-done", ctx.new_id("tdV")))
+    if not (a and b and c):
+        return
+    ctx.c.wait_log(a, b"a", 3)
+    t0 = now()
+    r, err = ctx.c.try_request("POST", "/workspaces/%s/teardown" % w, b"", timeout=10)
+    if r is None:
+        res.fail("teardown: no answer: %s" % err)
+        return
+    res.info("teardown answered in %.0f ms: %s" % ((now() - t0) * 1000, r.brief(300)))
+    j = r.json()
+    res.check(r.status == 200 and isinstance(j, dict) and sorted(j.get("stopped") or []) == sorted([a, b]),
+              "expected 200 {\"stopped\": [%s, %s]}, got %s" % (a, b, r.brief()))
+    for eid in (a, b):
+        s, _ = ctx.c.status(eid)
+        res.check(s is not None and s.get("status") == "cancelled",
+                  "%s after the teardown: status %r, expected cancelled" % (eid, (s or {}).get("status")))
+    s, _ = ctx.c.status(c)
+    res.check(s is not None and s.get("state") == "running",
+              "V's run right after the teardown: state %r, expected running" % (s or {}).get("state"))
+    left = W.wait_no_marked(mark, 1.0)
+    res.check(not left, "processes of W left: %s" % [L.describe_pid(p) for p in left])
+    s, _ = ctx.c.wait_final(c, 4)
+    res.check(s is not None and s.get("status") == "exited" and s.get("stdout") == "v-done\n",
+              "V's run: status %r stdout %r, expected exited 'v-done'" % ((s or {}).get("status"), (s or {}).get("stdout")))
+    r, err = ctx.c.try_request("POST", "/workspaces/%s/teardown" % w, b"", timeout=5)
+    res.check(r is not None and r.status == 200 and (r.json() or {}).get("stopped") == [],
+              "second teardown: expected 200 {\"stopped\": []}, got %s" % (r.brief() if r else err))
+
+
+# ---- 3. snapshots
+
+@case("3 snapshots: a revision per run (ref workspace/<ws>/<id>, tree = the answer's snapshot)")
+def c_revisions(ctx, res):
+    ws = "snap"
+    ids = []
+    for cmd in ("echo one > one", "echo two > two"):
+        j = run_sync(res, ctx, ctx.body(ws, cmd, ctx.new_id("sr")))
+        if not expect_exited0(res, j, cmd):
+            return
+        ids.append((j["executionId"], j.get("snapshot")))
+    r, err = ctx.c.get("/workspaces/%s/revisions" % ws)
+    if r is None or r.status != 200:
+        res.fail("GET revisions: %s" % (r.brief() if r else err))
+        return
+    revs = (r.json() or {}).get("revisions")
+    res.note("revisions: %s" % trunc(json.dumps(revs), 800))
+    if not res.check(isinstance(revs, list), "no 'revisions' list"):
+        return
+    by_id = {x.get("executionId"): x for x in revs if isinstance(x, dict)}
+    for eid, snap in ids:
+        x = by_id.get(eid)
+        if not res.check(x is not None, "no revision for %s" % eid):
+            continue
+        res.eq("ref of %s" % eid, x.get("ref"), "workspace/%s/%s" % (ws, eid))
+        res.check(isinstance(x.get("createdAt"), int) and isinstance(x.get("bytes"), int),
+                  "revision %s: createdAt/bytes not integers: %r" % (eid, x))
+        if "tree" in x:
+            res.eq("tree of %s" % eid, x.get("tree"), snap)
+    r, err = ctx.c.get("/workspaces/no-such-ws-%s/revisions" % secrets.token_hex(3))
+    res.check(r is not None and r.status == 200 and (r.json() or {}).get("revisions") == [],
+              "revisions of an unknown workspace: expected 200 with [], got %s" % (r.brief() if r else err))
+    r, err = ctx.c.get("/workspaces/.bad/revisions")
+    res.check(r is not None and r.status == 404, "revisions of '.bad': expected 404, got %s" % (r.brief() if r else err))
+
+
+@case("3 snapshots: identical content stored once (no new object for an unchanged tree; 2 same files -> 1 blob)")
+def c_dedup(ctx, res):
+    ws = "dedup"
+    objs = ctx.d.objects_dir()
+    j = run_sync(res, ctx, ctx.body(ws, "echo base > base; mkdir -p d; echo x > d/x"))
+    if not expect_exited0(res, j, "base"):
+        return
+    n0, s0 = W.count_objects(objs)
+    j2 = run_sync(res, ctx, ctx.body(ws, "true"))
+    if not expect_exited0(res, j2, "true"):
+        return
+    n1, s1 = W.count_objects(objs)
+    res.info("objects: %d before the no-op run, %d after" % (n0, n1))
+    res.check(n1 == n0, "a run that changes nothing added objects: %s" % sorted(s1 - s0))
+    res.eq("snapshot of the no-op run", j2.get("snapshot"), j.get("snapshot"))
+    content = ("same-content-%s\n" % secrets.token_hex(16)).encode()
+    j3 = run_sync(res, ctx, ctx.body(ws, "printf '%%s\\n' '%s' > a; cp a b; cp a d/c" % content.decode().strip()))
+    if not expect_exited0(res, j3, "a, b, d/c"):
+        return
+    n2, s2 = W.count_objects(objs)
+    new = sorted(s2 - s1)
+    h = W.sha256_hex(content)
+    blob = "%s/%s" % (h[:2], h[2:])
+    res.info("3 files with one new content: %d new objects (%s)" % (len(new), ", ".join(n[:10] for n in new)))
+    res.check(blob in s2, "no object %s for the content" % blob)
+    try:
+        with open(os.path.join(objs, blob), "rb") as f:
+            res.check(f.read() == content, "object %s does not hold the content" % blob)
+    except OSError as e:
+        res.fail("object %s: %s" % (blob, e))
+    # one blob + the root tree + the tree of d/
+    res.check(len(new) == 3, "expected 3 new objects (1 blob, 2 trees), got %d: %s" % (len(new), new))
+
+
+TREE_CMD = ("mkdir -p dir/sub emptydir 'sp ace' && printf 'alpha\\n' > dir/a.txt && printf beta > dir/sub/b.bin && "
+            "printf '#!/bin/sh\\necho run\\n' > tool.sh && chmod 755 tool.sh && printf 'x\\n' > 'sp ace/f i le' && "
+            ": > empty && cp dir/a.txt dup.txt && ln -s dir/a.txt link-to-file && ln -s dir link-to-dir && "
+            "ln -s /nonexistent/dangling dangling && chmod 600 dir/sub/b.bin")
+LIST_CMD = ("find . -mindepth 1 -printf '%y %m %p -> %l\\n' | LC_ALL=C sort; echo ===; "
+            "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum")
+MUTATE_CMD = ("rm -rf dir/sub emptydir 'sp ace/f i le' dangling && echo changed > dir/a.txt && chmod 644 tool.sh && "
+              "chmod 755 empty && ln -sfn tool.sh link-to-file && mkdir newdir && echo new > newdir/n && "
+              "ln -s newdir link-new")
+
+
+@case("3 revision tree ?dir= lists entries; files/<path> gives the bytes with a matching Repr-Digest")
+def c_tree_files(ctx, res):
+    ws = "restore"
+    j = run_sync(res, ctx, ctx.body(ws, TREE_CMD + " && " + LIST_CMD, ctx.new_id("r1")))
+    if not expect_exited0(res, j, "tree"):
+        return
+    r1 = j["executionId"]
+    ctx.fx["restore"] = (r1, j.get("stdout"), j.get("snapshot"))
+    r, err = ctx.c.get("/workspaces/%s/revisions/%s/tree?dir=" % (ws, r1))
+    if r is None or r.status != 200:
+        res.fail("tree ?dir=: %s" % (r.brief() if r else err))
+        return
+    ent = {e.get("name"): e for e in (r.json() or {}).get("entries", [])}
+    res.note("root entries: %s" % trunc(json.dumps(ent), 1200))
+    want = {"dir": "dir", "emptydir": "dir", "sp ace": "dir", "tool.sh": "file", "empty": "file",
+            "dup.txt": "file", "link-to-file": "symlink", "link-to-dir": "symlink", "dangling": "symlink"}
+    res.eq("root names", sorted(ent), sorted(want))
+    for n, t in want.items():
+        if n in ent:
+            res.eq("type of %s" % n, ent[n].get("type"), t)
+    if "dup.txt" in ent:
+        res.eq("dup.txt size", ent["dup.txt"].get("size"), 6)
+        res.eq("dup.txt sha256", ent["dup.txt"].get("sha256"), W.sha256_hex(b"alpha\n"))
+    if "link-to-file" in ent and "target" in ent["link-to-file"]:
+        res.eq("link-to-file target", ent["link-to-file"].get("target"), "dir/a.txt")
+    r, err = ctx.c.get("/workspaces/%s/revisions/%s/tree?dir=dir/sub" % (ws, r1))
+    sub = (r.json() or {}).get("entries") if r is not None and r.status == 200 else None
+    res.check(isinstance(sub, list) and [e.get("name") for e in sub] == ["b.bin"] and sub[0].get("size") == 4,
+              "tree ?dir=dir/sub: expected one entry b.bin of 4 bytes, got %s" % (r.brief() if r else err))
+    r, err = ctx.c.get("/workspaces/%s/revisions/%s/tree?dir=nope" % (ws, r1))
+    res.check(r is not None and r.status == 404, "tree ?dir=nope: expected 404, got %s" % (r.brief() if r else err))
+    for path, data in (("dir/a.txt", b"alpha\n"), ("dir/sub/b.bin", b"beta"), ("sp%20ace/f%20i%20le", b"x\n"),
+                       ("empty", b"")):
+        r, err = ctx.c.get("/workspaces/%s/revisions/%s/files/%s" % (ws, r1, path))
+        if r is None or r.status != 200:
+            res.fail("GET files/%s: %s" % (path, r.brief() if r else err))
+            continue
+        res.eq("bytes of %s" % path, r.body, data)
+        res.eq("Repr-Digest of %s" % path, r.header("repr-digest"), W.repr_digest_of(r.body))
+    for path, what in (("dir", "a directory"), ("link-to-file", "a symlink"), ("nope", "missing"),
+                       ("link-to-dir/a.txt", "through a symlink")):
+        r, err = ctx.c.get("/workspaces/%s/revisions/%s/files/%s" % (ws, r1, path))
+        res.check(r is not None and r.status == 404, "GET files/%s (%s): expected 404, got %s" %
+                  (path, what, r.brief() if r else err))
+
+
+@case("3 restore {ref}: afterwards the workspace is exactly that revision (files, dirs, symlinks, modes, bytes)")
+def c_restore(ctx, res):
+    ws = "restore"
+    if "restore" not in ctx.fx:
+        res.fail("no revision from the previous case")
+        return
+    r1, listing1, snap1 = ctx.fx["restore"]
+    j = run_sync(res, ctx, ctx.body(ws, MUTATE_CMD + " && " + LIST_CMD))
+    if not expect_exited0(res, j, "mutate"):
+        return
+    res.check(j.get("stdout") != listing1, "the mutation did not change the listing")
+    for ref in (r1, "workspace/%s/%s" % (ws, r1)):
+        t0 = now()
+        r, err = ctx.c.json_req("POST", "/workspaces/%s/restore" % ws, {"ref": ref}, timeout=10)
+        if r is None or r.status != 200:
+            res.fail("restore %s: %s" % (ref, r.brief() if r else err))
+            return
+        res.note("restore %s: %s (%.0f ms)" % (ref, r.brief(300), (now() - t0) * 1000))
+        j = run_sync(res, ctx, ctx.body(ws, LIST_CMD))
+        if not expect_exited0(res, j, "listing"):
+            return
+        if not res.check(j.get("stdout") == listing1, "after restore %s the tree differs" % ref):
+            res.note("revision:\n%s\nafter restore:\n%s" % (listing1, j.get("stdout")))
+        res.eq("snapshot after restore %s (the revision's tree)" % ref, j.get("snapshot"), snap1)
+        if ref == r1:   # mutate again before the second form of the ref
+            j = run_sync(res, ctx, ctx.body(ws, "rm -rf dir && echo y > extra"))
+            expect_exited0(res, j, "second mutation")
+    r, err = ctx.c.json_req("POST", "/workspaces/%s/restore" % ws, {"ref": "no-such-ref"})
+    res.check(r is not None and r.status == 404, "restore of an unknown ref: expected 404, got %s" %
+              (r.brief() if r else err))
+    r, err = ctx.c.json_req("POST", "/workspaces/%s/restore" % ws, {"ref": "workspace/other/%s" % r1})
+    res.check(r is not None and r.status in (400, 404), "restore of another workspace's ref: expected 400/404, got %s" %
+              (r.brief() if r else err))
+
+
+# ---- 4. quota
+
+@case("4 quota: PUT maxWorkspaceBytes 8 MiB shows in GET and /health; a writer is stopped within 200 ms of crossing it")
+def c_quota(ctx, res):
+    ws = "quota"
+    r, err = ctx.c.get("/api/quota-settings")
+    if r is None or r.status != 200:
+        res.fail("GET quota-settings: %s" % (r.brief() if r else err))
+        return
+    ctx.fx["quota_orig"] = orig = r.json()
+    r, err = ctx.c.json_req("PUT", "/api/quota-settings", {"maxWorkspaceBytes": 8 * MiB})
+    res.check(r is not None and r.status == 200 and (r.json() or {}).get("maxWorkspaceBytes") == 8 * MiB,
+              "PUT: %s" % (r.brief() if r else err))
+    r, err = ctx.c.get("/api/quota-settings")
+    res.check(r is not None and (r.json() or {}).get("maxWorkspaceBytes") == 8 * MiB,
+              "GET after PUT: %s" % (r.brief() if r else err))
+    r, err = ctx.c.try_request("GET", "/health", auth=False)
+    res.check(r is not None and ((r.json() or {}).get("runner") or {}).get("maxWorkspaceBytes") == 8 * MiB,
+              "/health runner.maxWorkspaceBytes: %s" % (r.brief() if r else err))
+    # 64 KiB chunks into 1 MiB files (the file size rlimit is the quota), ~20 MB/s.
+    code = ("import os, sys, time\n"
+            "chunk = b'\\xa5' * 65536\n"
+            "n = 0; fd = -1\n"
+            "while n < 64 << 20:\n"
+            "    if n % (1 << 20) == 0:\n"
+            "        if fd >= 0: os.close(fd)\n"
+            "        fd = os.open('f%03d' % (n >> 20), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+            "    os.write(fd, chunk); n += len(chunk)\n"
+            "    sys.stderr.write('%.6f %d\\n' % (time.monotonic(), n)); sys.stderr.flush()\n"
+            "    time.sleep(0.0025)\n"
+            "print('not stopped')\n")
+    t0 = now()
+    body = {"executionId": ctx.new_id("q"), "workspaceId": ws, "argv": ["python3", "-c", code],
+            "env": {"WSTEST_MARK": ctx.mark}, "timeoutMs": 20000}
+    r, err = ctx.c.json_req("POST", "/execute", body, signed=True, timeout=25)
+    if r is None or r.status != 200:
+        res.fail("writer: %s" % (r.brief() if r else err))
+        return
+    j = r.json()
+    res.note("writer answer after %.2fs: %s" % (now() - t0, trunc(json.dumps(j), 800)))
+    res.eq("status", j.get("status"), "workspace_quota_exceeded")
+    used = (j.get("workspaceQuota") or {}).get("usedBytes")
+    res.check(isinstance(used, int) and used > 8 * MiB, "workspaceQuota.usedBytes %r is not > 8 MiB" % used)
+    check_snapshot(res, j)
+    lines = []
+    for ln in (j.get("stderr") or "").splitlines():
+        p = ln.split()
+        if len(p) == 2:
+            try:
+                lines.append((float(p[0]), int(p[1])))
+            except ValueError:
+                pass
+    cross = next((t for t, n in lines if n > 8 * MiB), None)
+    if not res.check(lines and cross is not None, "the writer's stderr has no line past 8 MiB (%d lines, stderrTruncated=%r)"
+                     % (len(lines), j.get("stderrTruncated"))):
+        return
+    rate = (lines[-1][1] - lines[0][1]) / max(1e-6, lines[-1][0] - lines[0][0]) / 1e6
+    lag = (lines[-1][0] - cross) * 1000
+    res.info("quota: writer at %.1f MB/s; last write %.0f ms after crossing 8 MiB (%d bytes written, usedBytes %s)"
+             % (rate, lag, lines[-1][1], used))
+    res.check(lag <= 200, "the writer went on for %.0f ms after crossing the quota (limit 200 ms)" % lag)
+    # The next run is refused before it starts.
+    j = run_sync(res, ctx, ctx.body(ws, "echo started > started.txt; echo started"))
+    if j is not None:
+        res.check(j.get("status") == "workspace_quota_exceeded" and j.get("stdout") == "" and
+                  j.get("durationMs") == 0 and j.get("signal") is None,
+                  "next run: expected workspace_quota_exceeded, not started (durationMs 0, signal null, no output); "
+                  "got status %r durationMs %r stdout %r" % (j.get("status"), j.get("durationMs"), j.get("stdout")))
+        res.check(not os.path.exists(os.path.join(ctx.d.workspace_path(ws), "started.txt")),
+                  "the refused run wrote started.txt")
+    # Remove the files (quota off for that run), quota back on: runs start again.
+    ctx.c.json_req("PUT", "/api/quota-settings", {"maxWorkspaceBytes": 0})
+    j = run_sync(res, ctx, ctx.body(ws, "rm -f f*"))
+    expect_exited0(res, j, "rm -f f*")
+    ctx.c.json_req("PUT", "/api/quota-settings", {"maxWorkspaceBytes": 8 * MiB})
+    j = run_sync(res, ctx, ctx.body(ws, "echo ok"))
+    if expect_exited0(res, j, "after the files were removed"):
+        res.eq("stdout after removal", j.get("stdout"), "ok\n")
+    # Restore the setting.
+    r, err = ctx.c.json_req("PUT", "/api/quota-settings", orig)
+    res.check(r is not None and r.status == 200 and r.json() == orig, "restoring %s: %s" % (orig, r.brief() if r else err))
+
+
+# ---- 5. restarts
+
+def restart(ctx, res, how):
+    """Stop the daemon (how "TERM"; anything else: it is stopped already) and start it again on the
+    same state directory."""
+    if how == "TERM":
+        rc, took = ctx.d.terminate(grace=10)
+        res.note("SIGTERM: exit status %r after %.2fs" % (rc, took))
+        res.check(rc == 0, "exit status after SIGTERM %r, expected 0" % rc)
+    t0 = now()
+    try:
+        ctx.d.start()
+    except (L.DaemonError, OSError) as e:
+        res.fail("restart failed: %s" % e)
+        return False
+    res.note("restarted (pid %d, port %d) in %.2fs" % (ctx.d.pid, ctx.d.port, now() - t0))
+    return True
+
+
+@case("5 SIGTERM + start on the same state dir: finished runs still answer GET (records, logs); quota setting persists")
+def c_restart(ctx, res):
+    r, err = ctx.c.json_req("PUT", "/api/quota-settings", {"maxWorkspaceBytes": 8 * MiB + 4096})
+    if r is None or r.status != 200:
+        res.fail("PUT quota: %s" % (r.brief() if r else err))
+    before = dict(ctx.fx.get("finished") or {})
+    if not res.check(before, "no finished runs from case 1"):
+        return
+    if not restart(ctx, res, "TERM"):
+        return
+    for eid, j in before.items():
+        s, rr = ctx.c.status(eid)
+        if s is None:
+            res.fail("GET %s after the restart: %s" % (eid, rr.brief() if hasattr(rr, "brief") else rr))
+            continue
+        for k in ("status", "exitCode", "stdout", "workspaceId", "kind", "snapshot"):
+            if k in j:
+                res.eq("%s.%s after the restart" % (eid, k), s.get(k), j.get(k))
+    eid = next(iter(before))
+    r, err = ctx.c.get("/shell-executions/%s/logs?stream=stdout" % eid)
+    res.check(r is not None and r.status == 200 and r.body.decode() == before[eid].get("stdout"),
+              "logs of %s after the restart: %s" % (eid, r.brief() if r else err))
+    r, err = ctx.c.get("/api/quota-settings")
+    res.check(r is not None and (r.json() or {}).get("maxWorkspaceBytes") == 8 * MiB + 4096,
+              "quota setting after the restart: %s" % (r.brief() if r else err))
+    r, err = ctx.c.try_request("GET", "/health", auth=False)
+    res.check(r is not None and ((r.json() or {}).get("runner") or {}).get("maxWorkspaceBytes") == 8 * MiB + 4096,
+              "/health after the restart: %s" % (r.brief() if r else err))
+    orig = ctx.fx.get("quota_orig") or {"maxWorkspaceBytes": 10 << 30}
+    r, err = ctx.c.json_req("PUT", "/api/quota-settings", orig)
+    res.check(r is not None and r.status == 200 and r.json() == orig, "restoring %s: %s" % (orig, r.brief() if r else err))
+
+
+@case("5 SIGKILL mid-run: keeper and bwrap die with the daemon; the next start marks the run 'interrupted'")
+def c_sigkill(ctx, res):
+    mark = ctx.mark + "-kill"
+    ws = "killed"
+    eid = started_managed(res, ctx, ctx.body(ws, "echo started; sleep 30; echo %s" % mark, ctx.new_id("k"), marker=mark))
+    if not eid:
+        return
+    if ctx.c.wait_log(eid, b"started", 4) is None:
+        res.fail("the run did not print 'started' within 4 s")
+    snap = W.snapshot_tree(ctx.d.pid)
+    snap.pop(ctx.d.pid, None)
+    res.note("daemon pid %d; its descendants: %s" % (ctx.d.pid, [L.describe_pid(p) for p in snap]))
+    res.check(snap, "the daemon has no child processes during the run")
+    res.check(W.marked_pids(mark), "no marked process during the run")
+    os.kill(ctx.d.pid, signal.SIGKILL)
+    ctx.d.proc.wait(5)
+    t0 = now()
+    deadline = t0 + 2.0
+    alive = W.alive_of(snap) + W.marked_pids(mark)
+    while alive and now() < deadline:
+        time.sleep(0.05)
+        alive = W.alive_of(snap) + W.marked_pids(mark)
+    res.info("SIGKILL: %s" % ("all processes of the run gone after %.0f ms" % ((now() - t0) * 1000) if not alive
+                             else "processes alive 2 s later"))
+    res.check(not alive, "alive 2 s after the daemon's SIGKILL: %s" % [L.describe_pid(p) for p in sorted(set(alive))])
+    if not restart(ctx, res, "dead"):
+        return
+    s, rr = ctx.c.status(eid)
+    res.note("after the restart: %s" % trunc(json.dumps(s), 700))
+    res.check(s is not None and s.get("status") == "interrupted" and s.get("state") == "interrupted",
+              "status after the restart %r, expected interrupted" % (s or {}).get("status"))
+    res.check(s is not None and isinstance(s.get("finishedAt"), int), "no finishedAt in the interrupted record")
+    r, err = ctx.c.get("/shell-executions/%s/logs" % eid)
+    res.check(r is not None and r.status == 200 and r.body == b"started\n",
+              "log of the interrupted run: %s" % (r.brief() if r else err))
+    j = run_sync(res, ctx, ctx.body(ws, "echo again"), timeout=8)
+    expect_exited0(res, j, "a new run in the killed run's workspace (lease free)")
+    left = W.marked_pids(mark)
+    res.check(not left, "marked processes after the restart: %s" % left)
+
+
+# ---- 6. the write lease across processes
+
+def second_daemon(ctx, res):
+    if "d2" in ctx.fx:
+        return ctx.fx["d2"]
+    d2 = W.Daemon(ctx.daemon_path, keep_tmp=ctx.d.keep_tmp, run_as=ctx.d.run_as, share_state_from=ctx.d)
+    ctx.extra_daemons.append(d2)
+    try:
+        d2.start()
+    except (L.DaemonError, OSError) as e:
+        res.fail("second daemon did not start: %s" % e)
+        return None
+    res.note("second daemon pid %d on port %d, same state dir %s" % (d2.pid, d2.port, d2.state))
+    ctx.fx["d2"] = W.Client(d2, ctx.budget)
+    return ctx.fx["d2"]
+
+
+TIMED = "date +%s.%N; sleep 1; date +%s.%N"
+
+
+def two_runs(ctx, res, c2, ws_a, ws_b):
+    """A 'sleep 1' run on daemon A in ws_a and one on B in ws_b started 0.1 s later; return
+    ((start, end) of A, (start, end) of B, B's request end - A's request start) or None."""
+    out = {}
+
+    def go(key, client, ws):
+        t = now()
+        r, err = client.execute(ctx.body(ws, TIMED), timeout=15)
+        out[key] = (t, now(), r, err)
+
+    ta = threading.Thread(target=go, args=("a", ctx.c, ws_a))
+    tb = threading.Thread(target=go, args=("b", c2, ws_b))
+    ta.start()
+    time.sleep(0.1)
+    tb.start()
+    ta.join(20)
+    tb.join(20)
+    iv = {}
+    for k in ("a", "b"):
+        if k not in out:
+            res.fail("run %s did not return" % k)
+            return None
+        t, t_end, r, err = out[k]
+        j = r.json() if r is not None else None
+        if r is None or r.status != 200 or not expect_exited0(res, j, "run %s" % k):
+            res.fail("run %s: %s" % (k, r.brief() if r else err))
+            return None
+        try:
+            a, b = [float(x) for x in j["stdout"].split()]
+        except ValueError:
+            res.fail("run %s: stdout %r" % (k, j.get("stdout")))
+            return None
+        iv[k] = (a, b)
+    return iv["a"], iv["b"], out["b"][1] - out["a"][0]
+
+
+@case("6 lease across processes: 2 daemons, same state dir: 'sleep 1' runs in one workspace are serialised")
+def c_lease_same(ctx, res):
+    c2 = second_daemon(ctx, res)
+    if c2 is None:
+        return
+    x = two_runs(ctx, res, c2, "lease", "lease")
+    if x is None:
+        return
+    a, b, total = x
+    res.info("same workspace: A ran %.3f-%.3f, B ran %.3f-%.3f (B started %.3fs after A ended); B's answer %.2fs after "
+             "A's request" % (0, a[1] - a[0], b[0] - a[0], b[1] - a[0], b[0] - a[1], total))
+    res.check(b[0] >= a[1] or a[0] >= b[1], "the runs overlapped: A %s, B %s" % (a, b))
+    res.check(total >= 1.9, "B answered %.2fs after A's request: not serialised" % total)
+
+
+@case("6 lease across processes: in different workspaces the runs overlap")
+def c_lease_diff(ctx, res):
+    c2 = second_daemon(ctx, res)
+    if c2 is None:
+        return
+    x = two_runs(ctx, res, c2, "lease-a", "lease-b")
+    if x is None:
+        return
+    a, b, total = x
+    res.info("different workspaces: overlap %.2fs; B's answer %.2fs after A's request" %
+             (min(a[1], b[1]) - max(a[0], b[0]), total))
+    res.check(b[0] < a[1] and a[0] < b[1], "the runs did not overlap: A %s, B %s" % (a, b))
+    res.check(total < 1.8, "B answered %.2fs after A's request" % total)
+
+
+def try_flock(path):
+    """None if LOCK_EX|LOCK_NB was granted (and released), else the errno."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    except OSError as e:
+        return e.errno
+    finally:
+        os.close(fd)
+
+
+@case("6 lease is a flock on the workspace dir: a 3rd process gets EWOULDBLOCK while a run holds it; "
+      "status/logs stay prompt; an outside flock holds runs back")
+def c_lease_flock(ctx, res):
+    c2 = second_daemon(ctx, res)
+    ws = "lease-flock"
+    path = ctx.d.workspace_path(ws)
+    eid = started_managed(res, ctx, ctx.body(ws, "echo started; sleep 1.5", ctx.new_id("lf")))
+    if not eid:
+        return
+    if ctx.c.wait_log(eid, b"started", 4) is None:
+        res.fail("the run did not start")
+        return
+    e = try_flock(path)
+    res.check(e == errno.EWOULDBLOCK, "flock(LOCK_EX|LOCK_NB) on %s during the run: %s, expected EWOULDBLOCK" %
+              (path, "granted" if e is None else errno.errorcode.get(e, e)))
+    worst = 0.0
+    for p in ("/shell-executions/%s" % eid, "/shell-executions/%s/logs?stream=stdout" % eid):
+        for cl in (ctx.c, c2) if c2 else (ctx.c,):
+            r, err = cl.get(p, timeout=3)
+            ok = r is not None and (r.status == 200 or (cl is not ctx.c and r.status == 404))
+            res.check(ok, "GET %s on %s during the run: %s" % (p, "A" if cl is ctx.c else "B",
+                                                               r.brief() if r else err))
+            if r is not None:
+                worst = max(worst, r.elapsed)
+    res.info("status/logs while the lease is held: slowest answer %.0f ms" % (worst * 1000))
+    res.check(worst < 0.5, "a status/logs request took %.0f ms while the lease was held" % (worst * 1000))
+    j, _ = ctx.c.wait_final(eid, 4)
+    expect_exited0(res, j, eid)
+    res.check(try_flock(path) is None, "flock still refused after the run ended")
+    # The other way round: our flock holds a run back (on either daemon).
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        cl = c2 or ctx.c
+        eid2 = started_managed(res, ctx, ctx.body(ws, "echo ran > ran.txt; echo ran", ctx.new_id("lf2")), client=cl)
+        time.sleep(0.8)
+        if eid2:
+            s, _ = cl.status(eid2, timeout=2)
+            res.check(s is not None and s.get("state") == "running" and
+                      not os.path.exists(os.path.join(path, "ran.txt")),
+                      "with an outside flock held, the run did not wait: %s" % trunc(json.dumps(s), 300))
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    if eid2:
+        t0 = now()
+        s, _ = cl.wait_final(eid2, 3)
+        res.check(s is not None and s.get("status") == "exited" and s.get("stdout") == "ran\n",
+                  "after our flock was released: %s" % trunc(json.dumps(s), 300))
+        res.info("the held-back run finished %.0f ms after our flock was released" % ((now() - t0) * 1000))
+
+
+# ---- 7. workspace files (endpoints being written)
+
+def files_url(ws, path):
+    return "/workspaces/%s/files/%s" % (ws, path)
+
+
+@case("7 files: PUT raw body -> 201; GET -> bytes + Repr-Digest; a run sees the file")
+def c_files_put(ctx, res):
+    ws = "files"
+    data = b"uploaded \x00\xff bytes " + secrets.token_bytes(64)
+    r, err = ctx.c.try_request("PUT", files_url(ws, "up/a.bin"), data, [("Content-Type", "application/octet-stream")])
+    if r is None:
+        res.fail("PUT: %s" % err)
+        return
+    if not_wired(r):
+        return fail_not_wired(res, "PUT /workspaces/{ws}/files/{path}", r)
+    res.check(r.status == 201, "PUT: expected 201, got %s" % r.brief())
+    r, err = ctx.c.get(files_url(ws, "up/a.bin"))
+    if r is None or r.status != 200:
+        if not_wired(r):
+            return fail_not_wired(res, "GET /workspaces/{ws}/files/{path}", r)
+        res.fail("GET: %s" % (r.brief() if r else err))
+        return
+    res.eq("downloaded bytes", r.body, data)
+    res.eq("Repr-Digest", r.header("repr-digest"), W.repr_digest_of(data))
+    j = run_sync(res, ctx, ctx.body(ws, "sha256sum up/a.bin"))
+    if expect_exited0(res, j, "sha256sum"):
+        res.eq("sha256 in the sandbox", (j.get("stdout") or "").split(" ")[0], W.sha256_hex(data))
+    r, err = ctx.c.get(files_url(ws, "up/missing"))
+    res.check(r is not None and r.status == 404, "GET of a missing file: expected 404, got %s" % (r.brief() if r else err))
+
+
+@case("7 files: POST multipart (filename = path) -> 201 with the list; GET each; ?dir= listing")
+def c_files_multipart(ctx, res):
+    ws = "files"
+    parts = [("m/one.txt", b"one\n"), ("m/deep/two.bin", secrets.token_bytes(300)), ("three", b"")]
+    ctype, body = W.multipart(parts)
+    r, err = ctx.c.try_request("POST", "/workspaces/%s/files" % ws, body, [("Content-Type", ctype)])
+    if r is None:
+        res.fail("POST: %s" % err)
+        return
+    if not_wired(r) or r.status == 405:
+        return fail_not_wired(res, "POST /workspaces/{ws}/files", r) if not_wired(r) else \
+            res.fail("POST multipart: %s" % r.brief())
+    res.check(r.status == 201, "POST multipart: expected 201, got %s" % r.brief())
+    text = r.body.decode("utf-8", "replace")
+    for p, _ in parts:
+        res.check('"%s"' % p in text, "the answer does not list %s: %s" % (p, trunc(text, 400)))
+    for p, data in parts:
+        r, err = ctx.c.get(files_url(ws, p))
+        res.check(r is not None and r.status == 200 and r.body == data and
+                  r.header("repr-digest") == W.repr_digest_of(data),
+                  "GET %s: %s" % (p, r.brief(120) if r else err))
+    r, err = ctx.c.get("/workspaces/%s/files?dir=m" % ws)
+    if r is None or r.status != 200:
+        res.fail("GET ?dir=m: %s" % (r.brief() if r else err))
+        return
+    ent = {e.get("name"): e for e in (r.json() or {}).get("entries", [])}
+    res.eq("names in m", sorted(ent), ["deep", "one.txt"])
+    if "one.txt" in ent:
+        res.check(ent["one.txt"].get("type") == "file" and ent["one.txt"].get("size") == 4 and
+                  ent["one.txt"].get("sha256") in (None, W.sha256_hex(b"one\n")),
+                  "entry one.txt: %r" % ent["one.txt"])
+    if "deep" in ent:
+        res.eq("type of deep", ent["deep"].get("type"), "dir")
+    r, err = ctx.c.get("/workspaces/%s/files?dir=" % ws)
+    names = sorted(e.get("name") for e in ((r.json() or {}).get("entries", []) if r is not None else []))
+    res.check(r is not None and r.status == 200 and {"m", "three", "up"} <= set(names),
+              "GET ?dir= (root): %s" % (r.brief() if r else err))
+
+
+def leftovers(ws_path, before):
+    now_ = W.tree_files(ws_path)
+    return sorted(set(now_) - set(before))
+
+
+@case("7 files: over maxUploadFileBytes / maxUploadRequestBytes -> 413 payload_too_large, nothing left behind")
+def c_files_limits(ctx, res):
+    ws = "files-lim"
+    r, err = ctx.c.get("/api/quota-settings")
+    orig = r.json() if r is not None and r.status == 200 else None
+    if not res.check(orig, "GET quota-settings: %s" % (r.brief() if r else err)):
+        return
+    r, err = ctx.c.json_req("PUT", "/api/quota-settings", {"maxUploadFileBytes": 1024, "maxUploadRequestBytes": 4096})
+    if not res.check(r is not None and r.status == 200, "PUT upload limits: %s" % (r.brief() if r else err)):
+        return
+    try:
+        run_sync(res, ctx, ctx.body(ws, "true"))      # the workspace exists
+        base = W.tree_files(ctx.d.workspace_path(ws))
+        cases = []
+        r, err = ctx.c.try_request("PUT", files_url(ws, "big.bin"), b"b" * 2048,
+                                   [("Content-Type", "application/octet-stream")])
+        cases.append(("PUT of 2048 bytes (file limit 1024)", r, err, ["big.bin"]))
+        r, err = ctx.c.try_request("PUT", files_url(ws, "ok.bin"), b"o" * 1000,
+                                   [("Content-Type", "application/octet-stream")])
+        if r is not None and r.status == 201:
+            os.unlink(os.path.join(ctx.d.workspace_path(ws), "ok.bin"))
+            base = W.tree_files(ctx.d.workspace_path(ws))
+        elif not not_wired(r):
+            res.fail("PUT of 1000 bytes (under the limit): expected 201, got %s" % (r.brief() if r else err))
+        parts = [("p%d.bin" % i, b"p" * 1000) for i in range(5)]
+        ctype, body = W.multipart(parts)
+        r, err = ctx.c.try_request("POST", "/workspaces/%s/files" % ws, body, [("Content-Type", ctype)])
+        cases.append(("multipart of 5 x 1000 bytes (request limit 4096)", r, err, [p for p, _ in parts]))
+        ctype, body = W.multipart([("small.txt", b"s"), ("huge.bin", b"h" * 2000)])
+        r, err = ctx.c.try_request("POST", "/workspaces/%s/files" % ws, body, [("Content-Type", ctype)])
+        cases.append(("multipart with one part of 2000 bytes (file limit 1024)", r, err, ["small.txt", "huge.bin"]))
+        for what, r, err, paths in cases:
+            if r is None:
+                res.fail("%s: no answer: %s" % (what, err))
+                continue
+            if not_wired(r):
+                fail_not_wired(res, what, r)
+                continue
+            res.check(r.status == 413 and r.error_code() == "payload_too_large",
+                      "%s: expected 413 payload_too_large, got %s" % (what, r.brief()))
+            for p in paths:
+                res.check(not os.path.lexists(os.path.join(ctx.d.workspace_path(ws), p)),
+                          "%s: %s was written" % (what, p))
+        left = leftovers(ctx.d.workspace_path(ws), base)
+        res.check(not left, "left behind in the workspace: %s" % left)
+    finally:
+        r, err = ctx.c.json_req("PUT", "/api/quota-settings", orig)
+        res.check(r is not None and r.status == 200 and r.json() == orig, "restoring %s: %s" %
+                  (orig, r.brief() if r else err))
+
+
+HOSTILE = [
+    ("../x", "parent"), ("/abs", "absolute (empty first component)"), ("a/../../x", "a/../../x"),
+    ("%2e%2e/x", "%2e%2e/x (decodes to ../x)"), ("%2e%2e%2fx", "%2e%2e%2fx"), ("x%00y", "NUL"),
+    ("%c0%ae%c0%ae/x", "overlong UTF-8 '..'"), ("..%c0%afx", "overlong UTF-8 '/'"),
+    ("a" * 256, "256-byte component"), (".", "."), ("./x", "./x"), ("a//b", "empty component"),
+    ("esc/pwned", "through a symlink to a host dir"), ("esc2", "a symlink to a host file"),
+]
+
+
+@case("7 files: hostile names (../x, /abs, a/../../x, %2e%2e/x, NUL, overlong UTF-8, 256-byte name, '.', "
+      "symlinks) -> 400/404 (403 for a symlink), nothing written outside")
+def c_files_hostile(ctx, res):
+    ws = "files-hostile"
+    host_dir = os.path.join(ctx.d.tmp, "host-dir")
+    os.makedirs(host_dir, exist_ok=True)
+    os.chmod(host_dir, 0o777)           # writable by the daemon's user: only its checks stop it
+    host_file = os.path.join(host_dir, "host-file")
+    with open(host_file, "w") as f:
+        f.write("HOST-FILE-SENTINEL\n")
+    os.chmod(host_file, 0o666)
+    j = run_sync(res, ctx, ctx.body(ws, "mkdir -p a && ln -sfn %s esc && ln -sfn %s esc2" % (host_dir, host_file)))
+    expect_exited0(res, j, "plant symlinks")
+    before_host = W.tree_files(ctx.d.tmp)
+    tokens = {}
+    wired = True
+    for path, what in HOSTILE:
+        tok = ("HOSTILE-%s-" % secrets.token_hex(6)).encode()
+        tokens[tok] = what
+        r, err = ctx.c.try_request("PUT", files_url(ws, path), tok, [("Content-Type", "application/octet-stream")])
+        if r is None:
+            res.check("closed" in (err or "") or "reset" in (err or "").lower(),
+                      "PUT %s (%s): no answer: %s" % (path[:40], what, err))
+            continue
+        if not_wired(r):
+            wired = False
+            continue
+        allowed = (400, 403, 404) if path.startswith("esc") else (400, 404)
+        res.check(r.status in allowed, "PUT %s (%s): expected %s, got %s" % (path[:40], what, allowed, r.brief(200)))
+        r, err = ctx.c.get(files_url(ws, path))
+        if r is not None:
+            res.check(r.status in allowed and b"SENTINEL" not in r.body,
+                      "GET %s (%s): expected %s, got %s" % (path[:40], what, allowed, r.brief(200)))
+    if not wired:
+        fail_not_wired(res, "PUT/GET /workspaces/{ws}/files/{path} (hostile names)", r)
+    # Nothing written outside the workspace: no new file in the daemon's temp dir (state
+    # included) but in this workspace and the stores, and no token anywhere else.
+    ws_rel = os.path.relpath(ctx.d.workspace_path(ws), ctx.d.tmp)
+    new = [p for p in set(W.tree_files(ctx.d.tmp)) - set(before_host)
+           if not p.startswith(ws_rel) and not p.startswith(os.path.join("state", "cas")) and
+           not p.startswith(os.path.join("state", "records")) and not p.endswith("daemon.log")]
+    res.check(not new, "new files outside the workspace: %s" % new[:10])
+    for p in ("/abs", "/x", os.path.join(ctx.d.state, "workspaces", "x"), os.path.join(ctx.d.state, "x"),
+              os.path.join(host_dir, "pwned")):
+        res.check(not os.path.lexists(p), "%s exists" % p)
+    with open(host_file) as f:
+        res.eq("host file", f.read(), "HOST-FILE-SENTINEL\n")
+    for dp, dns, fns in os.walk(ctx.d.tmp):
+        if os.path.join(ctx.d.tmp, ws_rel) in dp or "cas" in dp:
+            continue
+        for n in fns:
+            if n == "daemon.log":
+                continue
+            try:
+                with open(os.path.join(dp, n), "rb") as f:
+                    data = f.read(1 << 20)
+            except OSError:
+                continue
+            for tok, what in tokens.items():
+                res.check(tok not in data, "the body of PUT %s ended up in %s" % (what, os.path.join(dp, n)))
+
+
+@case("7 revision files: hostile names -> 400/404, never 200")
+def c_revision_hostile(ctx, res):
+    ws = "restore"
+    r1 = (ctx.fx.get("restore") or (None,))[0]
+    if not res.check(r1, "no revision from case 3"):
+        return
+    for path, what in HOSTILE[:12] + [("link-to-dir/a.txt", "through a symlink in the tree"),
+                                     ("%2e%2e/%2e%2e/%2e%2e/etc/passwd", "encoded ../../../etc/passwd")]:
+        r, err = ctx.c.get("/workspaces/%s/revisions/%s/files/%s" % (ws, r1, path))
+        res.check(r is not None and r.status in (400, 404),
+                  "GET revisions/%s/files/%s (%s): expected 400/404, got %s" % (r1, path[:40], what,
+                                                                                r.brief(200) if r else err))
+
+
+RACER = r"""
+import ctypes, os, sys
+CONTENT = sys.argv[1]
+targets = sys.argv[2:]
+libc = ctypes.CDLL(None, use_errno=True)
+def exchange(a, b):
+    return libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0
+os.makedirs("w", exist_ok=True)
+def put_file():
+    with open("w/.t", "w") as f:
+        f.write(CONTENT)
+    os.rename("w/.t", "w/target")
+put_file()
+print("racing", flush=True)
+n = 0
+while True:
+    n += 1
+    try:
+        for dest in targets:
+            try:
+                os.unlink("w/.l")
+            except FileNotFoundError:
+                pass
+            os.symlink(dest, "w/.l")
+            os.rename("w/.l", "w/target")
+            put_file()
+        # the directory w itself: exchanged with a symlink to a host directory and back
+        try:
+            os.unlink("wl")
+        except FileNotFoundError:
+            pass
+        os.symlink(os.path.dirname(targets[-1]), "wl")
+        if exchange("w", "wl"):
+            exchange("w", "wl")
+    except OSError as e:
+        print("racer error", e, file=sys.stderr, flush=True)
+"""
+
+
+@case("7 files: symlink race: w/target swapped file <-> symlink (/etc/shadow, a host file, a host dir) "
+      "during 500 downloads: only the file's content or an error")
+def c_files_race(ctx, res):
+    ws = "race"
+    host_dir = os.path.join(ctx.d.tmp, "race-host")
+    os.makedirs(host_dir, exist_ok=True)
+    host_file = os.path.join(host_dir, "target")
+    with open(host_file, "w") as f:
+        f.write("RACE-HOST-SENTINEL\n")
+    os.chmod(host_file, 0o644)
+    forbidden = [b"RACE-HOST-SENTINEL"]
+    for p in ("/etc/shadow", "/etc/passwd"):
+        try:
+            with open(p, "rb") as f:
+                forbidden.append(f.read()[:64])
+        except OSError:
+            pass
+    content = "the file's content %s\n" % secrets.token_hex(8)
+    eid = ctx.new_id("race")
+    body = {"executionId": eid, "workspaceId": ws, "argv": ["python3", "-c", RACER, content,
+                                                             "/etc/shadow", "/etc/passwd", host_file],
+            "env": {"WSTEST_MARK": ctx.mark}, "timeoutMs": 30000}
+    r, err = ctx.c.json_req("POST", "/shell-executions", body, signed=True)
+    if r is None or r.status != 202:
+        res.fail("racer: %s" % (r.brief() if r else err))
+        return
+    try:
+        if ctx.c.wait_log(eid, b"racing", 5) is None:
+            res.fail("the racer did not start")
+            return
+        # The race is real: the host sees both shapes of w/target.
+        shapes = set()
+        tp = os.path.join(ctx.d.workspace_path(ws), "w", "target")
+        for _ in range(2000):
+            try:
+                shapes.add("symlink" if os.path.islink(tp) else "file")
+            except OSError:
+                pass
+        res.note("shapes of w/target seen from the host: %s" % sorted(shapes))
+        counts = {}
+        bad = []
+        t0 = now()
+        for i in range(500):
+            if ctx.budget.left() < 5:
+                res.fail("stopped after %d downloads: time budget" % i)
+                break
+            r, err = ctx.c.get(files_url(ws, "w/target"), timeout=3)
+            if r is None:
+                counts["no answer"] = counts.get("no answer", 0) + 1
+                if i == 0:
+                    res.fail("the first download got no answer (%s): does a download wait for the lease?" % err)
+                    break
+                continue
+            if not_wired(r):
+                fail_not_wired(res, "GET /workspaces/{ws}/files/{path}", r)
+                break
+            key = "200 file" if r.status == 200 and r.body == content.encode() else "%d" % r.status
+            if r.status == 200 and r.body != content.encode():
+                key = "200 OTHER"
+                bad.append(r.body[:80])
+            counts[key] = counts.get(key, 0) + 1
+            if r.status == 200 and any(f and f in r.body for f in forbidden):
+                bad.append(b"FORBIDDEN: " + r.body[:80])
+        res.info("race: %s in %.1fs" % (counts, now() - t0))
+        res.check(not bad, "answers that are not the file's content: %s" % bad[:5])
+        if counts and "200 file" not in counts:
+            res.note("no download caught the file itself")
+    finally:
+        ctx.c.cancel(eid)
+        ctx.c.wait_final(eid, 3)
+
+
+# --------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--keep-tmp", action="store_true")
+    ap.add_argument("--run-as", default="auto", help="as in execute.py")
+    ap.add_argument("--only", help="run only cases whose name contains this")
+    args = ap.parse_args()
+
+    budget = L.Budget(BUDGET)
+    cases = [(n, f) for n, f in CASES if not args.only or args.only in n]
+    out = sys.stdout
+    tap = W.Tap(out)
+    out.write("1..%d\n" % len(cases))
+    out.flush()
+    run_as = W.resolve_run_as(args.run_as)
+    d = W.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
+    out.write("# daemon runs as uid %s\n" % (run_as[0] if run_as else os.geteuid()))
+    try:
+        h = d.start()
+    except (L.DaemonError, OSError) as e:
+        for name, _ in cases:
+            r = Result(name)
+            r.fail("daemon did not start: %s" % e)
+            tap.emit(r)
+        d.cleanup()
+        return 1
+    out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (d.pid, d.port, d.tmp,
+                                                                         trunc(h.body.decode("utf-8", "replace"), 500)))
+    out.flush()
+    ctx = Ctx(d, budget, args.verbose, args.daemon)
+
+    def watchdog():
+        if not budget.expired.wait(max(0.0, budget.left())):
+            budget.expired.set()
+            out.write("# time budget of %.0fs exhausted: killing the daemons\n" % BUDGET)
+            out.flush()
+            d.kill()
+            for x in ctx.extra_daemons:
+                x.kill()
+    threading.Thread(target=watchdog, daemon=True).start()
+
+    try:
+        for name, fn in cases:
+            res = Result(name)
+            t0 = now()
+            if budget.expired.is_set() or budget.left() <= 0:
+                res.fail("not run: the time budget is exhausted")
+            elif not d.alive():
+                res.fail("the daemon is not running (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(1500)))
+            else:
+                try:
+                    fn(ctx, res)
+                except Exception:                              # noqa: BLE001
+                    res.fail("test error:\n" + traceback.format_exc())
+                if not d.alive():
+                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
+            res.info("(%.2fs)" % (now() - t0))
+            tap.emit(res, verbose=args.verbose)
+    finally:
+        if not budget.expired.is_set():
+            budget.expired.set()
+        for x in ctx.extra_daemons:
+            x.terminate(grace=5)
+        rc, took = d.terminate(grace=10)
+        out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
+        for pid in W.marked_pids(ctx.mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                out.write("# killed leftover payload process %d\n" % pid)
+            except OSError:
+                pass
+        if tap.failed:
+            out.write("# daemon log tail:\n")
+            for ln in d.log_tail(3000).splitlines():
+                out.write("#   %s\n" % ln)
+        for x in ctx.extra_daemons:
+            x.cleanup()
+        d.cleanup()
+        if args.keep_tmp:
+            out.write("# kept %s\n" % d.tmp)
+    out.write("# %d/%d passed in %.1fs\n" % (len(cases) - len(tap.failed), len(cases), budget.elapsed()))
+    if tap.failed:
+        out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in tap.failed))
+    out.flush()
+    return 1 if tap.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
