@@ -184,7 +184,7 @@ uint64_t http_files_put_begin(Manager *m, HttpRequest *req, const char **params,
         _cleanup_free_ char *path = NULL;
         Upload *u;
         uint64_t cl;
-        int r;
+        int r = 0;
 
         u = upload_new(m, req, params, lens);
         if (!u) {
@@ -558,7 +558,7 @@ static int on_removal_lease(sd_event_source *s, uint64_t usec, void *userdata) {
 void http_files_delete(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
         Removal *x;
         char ws[129];
-        int r;
+        int r = 0;
 
         if (ws_from_params(params, lens, ws) < 0)
                 return http_reply_error(req, 404, "not_found", "No such workspace.");

@@ -994,8 +994,9 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
         }
 
         if (fd < 0) {
-                /* EACCES: count the directory's own blocks, flag its content as unknown. */
-                if (old && old->dir && old->dir->wd < 0 && inode_is(old->inode, &st)) {
+                /* EACCES: count the directory's own blocks, flag its content as unknown (what is
+                 * indexed below it stays, for when it becomes readable again). */
+                if (old && old->dir && inode_is(old->inode, &st)) {
                         old->gen = gen;
                         dir_set_unreadable(w, old->dir, true);
                         return node_set_inode(w, old, &st);

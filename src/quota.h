@@ -27,16 +27,15 @@
  * Sparse files are polled. Stores through a shared writable mmap() produce no inotify event
  * (inotify(7): "does not report file accesses and modifications that may occur because of
  * mmap(2), msync(2), and munmap(2)"), and a mapping outlives close(). But such stores can only
- * allocate blocks in holes below EOF: a store past EOF raises SIGBUS, and growing a file is a
- * write() or truncate, both reported (so are pwritev2(), fallocate() including hole punching,
+ * allocate blocks in holes below EOF: a store past EOF raises SIGBUS, and growing a file takes a
+ * write() or a truncate, both reported (so are pwritev2(), fallocate() including hole punching,
  * copy_file_range(), sendfile() and splice(): checked on Linux 6.18). So only regular files with
- * fewer allocated bytes than their size can grow silently;
- * the index keeps them in a set and each tick re-stats them (QuotaLimits.sparse_per_tick per
- * tick, default 1024, round-robin past that). A tree without sparse files costs nothing here.
- * Files that look sparse because the filesystem compresses them or stores them inline are polled
- * too. A tree of more sparse files than that is polled round-robin: that gap, and the time
- * between two ticks, are why SECURITY.md §5 asks for a per-file RLIMIT_FSIZE or a project quota
- * on top.
+ * fewer allocated bytes than their size can grow silently. The index keeps them in a set and
+ * re-stats them every tick (QuotaLimits.sparse_per_tick of them, default 1024, round-robin past
+ * that); a tree without sparse files costs nothing here. Files that only look sparse because the
+ * filesystem compresses them or stores them inline are polled too. Past 1024 sparse files, and
+ * between two ticks, a writer can get ahead of the check: that is why SECURITY.md §5 asks for a
+ * per-file RLIMIT_FSIZE or a project quota on top.
  *
  * Degraded mode. Watches are a shared, per-user kernel resource (fs.inotify.max_user_watches,
  * max_user_instances). Past QuotaLimits.max_watches directories, past QuotaLimits.max_index
@@ -54,12 +53,12 @@
  * (O_NOFOLLOW, fstat of the opened fd).
  *
  * Known limits. Linux AIO writes (io_submit(), buffered or O_DIRECT) raise no inotify event
- * (checked on Linux 6.18) and can extend a file silently until it is closed: the sandbox's seccomp
- * profile should deny io_setup()/io_submit() as it denies io_uring. Files unlinked while still
- * open keep their blocks but have no name: they are not counted (they are freed when the
- * sandbox, their last holder, dies). Between two ticks a
- * writer can add up to (tick period × its write rate) past the limit. Degraded full scans block
- * the caller for their duration (~2.5 µs per name on a warm ext4; see tests/bench/bench-quota.c).
+ * (checked on Linux 6.18) and can extend a file silently while it stays open: the sandbox's
+ * seccomp profile should deny io_setup()/io_submit() as it denies io_uring. Files unlinked while
+ * still open keep their blocks but have no name: they are not counted (they are freed when the
+ * sandbox, their last holder, dies). Between two ticks a writer can add up to (tick period × its
+ * write rate) past the limit. Degraded full scans block the caller for their duration (~3-6 µs
+ * per name on a warm ext4, see tests/bench/bench-quota.c).
  *
  * All functions return 0 or a negative errno; nothing is logged (the caller logs once).
  */

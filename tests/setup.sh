@@ -44,7 +44,7 @@ setup_build() {
         else
                 meson setup "$dir" "$@" >/dev/null
         fi
-        ninja -C "$dir" >/dev/null
+        ninja -C "$dir" >"$dir/ninja-output.log" 2>&1 || { tail -40 "$dir/ninja-output.log"; echo "setup.sh: build in $dir failed" >&2; return 1; }
 }
 
 state=/var/lib/sandbox-runner
@@ -141,7 +141,7 @@ cmd_test() {
         if [ ! -f build-clang/build.ninja ]; then
                 CC=clang meson setup build-clang -Dtests=enabled -Dwerror=true >/dev/null
         fi
-        ninja -C build-clang >/dev/null
+        ninja -C build-clang >build-clang/ninja-output.log 2>&1 || { tail -40 build-clang/ninja-output.log; return 1; }
         meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit || rc=1
         logs+=(build-clang/meson-logs/testlog.json)
 

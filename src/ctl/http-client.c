@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Sends one HTTP request to the daemon with libcurl and collects the answer into memory. */
+/* Sends one HTTP request to the daemon with libcurl and collects the answer into memory, or streams
+ * bodies in both directions through callbacks. */
 
 #include <errno.h>
 #include <stdbool.h>
@@ -29,7 +30,31 @@ typedef struct Buffer {
         bool too_big;
 } Buffer;
 
+/* One transfer: where the answer goes, the callbacks' first error, the header lines. */
+typedef struct Transfer {
+        CURL *curl;
+        const HttpRequest *req;
+        Buffer b;
+        int cb_error;                   /* first error of a body callback */
+        bool streaming;                 /* 2xx answer: the body goes to req->write_body */
+        bool status_known;
+        char **headers;
+        size_t n_headers;
+} Transfer;
+
+typedef struct MimePart {
+        Transfer *t;
+        const HttpMimePart *p;
+} MimePart;
+
 SR_DEFINE_FREE_FUNC(CURL *, curl_easy_cleanup);
+SR_DEFINE_FREE_FUNC(curl_mime *, curl_mime_free);
+
+static void strv_free_n(char **l, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(l[i]);
+        free(l);
+}
 
 /* Header lists may carry the token: overwrite every line before libcurl frees them. */
 static void curl_slist_erase_and_freep(struct curl_slist **l) {
@@ -125,13 +150,55 @@ void http_response_done(HttpResponse *r) {
 
         free(r->body);
         free(r->content_type);
+        strv_free_n(r->headers, r->n_headers);
         *r = (HttpResponse) {};
 }
 
-static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
-        Buffer *b = userdata;
-        size_t n = size * nmemb;
+const char *http_response_header(const HttpResponse *r, const char *name) {
+        size_t l = strlen(name);
 
+        for (size_t i = 0; i < r->n_headers; i++) {
+                const char *h = r->headers[i];
+
+                if (strncasecmp(h, name, l) == 0 && h[l] == ':') {
+                        h += l + 1;
+                        return h + strspn(h, " \t");
+                }
+        }
+        return NULL;
+}
+
+static size_t header_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
+        Transfer *t = userdata;
+        size_t n = size * nmemb, l = n;
+        char **a, *line;
+
+        /* A status line starts the headers of another answer (after "100 Continue", ...). */
+        if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
+                strv_free_n(t->headers, t->n_headers);
+                t->headers = NULL;
+                t->n_headers = 0;
+                return n;
+        }
+        while (l > 0 && (ptr[l - 1] == '\n' || ptr[l - 1] == '\r' || ptr[l - 1] == ' ' || ptr[l - 1] == '\t'))
+                l--;
+        if (l == 0 || !memchr(ptr, ':', l) || t->n_headers >= HTTP_RESPONSE_HEADERS_MAX)
+                return n;       /* the blank line at the end, a folded line, or too many */
+
+        line = strndup(ptr, l);
+        if (!line)
+                return 0;
+        a = reallocarray(t->headers, t->n_headers + 1, sizeof(char *));
+        if (!a) {
+                free(line);
+                return 0;
+        }
+        t->headers = a;
+        t->headers[t->n_headers++] = line;
+        return n;
+}
+
+static size_t buffer_append(Buffer *b, const char *ptr, size_t n) {
         if (n > b->max - b->size) {
                 b->too_big = true;
                 return 0;       /* makes libcurl fail with CURLE_WRITE_ERROR */
@@ -153,6 +220,83 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
         b->size += n;
         b->data[b->size] = '\0';
         return n;
+}
+
+static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
+        Transfer *t = userdata;
+        size_t n = size * nmemb;
+        int r;
+
+        if (!t->status_known) {
+                long status = 0;
+
+                /* Only the final answer's body reaches this callback: its status is known. */
+                (void) curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+                t->streaming = t->req->write_body && status >= 200 && status < 300;
+                t->status_known = true;
+        }
+        if (!t->streaming)
+                return buffer_append(&t->b, ptr, n);
+        if (n == 0)
+                return 0;
+
+        r = t->req->write_body(ptr, n, t->req->write_userdata);
+        if (r < 0) {
+                if (t->cb_error == 0)
+                        t->cb_error = r;
+                return 0;       /* CURLE_WRITE_ERROR */
+        }
+        return n;
+}
+
+static size_t read_into(Transfer *t, HttpBodyReader read, void *userdata, char *buf, size_t n) {
+        ssize_t k;
+
+        k = read(buf, n, userdata);
+        if (k < 0) {
+                if (t->cb_error == 0)
+                        t->cb_error = (int) k;
+                return CURL_READFUNC_ABORT;
+        }
+        return (size_t) MIN((size_t) k, n);
+}
+
+static int seek_with(Transfer *t, HttpBodyRewinder rewind, void *userdata, curl_off_t offset, int origin) {
+        int r;
+
+        if (offset != 0 || origin != SEEK_SET || !rewind)
+                return CURL_SEEKFUNC_CANTSEEK;
+        r = rewind(userdata);
+        if (r < 0) {
+                if (t->cb_error == 0)
+                        t->cb_error = r;
+                return CURL_SEEKFUNC_FAIL;
+        }
+        return CURL_SEEKFUNC_OK;
+}
+
+static size_t read_cb(char *buf, size_t size, size_t nitems, void *userdata) {
+        Transfer *t = userdata;
+
+        return read_into(t, t->req->read_body, t->req->read_userdata, buf, size * nitems);
+}
+
+static int seek_cb(void *userdata, curl_off_t offset, int origin) {
+        Transfer *t = userdata;
+
+        return seek_with(t, t->req->rewind_body, t->req->read_userdata, offset, origin);
+}
+
+static size_t mime_read_cb(char *buf, size_t size, size_t nitems, void *userdata) {
+        MimePart *m = userdata;
+
+        return read_into(m->t, m->p->read, m->p->userdata, buf, size * nitems);
+}
+
+static int mime_seek_cb(void *userdata, curl_off_t offset, int origin) {
+        MimePart *m = userdata;
+
+        return seek_with(m->t, m->p->rewind, m->p->userdata, offset, origin);
 }
 
 static int curl_code_to_errno(CURLcode code, const Buffer *b) {
@@ -203,14 +347,50 @@ static int append_header(struct curl_slist **l, const char *line) {
         return 0;
 }
 
+static int setup_mime(CURL *curl, Transfer *t, MimePart *wrappers, curl_mime **ret) {
+        _cleanup_(curl_mime_freep) curl_mime *mime = NULL;
+        const HttpRequest *req = t->req;
+
+        mime = curl_mime_init(curl);
+        if (!mime)
+                return -ENOMEM;
+        for (size_t i = 0; i < req->n_parts; i++) {
+                const HttpMimePart *p = &req->parts[i];
+                curl_mimepart *part;
+                CURLcode code;
+
+                if (!p->read || isempty(p->name))
+                        return -EINVAL;
+                wrappers[i] = (MimePart) { .t = t, .p = p };
+                part = curl_mime_addpart(mime);
+                if (!part)
+                        return -ENOMEM;
+                code = curl_mime_name(part, p->name);
+                if (code == CURLE_OK && p->filename)
+                        code = curl_mime_filename(part, p->filename);
+                if (code == CURLE_OK)
+                        code = curl_mime_type(part, p->content_type ?: "application/octet-stream");
+                if (code == CURLE_OK)
+                        code = curl_mime_data_cb(part, p->size >= 0 ? (curl_off_t) p->size : (curl_off_t) -1,
+                                                 mime_read_cb, mime_seek_cb, NULL, &wrappers[i]);
+                if (code != CURLE_OK)
+                        return code == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+        }
+        *ret = STEAL(mime);
+        return 0;
+}
+
 int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret, char **ret_error) {
         _cleanup_(curl_slist_erase_and_freep) struct curl_slist *headers = NULL;
         _cleanup_(curl_easy_cleanupp) CURL *curl = NULL;
-        _cleanup_free_ char *full_url = NULL, *ua = NULL, *ct = NULL;
+        _cleanup_(curl_mime_freep) curl_mime *mime = NULL;
+        _cleanup_free_ char *full_url = NULL, *ua = NULL, *ct = NULL, *accept = NULL;
         _cleanup_free_ char *buffer_data = NULL, *ct_copy = NULL;
+        _cleanup_free_ MimePart *wrappers = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
-        Buffer b = {};
+        Transfer t = { .req = req };
         const char *content_type = NULL;
+        bool streamed_body = req->read_body || req->n_parts > 0;
         CURLcode code;
         long status = 0;
         int r;
@@ -218,12 +398,16 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
         if (ret_error)
                 *ret_error = NULL;
 
-        b.max = req->max_response_size > 0 ? req->max_response_size : HTTP_RESPONSE_SIZE_MAX;
+        t.b.max = req->max_response_size > 0 ? req->max_response_size : HTTP_RESPONSE_SIZE_MAX;
 
         if (isempty(req->method) || has_bad_chars(req->method) ||
             !req->path || req->path[0] != '/' || has_bad_chars(req->path))
                 return -EINVAL;
         if (req->bearer && (isempty(req->bearer) || has_bad_chars(req->bearer)))
+                return -EINVAL;
+        if (!!req->body + !!req->read_body + (req->n_parts > 0) > 1 || (req->n_parts > 0 && !req->parts))
+                return -EINVAL;
+        if (req->accept && strpbrk(req->accept, "\r\n"))
                 return -EINVAL;
 
         if (asprintf(&full_url, "%s%s", c->base, req->path) < 0) {
@@ -234,22 +418,29 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
                 ua = NULL;
                 return -ENOMEM;
         }
+        if (asprintf(&accept, "Accept: %s", req->accept ?: "application/json") < 0) {
+                accept = NULL;
+                return -ENOMEM;
+        }
 
         curl = curl_easy_init();
         if (!curl)
                 return -ENOMEM;
+        t.curl = curl;
 
-        r = append_header(&headers, "Accept: application/json");
+        r = append_header(&headers, accept);
         if (r < 0)
                 return r;
         r = append_header(&headers, ua);
         if (r < 0)
                 return r;
-        /* No "Expect: 100-continue" round trip for larger bodies. */
-        r = append_header(&headers, "Expect:");
+        /* A body in memory is sent at once, without an "Expect: 100-continue" round trip. A
+         * streamed one waits for the daemon's go-ahead, so that a refusal (too large, no such
+         * workspace) comes before the body rather than in the middle of it. */
+        r = append_header(&headers, streamed_body ? "Expect: 100-continue" : "Expect:");
         if (r < 0)
                 return r;
-        if (req->body && req->content_type) {
+        if ((req->body || req->read_body) && req->content_type) {
                 if (asprintf(&ct, "Content-Type: %s", req->content_type) < 0) {
                         ct = NULL;
                         return -ENOMEM;
@@ -301,14 +492,48 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
         if (code == CURLE_OK)
                 code = curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_cb);
         if (code == CURLE_OK)
-                code = curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
+                code = curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, header_cb);
+        if (code == CURLE_OK)
+                code = curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
         if (code == CURLE_OK && c->timeout_usec > 0)
                 code = curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
                                         (long) MIN(DIV_ROUND_UP(c->timeout_usec, USEC_PER_MSEC),
                                                    (uint64_t) LONG_MAX));
+        if (code == CURLE_OK && req->connect_timeout_usec > 0)
+                code = curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
+                                        (long) MIN(DIV_ROUND_UP(req->connect_timeout_usec, USEC_PER_MSEC),
+                                                   (uint64_t) LONG_MAX));
 
         if (code == CURLE_OK) {
-                if (req->body || !streq(req->method, "GET")) {
+                if (req->read_body) {
+                        /* An upload (PUT unless the method says otherwise), streamed; chunked when
+                         * its size is not known. */
+                        code = curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+                        if (code == CURLE_OK)
+                                code = curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_cb);
+                        if (code == CURLE_OK)
+                                code = curl_easy_setopt(curl, CURLOPT_READDATA, &t);
+                        if (code == CURLE_OK)
+                                code = curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, seek_cb);
+                        if (code == CURLE_OK)
+                                code = curl_easy_setopt(curl, CURLOPT_SEEKDATA, &t);
+                        if (code == CURLE_OK && req->read_size >= 0)
+                                code = curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t) req->read_size);
+                        if (code == CURLE_OK && !streq(req->method, "PUT"))
+                                code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+                } else if (req->n_parts > 0) {
+                        wrappers = calloc(req->n_parts, sizeof(MimePart));
+                        if (!wrappers)
+                                return -ENOMEM;
+                        r = setup_mime(curl, &t, wrappers, &mime);
+                        if (r < 0)
+                                return r;
+                        code = curl_easy_setopt(curl, CURLOPT_MIMEPOST, mime);
+                        if (code == CURLE_OK && !streq(req->method, "POST"))
+                                code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+                } else if (req->body || !streq(req->method, "GET")) {
                         /* POST-style transfer of the body (possibly empty, which still sends
                          * "Content-Length: 0"), then the method's own name if it is not POST. */
                         code = curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
@@ -320,13 +545,20 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
                 } else
                         code = curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
         }
-        if (code != CURLE_OK)
+        if (code != CURLE_OK) {
+                strv_free_n(t.headers, t.n_headers);
                 return code == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+        }
 
         code = curl_easy_perform(curl);
-        buffer_data = b.data;   /* freed on every return path below */
+        buffer_data = t.b.data;   /* freed on every return path below */
         if (code != CURLE_OK) {
                 long os_errno = 0;
+
+                strv_free_n(t.headers, t.n_headers);
+                /* A callback's own error says best what went wrong. */
+                if (t.cb_error < 0)
+                        return t.cb_error;
 
                 /* For a refused connection the OS error says it best ("No such file or directory"
                  * for a missing socket file); libcurl's text would name "localhost port 80". */
@@ -339,7 +571,7 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
                         if (!*ret_error)
                                 return -ENOMEM;
                 }
-                return curl_code_to_errno(code, &b);
+                return curl_code_to_errno(code, &t.b);
         }
 
         (void) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -347,20 +579,26 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
 
         if (content_type) {
                 ct_copy = strdup(content_type);
-                if (!ct_copy)
+                if (!ct_copy) {
+                        strv_free_n(t.headers, t.n_headers);
                         return -ENOMEM;
+                }
         }
         if (!buffer_data) {
-                buffer_data = strdup("");       /* an empty answer */
-                if (!buffer_data)
+                buffer_data = strdup("");       /* an empty answer, or a streamed one */
+                if (!buffer_data) {
+                        strv_free_n(t.headers, t.n_headers);
                         return -ENOMEM;
+                }
         }
 
         *ret = (HttpResponse) {
                 .status = status,
                 .body = STEAL(buffer_data),
-                .body_size = b.size,
+                .body_size = t.b.size,
                 .content_type = STEAL(ct_copy),
+                .headers = t.headers,
+                .n_headers = t.n_headers,
         };
         return 0;
 }

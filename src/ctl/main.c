@@ -19,19 +19,17 @@
 
 #include "build-config.h"
 #include "credentials.h"
+#include "ctl.h"
 #include "ctl-util.h"
 #include "exec-util.h"
 #include "http-client.h"
 #include "output.h"
 #include "sign.h"
-
-#define PROGRAM "sandbox-runnerctl"
+#include "transfer.h"
 
 /* Answers are small, well-formed objects; anything nested deeper is refused. */
 #define JSON_DEPTH_MAX 64
 
-/* Generous: /health and /status answer at once; a hung daemon should not hang a script. */
-#define DEFAULT_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define TIMEOUT_SEC_MAX (7 * 24 * 3600.0)
 
 /* exec and shell: the daemon's default execution timeout (DefaultTimeoutSec=, 30 s unless
@@ -52,12 +50,20 @@
 static const char *arg_url = NULL;
 static const char *arg_token_file = NULL;
 static const char *arg_signing_key_file = NULL;
-static bool arg_json = false;
-static uint64_t arg_timeout_usec = DEFAULT_TIMEOUT_USEC;
-static bool arg_timeout_set = false;
+bool arg_json = false;
+bool arg_verbose = false;
+uint64_t arg_timeout_usec = DEFAULT_TIMEOUT_USEC;
+bool arg_timeout_set = false;
+
+/* Options of some commands (see option_classes[]). */
+bool arg_follow = false;
+bool arg_detach = false;
+const char *arg_stream = NULL;
+uint64_t arg_offset = 0;
+const char *arg_revision = NULL;
+bool arg_multipart = false;
 
 /* Options of exec and shell. */
-static const char *arg_exec_option = NULL;     /* the first one given, for "not with this command" */
 static const char *arg_workspace = NULL;
 static const char *arg_execution_id = NULL;
 static uint64_t arg_exec_timeout_ms = 0;        /* 0: not given, the daemon's default */
@@ -75,7 +81,27 @@ static const char *arg_code_file = NULL;
 typedef enum VerbFlags {
         VERB_EXEC_OPTIONS = 1 << 0,     /* takes the options of exec/shell */
         VERB_OPTIONS_FIRST = 1 << 1,    /* options end at the first argument (it is a program's argv) */
+        VERB_FOLLOW = 1 << 2,           /* --follow */
+        VERB_DETACH = 1 << 3,           /* --detach */
+        VERB_LOG_OPTIONS = 1 << 4,      /* --stream, --offset */
+        VERB_REVISION = 1 << 5,         /* --revision */
+        VERB_MULTIPART = 1 << 6,        /* --multipart */
 } VerbFlags;
+
+/* Options that only some commands take, by the flag a command needs for them. */
+static const struct {
+        VerbFlags flag;
+        const char *commands;
+} option_classes[] = {
+        { VERB_EXEC_OPTIONS, "exec and shell" },
+        { VERB_FOLLOW,       "shell and logs" },
+        { VERB_DETACH,       "shell" },
+        { VERB_LOG_OPTIONS,  "logs" },
+        { VERB_REVISION,     "download" },
+        { VERB_MULTIPART,    "upload" },
+};
+/* The first option of each class given, for "not an option of this command". */
+static const char *arg_class_option[ELEMENTSOF(option_classes)] = {};
 
 typedef struct Verb {
         const char *name;
@@ -86,11 +112,9 @@ typedef struct Verb {
         const char *summary;
 } Verb;
 
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
 
-_printf_(1, 2)
-static void log_error(const char *fmt, ...) {
+void log_error(const char *fmt, ...) {
         va_list ap;
 
         fputs(PROGRAM ": ", stderr);
@@ -98,6 +122,11 @@ static void log_error(const char *fmt, ...) {
         vfprintf(stderr, fmt, ap);
         va_end(ap);
         fputc('\n', stderr);
+}
+
+int log_oom(void) {
+        log_error("Out of memory.");
+        return CTL_EXIT_FAILURE;
 }
 
 static const char *url(void) {
@@ -223,7 +252,7 @@ static bool errno_is_unavailable(int r) {
         return r == -ECONNREFUSED || r == -EHOSTUNREACH || r == -ETIMEDOUT || r == -ECONNRESET;
 }
 
-static const char *json_string_field(json_object *o, const char *key) {
+const char *json_string_field(json_object *o, const char *key) {
         json_object *v;
 
         if (!json_object_is_type(o, json_type_object) ||
@@ -233,24 +262,13 @@ static const char *json_string_field(json_object *o, const char *key) {
         return json_object_get_string(v);
 }
 
-static int flush_stdout(void) {
+int flush_stdout(void) {
         if (fflush(stdout) != 0 || ferror(stdout)) {
                 log_error("Failed to write to standard output: %s", strerror(errno ?: EIO));
                 return CTL_EXIT_FAILURE;
         }
         return 0;
 }
-
-typedef struct Request {
-        const char *method;
-        const char *path;               /* as the daemon sees it; signed as it is */
-        bool need_token;
-        bool sign;                      /* X-Sandbox-Timestamp and X-Sandbox-Signature */
-        const char *body;               /* JSON, or NULL */
-        size_t body_size;
-        uint64_t timeout_usec;          /* whole request; 0: none */
-        size_t max_response_size;       /* 0: HTTP_RESPONSE_SIZE_MAX */
-} Request;
 
 /* Signature headers for @req, "X-Sandbox-Timestamp: ..." and "X-Sandbox-Signature: v1=...".
  * Returns an exit code (0: done). */
@@ -288,12 +306,7 @@ static int sign_request(const Request *req, char **ret_timestamp, char **ret_sig
         return 0;
 }
 
-/*
- * Do one request. Errors (no answer, error answer, non-JSON answer) are reported here, and with
- * --json an error object is also printed on standard output.
- * Returns an exit code: 0 with @ret_answer set to the 2xx answer's JSON, else the failure's.
- */
-static int request(const Request *req, json_object **ret_answer) {
+int request(const Request *req, json_object **ret_answer) {
         _cleanup_(http_client_freep) HttpClient *client = NULL;
         _cleanup_(json_object_putp) json_object *answer = NULL;
         _cleanup_(http_response_done) HttpResponse resp = {};
@@ -327,6 +340,11 @@ static int request(const Request *req, json_object **ret_answer) {
         }
 
         if (req->sign) {
+                /* Only bodies held in memory can be signed. */
+                if (req->read_body || req->n_parts > 0) {
+                        log_error("Internal error: a streamed body cannot be signed.");
+                        return CTL_EXIT_FAILURE;
+                }
                 r = sign_request(req, &ts_header, &sig_header);
                 if (r != 0)
                         return r;
@@ -340,14 +358,28 @@ static int request(const Request *req, json_object **ret_answer) {
                                         .path = req->path,
                                         .bearer = token,
                                         .headers = headers,
-                                        .content_type = req->body ? "application/json" : NULL,
+                                        .content_type = req->body ? "application/json" : req->content_type,
                                         .body = req->body,
                                         .body_size = req->body_size,
                                         .max_response_size = req->max_response_size,
+                                        .read_body = req->read_body,
+                                        .rewind_body = req->rewind_body,
+                                        .read_userdata = req->read_userdata,
+                                        .read_size = req->read_body ? req->read_size : 0,
+                                        .parts = req->parts,
+                                        .n_parts = req->n_parts,
+                                        .write_body = req->write_body,
+                                        .write_userdata = req->write_userdata,
+                                        .accept = req->accept,
+                                        .connect_timeout_usec = req->connect_timeout_usec,
                                 },
                                 &resp, &curl_error);
         if (r < 0) {
                 _cleanup_free_ char *emsg = NULL;
+
+                /* The callback's owner says what went wrong. */
+                if (req->callback_error && *req->callback_error < 0)
+                        return CTL_EXIT_FAILURE;
 
                 (void) output_escape(curl_error ?: strerror(-r), &emsg);
                 if (errno_is_unavailable(r)) {
@@ -364,6 +396,15 @@ static int request(const Request *req, json_object **ret_answer) {
 
         /* The token is no longer needed; do not keep it around while printing. */
         erase_and_free(STEAL(token));
+
+        if (req->raw_answer && resp.status >= 200 && resp.status < 300) {
+                if (req->ret_response) {
+                        *req->ret_response = resp;
+                        resp = (HttpResponse) {};
+                }
+                *ret_answer = NULL;
+                return 0;
+        }
 
         r = parse_json(resp.body, resp.body_size, &answer);
         if (r == -ENOMEM) {
@@ -400,8 +441,33 @@ static int request(const Request *req, json_object **ret_answer) {
                 return CTL_EXIT_FAILURE;
         }
 
+        if (req->ret_response) {
+                *req->ret_response = resp;
+                resp = (HttpResponse) {};
+        }
         *ret_answer = STEAL(answer);
         return 0;
+}
+
+int show_answer(json_object *answer, const char *const *first) {
+        int r;
+
+        if (arg_json || !json_object_is_type(answer, json_type_object))
+                r = output_json(stdout, answer);
+        else
+                r = output_flat(stdout, answer, first);
+        if (r == -ENOMEM)
+                return log_oom();
+
+        return flush_stdout();
+}
+
+const char *json_body(json_object *o, size_t *ret_size) {
+        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+
+        if (s && ret_size)
+                *ret_size = strlen(s);  /* embedded NULs are escaped as \u0000 */
+        return s;
 }
 
 /*
@@ -422,16 +488,7 @@ static int call(const char *method, const char *path, bool need_token, const cha
         if (r != 0)
                 return r;
 
-        if (arg_json || !json_object_is_type(answer, json_type_object))
-                r = output_json(stdout, answer);
-        else
-                r = output_flat(stdout, answer, first);
-        if (r == -ENOMEM) {
-                log_error("Out of memory.");
-                return CTL_EXIT_FAILURE;
-        }
-
-        return flush_stdout();
+        return show_answer(answer, first);
 }
 
 static int verb_health(int argc, char *argv[]) {
@@ -448,7 +505,7 @@ static int verb_status(int argc, char *argv[]) {
 
 /* ---- exec and shell ---------------------------------------------------------------------------- */
 
-static int json_add(json_object *o, const char *key, json_object *v) {
+int json_add(json_object *o, const char *key, json_object *v) {
         if (!v)
                 return -ENOMEM;
         if (json_object_object_add(o, key, v) < 0) {
@@ -458,13 +515,13 @@ static int json_add(json_object *o, const char *key, json_object *v) {
         return 0;
 }
 
-static int json_add_string(json_object *o, const char *key, const char *s, size_t n) {
+int json_add_string(json_object *o, const char *key, const char *s, size_t n) {
         if (n > INT_MAX)
                 return -EFBIG;
         return json_add(o, key, json_object_new_string_len(s, (int) n));
 }
 
-static int json_add_u64(json_object *o, const char *key, uint64_t v) {
+int json_add_u64(json_object *o, const char *key, uint64_t v) {
         return json_add(o, key, json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v));
 }
 
@@ -614,7 +671,7 @@ oom:
         return CTL_EXIT_FAILURE;
 }
 
-static int64_t json_int_field(json_object *o, const char *key, int64_t fallback) {
+int64_t json_int_field(json_object *o, const char *key, int64_t fallback) {
         json_object *v;
 
         if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
@@ -622,7 +679,7 @@ static int64_t json_int_field(json_object *o, const char *key, int64_t fallback)
         return json_object_get_int64(v);
 }
 
-static bool json_bool_field(json_object *o, const char *key) {
+bool json_bool_field(json_object *o, const char *key) {
         json_object *v;
 
         return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_boolean) &&
@@ -912,18 +969,53 @@ static int verb_shell(int argc, char *argv[]) {
         if (r != 0)
                 return r;
 
+        if (arg_follow && arg_detach) {
+                log_error("--follow and --detach exclude each other.");
+                return CTL_EXIT_USAGE;
+        }
+        if (arg_follow || arg_detach)
+                return run_managed_shell(body);
+
         return run_execution("/execute-shell", body);
 }
 
 static const Verb verbs[] = {
-        { "health", 0, 0,        0,                                     verb_health,
+        { "health",     0, 0,        0,                                     verb_health,
           "Show the daemon's health (no token needed)" },
-        { "status", 0, 0,        0,                                     verb_status,
+        { "status",     0, 0,        0,                                     verb_status,
           "Show running executions, counts and probe details" },
-        { "exec",   0, UINT_MAX, VERB_EXEC_OPTIONS | VERB_OPTIONS_FIRST, verb_exec,
+        { "exec",       0, UINT_MAX, VERB_EXEC_OPTIONS | VERB_OPTIONS_FIRST, verb_exec,
           "Run a program, or code with --language, in a sandbox" },
-        { "shell",  1, 1,        VERB_EXEC_OPTIONS,                     verb_shell,
-          "Run a shell command line (sh -c) in a sandbox" },
+        { "shell",      1, 1,        VERB_EXEC_OPTIONS | VERB_FOLLOW | VERB_DETACH, verb_shell,
+          "Run a shell command line (sh -c); --follow/--detach: as a managed run" },
+        { "status-of",  1, 1,        0,                                     verb_status_of,
+          "Show the state or outcome of a managed run" },
+        { "execution",  1, 1,        0,                                     verb_status_of,
+          "The same as status-of" },
+        { "logs",       1, 1,        VERB_FOLLOW | VERB_LOG_OPTIONS,        verb_logs,
+          "Print a managed run's output (--stream, --offset, --follow)" },
+        { "cancel",     1, 1,        0,                                     verb_cancel,
+          "Cancel a managed run" },
+        { "upload",     2, UINT_MAX, VERB_MULTIPART,                        verb_upload,
+          "Upload files into a workspace" },
+        { "download",   2, 3,        VERB_REVISION,                         verb_download,
+          "Download a file of a workspace or of a revision, digest-checked" },
+        { "ls",         1, 2,        0,                                     verb_ls,
+          "List a directory of a workspace" },
+        { "revisions",  1, 1,        0,                                     verb_revisions,
+          "List the revisions (snapshots after runs) of a workspace" },
+        { "tree",       2, 3,        0,                                     verb_tree,
+          "List a directory of a workspace's revision" },
+        { "restore",    2, 2,        0,                                     verb_restore,
+          "Restore a workspace to a revision" },
+        { "rm",         2, 2,        0,                                     verb_rm,
+          "Remove a file (or empty directory) of a workspace" },
+        { "teardown",   1, 1,        0,                                     verb_teardown,
+          "Stop every running execution of a workspace" },
+        { "quota",      0, UINT_MAX, 0,                                     verb_quota,
+          "Show the quota settings, or change them: quota set KEY=SIZE..." },
+        { "policy",     0, UINT_MAX, 0,                                     verb_policy,
+          "Show or change the sandboxes' network policy" },
 };
 
 static void help(FILE *f) {
@@ -931,7 +1023,17 @@ static void help(FILE *f) {
                 "%1$s [OPTIONS...] COMMAND\n"
                 "%1$s [OPTIONS...] exec [EXEC OPTIONS...] -- PROGRAM [ARGUMENTS...]\n"
                 "%1$s [OPTIONS...] exec [EXEC OPTIONS...] --language LANG (--code CODE | --file FILE | -)\n"
-                "%1$s [OPTIONS...] shell [EXEC OPTIONS...] COMMAND\n"
+                "%1$s [OPTIONS...] shell [EXEC OPTIONS...] [--follow | --detach] COMMAND\n"
+                "%1$s [OPTIONS...] logs ID [--stream stdout|stderr] [--offset N] [--follow]\n"
+                "%1$s [OPTIONS...] upload WORKSPACE LOCAL [REMOTE]\n"
+                "%1$s [OPTIONS...] upload WORKSPACE --multipart LOCAL...\n"
+                "%1$s [OPTIONS...] download WORKSPACE REMOTE [LOCAL | -] [--revision EXEC_ID]\n"
+                "%1$s [OPTIONS...] ls WORKSPACE [DIR]\n"
+                "%1$s [OPTIONS...] tree WORKSPACE EXEC_ID [DIR]\n"
+                "%1$s [OPTIONS...] restore WORKSPACE EXEC_ID\n"
+                "%1$s [OPTIONS...] quota [show | set KEY=SIZE...]\n"
+                "%1$s [OPTIONS...] policy [show | set none | set allowlist ENTRY... | allow ENTRY... |\n"
+                "                         deny ENTRY... | mirrors (CIDR... | none)]\n"
                 "\n"
                 "Query and control the sandbox-runner daemon.\n"
                 "\n"
@@ -950,6 +1052,7 @@ static void help(FILE *f) {
                 "     --signing-key-file=FILE\n"
                 "                           Read the request signing key from FILE\n"
                 "     --json                Print the daemon's JSON answer\n"
+                "  -v --verbose             Say more on standard error (e.g. the next log offset)\n"
                 "     --timeout=SEC         Give up after SEC seconds (default: %u, 0: never;\n"
                 "                           exec/shell: at least the execution's timeout + %us)\n"
                 "\n"
@@ -967,6 +1070,15 @@ static void help(FILE *f) {
                 "     --env=NAME=VALUE      Set an environment variable (repeatable)\n"
                 "     --cwd=DIR             Working directory, relative to /workspace\n"
                 "     --stdin-file=FILE     Feed FILE (UTF-8 text; '-': standard input) to the run\n"
+                "     --follow              shell: start a managed run and stream its output;\n"
+                "                           logs: keep reading until the run ends\n"
+                "     --detach              shell: start a managed run, print its id, exit\n"
+                "\n"
+                "Other command options:\n"
+                "     --stream=STREAM       logs: stdout (default) or stderr\n"
+                "     --offset=N            logs: start at byte N\n"
+                "     --revision=EXEC_ID    download: the file as the run EXEC_ID left it\n"
+                "     --multipart           upload: several files in one multipart request\n"
                 "\n"
                 "exec and shell print the run's output and exit with its exit code (128+N when\n"
                 "killed by signal N, 124 on timeout, 125 on another limit or cancellation).\n"
@@ -1028,6 +1140,7 @@ enum {
         ARG_SIGNING_KEY_FILE,
         ARG_JSON,
         ARG_TIMEOUT,
+        ARG_VERBOSE,
         /* exec and shell */
         ARG_EXEC_FIRST,
         ARG_WORKSPACE = ARG_EXEC_FIRST,
@@ -1042,6 +1155,14 @@ enum {
         ARG_LANGUAGE,
         ARG_CODE,
         ARG_FILE,
+        ARG_EXEC_LAST = ARG_FILE,
+        /* of some other commands */
+        ARG_FOLLOW,
+        ARG_DETACH,
+        ARG_STREAM,
+        ARG_OFFSET,
+        ARG_REVISION,
+        ARG_MULTIPART,
 };
 
 static const struct option options[] = {
@@ -1052,6 +1173,7 @@ static const struct option options[] = {
         { "signing-key-file", required_argument, NULL, ARG_SIGNING_KEY_FILE },
         { "json",             no_argument,       NULL, ARG_JSON             },
         { "timeout",          required_argument, NULL, ARG_TIMEOUT          },
+        { "verbose",          no_argument,       NULL, 'v'                  },
         { "workspace",        required_argument, NULL, ARG_WORKSPACE        },
         { "id",               required_argument, NULL, ARG_ID               },
         { "timeout-ms",       required_argument, NULL, ARG_TIMEOUT_MS       },
@@ -1064,8 +1186,34 @@ static const struct option options[] = {
         { "language",         required_argument, NULL, ARG_LANGUAGE         },
         { "code",             required_argument, NULL, ARG_CODE             },
         { "file",             required_argument, NULL, ARG_FILE             },
+        { "follow",           no_argument,       NULL, ARG_FOLLOW           },
+        { "detach",           no_argument,       NULL, ARG_DETACH           },
+        { "stream",           required_argument, NULL, ARG_STREAM           },
+        { "offset",           required_argument, NULL, ARG_OFFSET           },
+        { "revision",         required_argument, NULL, ARG_REVISION         },
+        { "multipart",        no_argument,       NULL, ARG_MULTIPART        },
         {}
 };
+
+static VerbFlags option_class(int c) {
+        if (c >= ARG_EXEC_FIRST && c <= ARG_EXEC_LAST)
+                return VERB_EXEC_OPTIONS;
+        switch (c) {
+        case ARG_FOLLOW:
+                return VERB_FOLLOW;
+        case ARG_DETACH:
+                return VERB_DETACH;
+        case ARG_STREAM:
+        case ARG_OFFSET:
+                return VERB_LOG_OPTIONS;
+        case ARG_REVISION:
+                return VERB_REVISION;
+        case ARG_MULTIPART:
+                return VERB_MULTIPART;
+        default:
+                return 0;       /* a global option */
+        }
+}
 
 static const char *option_name(int c) {
         for (size_t i = 0; options[i].name; i++)
@@ -1085,9 +1233,12 @@ static int parse_options(int argc, char *argv[], bool options_first) {
 
         /* optind = 0 makes glibc start over, also re-reading the optstring's "+". */
         optind = 0;
-        while ((c = getopt_long(argc, argv, options_first ? "+h" : "h", options, NULL)) >= 0) {
-                if (c >= ARG_EXEC_FIRST && !arg_exec_option)
-                        arg_exec_option = option_name(c);
+        while ((c = getopt_long(argc, argv, options_first ? "+hv" : "hv", options, NULL)) >= 0) {
+                VerbFlags class = option_class(c);
+
+                for (size_t i = 0; class && i < ELEMENTSOF(option_classes); i++)
+                        if (option_classes[i].flag == class && !arg_class_option[i])
+                                arg_class_option[i] = option_name(c);
 
                 switch (c) {
                 case 'h':
@@ -1119,6 +1270,33 @@ static int parse_options(int argc, char *argv[], bool options_first) {
                         break;
                 case ARG_JSON:
                         arg_json = true;
+                        break;
+                case 'v':
+                        arg_verbose = true;
+                        break;
+                case ARG_FOLLOW:
+                        arg_follow = true;
+                        break;
+                case ARG_DETACH:
+                        arg_detach = true;
+                        break;
+                case ARG_STREAM:
+                        if (!streq(optarg, "stdout") && !streq(optarg, "stderr"))
+                                return bad_value(optarg, "--stream expects stdout or stderr.");
+                        arg_stream = optarg;
+                        break;
+                case ARG_OFFSET:
+                        r = parse_uint_option("--offset", optarg, 0, INT64_MAX, &arg_offset);
+                        if (r < 0)
+                                return r;
+                        break;
+                case ARG_REVISION:
+                        if (isempty(optarg))
+                                return bad_value(optarg, "--revision needs an execution id.");
+                        arg_revision = optarg;
+                        break;
+                case ARG_MULTIPART:
+                        arg_multipart = true;
                         break;
                 case ARG_TIMEOUT:
                         r = parse_timeout(optarg, &arg_timeout_usec);
@@ -1261,10 +1439,12 @@ static int dispatch(int argc, char *argv[]) {
         if (r == 0)
                 return flush_stdout();
 
-        if (arg_exec_option && !(verb->flags & VERB_EXEC_OPTIONS)) {
-                log_error("--%s is an option of exec and shell, not of '%s'.", arg_exec_option, name);
-                return CTL_EXIT_USAGE;
-        }
+        for (size_t i = 0; i < ELEMENTSOF(option_classes); i++)
+                if (arg_class_option[i] && !(verb->flags & option_classes[i].flag)) {
+                        log_error("--%s is an option of %s, not of '%s'.", arg_class_option[i],
+                                  option_classes[i].commands, name);
+                        return CTL_EXIT_USAGE;
+                }
 
         n = argc - optind;
         if (n < verb->min_args) {

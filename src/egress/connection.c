@@ -78,6 +78,7 @@ struct Connection {
         size_t n_addresses;
         size_t next_address;
         int connect_error;
+        uint64_t connect_deadline_usec;
         char address[INET6_ADDRSTRLEN + 16];    /* the one dialled: "1.2.3.4:443", "[::1]:443" */
 
         /* Relay: up = client → upstream, down = upstream → client. */
@@ -411,7 +412,17 @@ static int connection_connect_next(Connection *c) {
                         continue;
                 }
 
+                /* A silent address (say, IPv6 without a route) must not eat the others' time. */
                 c->state = CONNECTION_CONNECTING;
+                if (c->next_address < c->n_addresses)
+                        r = sd_event_source_set_time(c->timer, MIN(c->connect_deadline_usec,
+                                                                   now_usec(c) + CONNECTION_ATTEMPT_TIMEOUT_USEC));
+                else
+                        r = sd_event_source_set_time(c->timer, c->connect_deadline_usec);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+                if (r < 0)
+                        return r;
                 r = sd_event_add_io(c->ctx->event, &c->upstream_source, c->upstream_fd, EPOLLOUT,
                                     on_upstream_io, c);
                 if (r < 0)
@@ -494,9 +505,7 @@ static int connection_resolved(Connection *c, int error, const struct addrinfo *
 
         c->next_address = 0;
         c->connect_error = 0;
-        c->state = CONNECTION_CONNECTING;
-        /* One budget for all connect attempts. */
-        (void) connection_arm_timer(c, CONNECTION_CONNECT_TIMEOUT_USEC);
+        c->connect_deadline_usec = now_usec(c) + CONNECTION_CONNECT_TIMEOUT_USEC;
         return connection_connect_next(c);
 }
 
@@ -711,6 +720,12 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 r = connection_refuse(c, DECISION_FAILED, 504, "name resolution timed out");
                 break;
         case CONNECTION_CONNECTING:
+                if (usec < c->connect_deadline_usec && c->next_address < c->n_addresses) {
+                        /* This address is slow: on to the next one. */
+                        c->connect_error = ETIMEDOUT;
+                        r = connection_connect_next(c);
+                        break;
+                }
                 (void) snprintf(reason, sizeof(reason), "connecting to %s timed out", c->address);
                 r = connection_refuse(c, DECISION_FAILED, 504, reason);
                 break;

@@ -16,6 +16,7 @@
 #include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -300,6 +301,7 @@ int main(int argc, char *argv[]) {
         QuotaWatch *w = NULL;
         QuotaStats s, s0;
         struct statfs sfs;
+        size_t heap;
         Shared *sh;
         int ws_fd, c, r;
 
@@ -382,14 +384,17 @@ int main(int argc, char *argv[]) {
         printf("ratio scan/du             %.2f\n", scan_d.median_ms / du_d.median_ms);
 
         /* ---- watcher: creation, idle ticks ---- */
+        heap = mallinfo2().uordblks;
         t0 = now_ns();
         r = quota_watch_new(ws_fd, &w);
         new_ns = now_ns() - t0;
         if (r < 0)
                 die("quota_watch_new: %s", strerror(-r));
+        heap = mallinfo2().uordblks - heap;
         quota_watch_stats(w, &s);
-        printf("quota_watch_new           %8.2f ms   %" PRIu64 " watches%s\n", (double) new_ns / 1e6, s.watches,
-               s.degraded ? ", DEGRADED" : "");
+        printf("quota_watch_new           %8.2f ms   %" PRIu64 " watches, index %.1f MiB (%.0f bytes per name)%s\n",
+               (double) new_ns / 1e6, s.watches, (double) heap / 1048576.0,
+               (double) heap / (double) (s.files + s.dirs), s.degraded ? ", DEGRADED" : "");
         if (tick(w, NULL) != bytes)
                 die("first tick differs from the scan");
 

@@ -13,6 +13,7 @@ nothing can leave the machine. A temporary hosts file is bind-mounted over /etc/
     private.test                                                          -> 10.0.0.1
     rebind.test                                                           -> 127.0.0.4 and 192.168.1.1
     v6.wild.test                                                          -> ::1
+    slowfirst.wild.test         -> 127.0.0.5 (a listener that never accepts) and 127.0.0.2
 
 and /etc/resolv.conf is replaced too: a DNS stub of the test on 127.0.0.1:53, with a search list.
 
@@ -53,6 +54,8 @@ HOSTS = """\
 127.0.0.4 rebind.test
 192.168.1.1 rebind.test
 ::1 v6.wild.test
+127.0.0.5 slowfirst.wild.test
+127.0.0.2 slowfirst.wild.test
 """
 
 # private.test and rebind.test are listed so that what refuses them is the address check.
@@ -510,6 +513,41 @@ def test_resolve_deadline(gw):
        f"({elapsed:.1f} s)", head + body)
 
 
+def test_connect_fallback(gw):
+    """The first address never answers a SYN (its accept queue is full): the gateway must give up on
+    it after the per-attempt limit and use the next approved address, within the overall 10 s."""
+    black = socket.socket()
+    black.bind(("127.0.0.5", ECHO_PORT))
+    black.listen(0)
+    fillers = []
+    try:
+        for _ in range(4):   # fill the accept queue; later SYNs are dropped
+            f = socket.socket()
+            f.setblocking(False)
+            try:
+                f.connect(("127.0.0.5", ECHO_PORT))
+            except BlockingIOError:
+                pass
+            fillers.append(f)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        s, st, head, _ = connect_tunnel(gw, f"slowfirst.wild.test:{ECHO_PORT}")
+        elapsed = time.monotonic() - t0
+        good = st == 200
+        if good:
+            s.sendall(b"fallback")
+            good = recv_exactly(s, 8) == b"fallback"
+        s.close()
+        ok(good and 2 <= elapsed <= 8, f"a silent first address is given up after ~3 s and the next one is "
+           f"used ({elapsed:.1f} s)", head)
+        ok(re.search(r"allowed: CONNECT slowfirst\.wild\.test:7000 via 127\.0\.0\.2:7000", gw.log_text()),
+           "log: the address actually dialled is the second one")
+    finally:
+        for f in fillers:
+            f.close()
+        black.close()
+
+
 def test_big_tunnel(gw):
     payload = os.urandom(1 << 20)
     s, st, head, rest = connect_tunnel(gw, f"allowed.test:{ECHO_PORT}")
@@ -739,6 +777,7 @@ def main():
             test_connect_allowed(gw)
             test_forward(gw)
             test_refusals(gw)
+            test_connect_fallback(gw)
             test_big_tunnel(gw)
             test_concurrent(gw)
             test_dns(gw, dns)

@@ -320,7 +320,10 @@ step_journal_auth() {
 }
 
 step_catalog() {
-        bx journalctl --list-catalog --no-pager | grep -qi "^$ID_STARTED" ||
+        local list
+        # Capture first: with pipefail, grep -q closing the pipe early would fail journalctl (SIGPIPE).
+        list=$(bx journalctl --list-catalog --no-pager) || { echo "journalctl --list-catalog failed"; return 1; }
+        grep -qi "^$ID_STARTED" <<<"$list" ||
                 { echo "$ID_STARTED not in the installed catalog"; return 1; }
         local out
         out=$(bx journalctl -x --no-pager -u sandbox-runner.service MESSAGE_ID=$ID_STARTED)

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import socket
 import sys
@@ -728,7 +729,6 @@ def c_lease_diff(ctx, res):
     res.info("different workspaces: overlap %.2fs; B's answer %.2fs after A's request" %
              (min(a[1], b[1]) - max(a[0], b[0]), total))
     res.check(b[0] < a[1] and a[0] < b[1], "the runs did not overlap: A %s, B %s" % (a, b))
-    res.check(total < 1.8, "B answered %.2fs after A's request" % total)
 
 
 def try_flock(path):
@@ -796,6 +796,73 @@ def c_lease_flock(ctx, res):
         res.info("the held-back run finished %.0f ms after our flock was released" % ((now() - t0) * 1000))
 
 
+@case("6 restore swaps the workspace directory: a run queued meanwhile on the other daemon works in the "
+      "restored tree, nothing is lost in the old one")
+def c_lease_restore_swap(ctx, res):
+    c2 = second_daemon(ctx, res)
+    if c2 is None:
+        return
+    ws = "swap"
+    path = ctx.d.workspace_path(ws)
+    j = run_sync(res, ctx, ctx.body(ws, "echo 1 > a"))
+    if not expect_exited0(res, j, "rev0"):
+        return
+    rev0 = j["executionId"]
+    orders = []
+    for attempt in range(6):
+        j = run_sync(res, ctx, ctx.body(ws, "echo 2 > a; rm -f b"))
+        if not expect_exited0(res, j, "reset"):
+            return
+        out = {}
+
+        def restore():
+            out["restore"] = ctx.c.json_req("POST", "/workspaces/%s/restore" % ws, {"ref": rev0}, timeout=10)
+
+        def run():
+            out["run"] = c2.execute(ctx.body(ws, "cat a; echo b-%d > b" % attempt), timeout=10)
+
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)          # hold the lease: both requests queue on this inode
+            threads = [threading.Thread(target=restore), threading.Thread(target=run)]
+            threads[0].start()
+            time.sleep(0.15)
+            threads[1].start()
+            time.sleep(0.25)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        for t in threads:
+            t.join(12)
+        rr, rerr = out.get("restore", (None, "no answer"))
+        xr, xerr = out.get("run", (None, "no answer"))
+        if not res.check(rr is not None and rr.status == 200, "attempt %d: restore: %s" % (attempt, rr.brief() if rr else rerr)):
+            return
+        xj = xr.json() if xr is not None and xr.status == 200 else None
+        if not expect_exited0(res, xj, "attempt %d: the queued run on B (%s)" % (attempt, xr.brief() if xr else xerr)):
+            return
+        saw = (xj.get("stdout") or "").strip()
+        f = run_sync(res, ctx, ctx.body(ws, "cat a; cat b 2>/dev/null || echo no-b"))
+        if not expect_exited0(res, f, "final listing"):
+            return
+        final = f.get("stdout")
+        if saw == "1":          # the restore went first: the run's write must be in the workspace
+            orders.append("restore first")
+            res.check(final == "1\nb-%d\n" % attempt,
+                      "attempt %d: the run on B saw the restored tree, but its write is not in the workspace "
+                      "afterwards (lost in the replaced directory?): final a/b = %r" % (attempt, final))
+        elif saw == "2":        # the run went first, then the restore replaced everything
+            orders.append("run first")
+            res.check(final == "1\nno-b\n", "attempt %d: the restore after the run: final a/b = %r" % (attempt, final))
+        else:
+            res.fail("attempt %d: the run on B printed %r (expected the content of a: 1 or 2)" % (attempt, saw))
+        if orders.count("restore first") >= 2:
+            break
+    res.info("restore vs a queued run on the other daemon: orders seen %s" % orders)
+    res.check("restore first" in orders, "the restore never went first in %d attempts: the case was not exercised"
+              % len(orders))
+
+
 # ---- 7. workspace files (endpoints being written)
 
 def files_url(ws, path):
@@ -826,6 +893,23 @@ def c_files_put(ctx, res):
         res.eq("sha256 in the sandbox", (j.get("stdout") or "").split(" ")[0], W.sha256_hex(data))
     r, err = ctx.c.get(files_url(ws, "up/missing"))
     res.check(r is not None and r.status == 404, "GET of a missing file: expected 404, got %s" % (r.brief() if r else err))
+    # An upload while a run holds the lease is committed after the run (the run never sees it).
+    eid = started_managed(res, ctx, ctx.body(ws, "sleep 1; ls up", ctx.new_id("fl")))
+    if eid and ctx.c.wait_log(eid, b"", 0.1) is not None:
+        time.sleep(0.2)
+        t0 = now()
+        r, err = ctx.c.try_request("PUT", files_url(ws, "up/late.txt"), b"late\n",
+                                   [("Content-Type", "application/octet-stream")], timeout=5)
+        took = now() - t0
+        j, _ = ctx.c.wait_final(eid, 3)
+        res.check(r is not None and r.status == 201, "PUT during a run: %s" % (r.brief() if r else err))
+        res.info("PUT while a run holds the lease answered after %.2fs (the run had ~0.8 s left)" % took)
+        res.check(took >= 0.5, "PUT during a run answered after %.2fs: did it wait for the lease?" % took)
+        res.check(j is not None and "late.txt" not in (j.get("stdout") or ""),
+                  "the run saw the file uploaded while it ran: %r" % (j or {}).get("stdout"))
+        r, err = ctx.c.get(files_url(ws, "up/late.txt"))
+        res.check(r is not None and r.status == 200 and r.body == b"late\n", "GET up/late.txt: %s" %
+                  (r.brief() if r else err))
 
 
 @case("7 files: POST multipart (filename = path) -> 201 with the list; GET each; ?dir= listing")
@@ -841,9 +925,21 @@ def c_files_multipart(ctx, res):
         return fail_not_wired(res, "POST /workspaces/{ws}/files", r) if not_wired(r) else \
             res.fail("POST multipart: %s" % r.brief())
     res.check(r.status == 201, "POST multipart: expected 201, got %s" % r.brief())
-    text = r.body.decode("utf-8", "replace")
+    strings = set()
+
+    def walk(x):
+        if isinstance(x, str):
+            strings.add(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+    walk(r.json())
+    res.note("answer: %s" % r.brief(600))
     for p, _ in parts:
-        res.check('"%s"' % p in text, "the answer does not list %s: %s" % (p, trunc(text, 400)))
+        res.check(p in strings, "the answer does not list %s: %s" % (p, r.brief(400)))
     for p, data in parts:
         r, err = ctx.c.get(files_url(ws, p))
         res.check(r is not None and r.status == 200 and r.body == data and
@@ -943,8 +1039,12 @@ def c_files_hostile(ctx, res):
     with open(host_file, "w") as f:
         f.write("HOST-FILE-SENTINEL\n")
     os.chmod(host_file, 0o666)
-    j = run_sync(res, ctx, ctx.body(ws, "mkdir -p a && ln -sfn %s esc && ln -sfn %s esc2" % (host_dir, host_file)))
-    expect_exited0(res, j, "plant symlinks")
+    j = run_sync(res, ctx, ctx.body(ws, "mkdir -p a && ln -sfn %s esc && ln -sfn %s esc2 && mkfifo fifo" %
+                                    (host_dir, host_file)))
+    expect_exited0(res, j, "plant symlinks and a FIFO")
+    r, err = ctx.c.get(files_url(ws, "fifo"), timeout=3)
+    res.check(r is not None and 400 <= r.status < 500, "GET of a FIFO: expected a prompt 4xx, got %s" %
+              (r.brief(200) if r else err))
     before_host = W.tree_files(ctx.d.tmp)
     tokens = {}
     wired = True
@@ -960,6 +1060,17 @@ def c_files_hostile(ctx, res):
             wired = False
             continue
         allowed = (400, 403, 404) if path.startswith("esc") else (400, 404)
+        entry = os.path.join(ctx.d.workspace_path(ws), path)
+        if path == "esc2" and r.status == 201:
+            # The final component was a symlink: replacing that entry (never writing through
+            # it) is as safe as refusing.
+            res.info("PUT esc2 (a symlink to a host file): 201, the symlink was replaced by a regular file")
+            res.check(not os.path.islink(entry) and os.path.isfile(entry) and open(entry, "rb").read() == tok,
+                      "PUT esc2 answered 201 but the workspace entry is not a regular file with the body")
+            r, err = ctx.c.get(files_url(ws, path))
+            res.check(r is not None and r.status == 200 and r.body == tok,
+                      "GET esc2 after it was replaced: %s" % (r.brief(200) if r else err))
+            continue
         res.check(r.status in allowed, "PUT %s (%s): expected %s, got %s" % (path[:40], what, allowed, r.brief(200)))
         r, err = ctx.c.get(files_url(ws, path))
         if r is not None:
@@ -967,6 +1078,12 @@ def c_files_hostile(ctx, res):
                       "GET %s (%s): expected %s, got %s" % (path[:40], what, allowed, r.brief(200)))
     if not wired:
         fail_not_wired(res, "PUT/GET /workspaces/{ws}/files/{path} (hostile names)", r)
+    for q in ("..", "%2e%2e", "/", "a/..", "esc", "a%00b", "%c0%ae%c0%ae"):
+        r, err = ctx.c.get("/workspaces/%s/files?dir=%s" % (ws, q))
+        if r is not None and not_wired(r):
+            continue
+        res.check(r is not None and r.status in (400, 403, 404),
+                  "GET ?dir=%s: expected 400/403/404, got %s" % (q, r.brief(200) if r else err))
     # Nothing written outside the workspace: no new file in the daemon's temp dir (state
     # included) but in this workspace and the stores, and no token anywhere else.
     ws_rel = os.path.relpath(ctx.d.workspace_path(ws), ctx.d.tmp)
@@ -1033,7 +1150,8 @@ while True:
                 pass
             os.symlink(dest, "w/.l")
             os.rename("w/.l", "w/target")
-            put_file()
+            for _ in range(3):      # the file shape lasts about as long as the symlink one
+                put_file()
         # the directory w itself: exchanged with a symlink to a host directory and back
         try:
             os.unlink("wl")
@@ -1057,6 +1175,9 @@ def c_files_race(ctx, res):
     with open(host_file, "w") as f:
         f.write("RACE-HOST-SENTINEL\n")
     os.chmod(host_file, 0o644)
+    host_only = "HOSTONLY-%s" % secrets.token_hex(4)
+    open(os.path.join(host_dir, host_only), "w").close()
+    os.chmod(host_dir, 0o777)           # writable by the daemon's user: only its checks stop it
     forbidden = [b"RACE-HOST-SENTINEL"]
     for p in ("/etc/shadow", "/etc/passwd"):
         try:
@@ -1064,11 +1185,12 @@ def c_files_race(ctx, res):
                 forbidden.append(f.read()[:64])
         except OSError:
             pass
-    content = "the file's content %s\n" % secrets.token_hex(8)
+    content = "the file content %s\n" % secrets.token_hex(8)
     eid = ctx.new_id("race")
-    body = {"executionId": eid, "workspaceId": ws, "argv": ["python3", "-c", RACER, content,
-                                                             "/etc/shadow", "/etc/passwd", host_file],
-            "env": {"WSTEST_MARK": ctx.mark}, "timeoutMs": 30000}
+    cmd = 'exec python3 -c "$RACER" %s' % " ".join(shlex.quote(a) for a in (content, "/etc/shadow", "/etc/passwd",
+                                                                                host_file))
+    body = {"executionId": eid, "workspaceId": ws, "command": cmd,
+            "env": {"WSTEST_MARK": ctx.mark, "RACER": RACER}, "timeoutMs": 30000}
     r, err = ctx.c.json_req("POST", "/shell-executions", body, signed=True)
     if r is None or r.status != 202:
         res.fail("racer: %s" % (r.brief() if r else err))
@@ -1111,12 +1233,86 @@ def c_files_race(ctx, res):
             if r.status == 200 and any(f and f in r.body for f in forbidden):
                 bad.append(b"FORBIDDEN: " + r.body[:80])
         res.info("race: %s in %.1fs" % (counts, now() - t0))
+        lcounts = {}
+        for i in range(100):
+            r, err = ctx.c.get("/workspaces/%s/files?dir=w" % ws, timeout=3)
+            if r is None:
+                lcounts["no answer"] = lcounts.get("no answer", 0) + 1
+                continue
+            lcounts[r.status] = lcounts.get(r.status, 0) + 1
+            if host_only.encode() in r.body or b"RACE-HOST" in r.body:
+                bad.append(b"LISTING OF THE HOST DIR: " + r.body[:200])
+        res.info("listing ?dir=w during the race: %s" % lcounts)
+        # An upload into w/ during the race: its commit waits for the lease (the racer's run).
+        up = {}
+
+        def upload():
+            up["r"] = ctx.c.try_request("PUT", files_url(ws, "w/uploaded"), b"uploaded\n",
+                                        [("Content-Type", "application/octet-stream")], timeout=10)
+        ut = threading.Thread(target=upload)
+        ut.start()
+        time.sleep(0.3)
         res.check(not bad, "answers that are not the file's content: %s" % bad[:5])
-        if counts and "200 file" not in counts:
-            res.note("no download caught the file itself")
+        res.check(not counts or ("200 file" in counts and len(counts) > 1),
+                  "the race was not exercised (no download got the file, or none was refused): %s" % counts)
+        ctx.c.cancel(eid)
+        ctx.c.wait_final(eid, 3)
+        ut.join(10)
+        r, err = up.get("r", (None, "no answer"))
+        landed = [os.path.relpath(os.path.join(dp, n), ctx.d.workspace_path(ws))
+                  for dp, dns, fns in os.walk(ctx.d.workspace_path(ws)) for n in fns if n == "uploaded"]
+        res.info("PUT w/uploaded during the race: %s; landed at %s" % (r.brief(160) if r else err, landed))
+        res.check(sorted(os.listdir(host_dir)) == sorted(["target", host_only]),
+                  "the host directory changed: %s" % sorted(os.listdir(host_dir)))
+        if r is not None and r.status == 201:
+            res.check(landed == ["w/uploaded"], "the upload answered 201 for w/uploaded but the file is at %s" % landed)
+        res.check(not bad, "answers that show the host directory: %s" % bad[:3])
     finally:
         ctx.c.cancel(eid)
         ctx.c.wait_final(eid, 3)
+
+
+# ---- 8. runs that wait for the lease (last: a failure here has killed the daemon)
+
+@case("8 a managed run waiting for the lease (held by another process): state running, logs 200 empty; "
+      "teardown -> {\"stopped\": [id]}, cancelled; the daemon survives")
+def c_waiting_teardown(ctx, res):
+    ws = "waiting"
+    j = run_sync(res, ctx, ctx.body(ws, "true"))
+    if not expect_exited0(res, j, "create the workspace"):
+        return
+    fd = os.open(ctx.d.workspace_path(ws), os.O_RDONLY | os.O_DIRECTORY)
+    eid = None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        eid = started_managed(res, ctx, ctx.body(ws, "echo should-not-run", ctx.new_id("wt")))
+        if not eid:
+            return
+        time.sleep(0.3)
+        s, _ = ctx.c.status(eid)
+        res.check(s is not None and s.get("state") == "running", "status while waiting: %s" % trunc(json.dumps(s), 300))
+        r, err = ctx.c.get("/shell-executions/%s/logs?stream=stdout&offset=0" % eid)
+        res.check(r is not None and r.status == 200 and r.body == b"" and r.header("x-sandbox-next-offset") == "0",
+                  "logs of an accepted managed run that waits for the lease: expected 200, empty, "
+                  "X-Sandbox-Next-Offset 0; got %s" % (r.brief(300) if r else err))
+        t0 = now()
+        r, err = ctx.c.try_request("POST", "/workspaces/%s/teardown" % ws, b"", timeout=5)
+        res.info("teardown of a workspace whose only run waits for the lease: %s" % (r.brief(300) if r else err))
+        res.check(r is not None and r.status == 200 and (r.json() or {}).get("stopped") == [eid],
+                  "expected 200 {\"stopped\": [\"%s\"]}, got %s" % (eid, r.brief(300) if r else err))
+        time.sleep(0.1)
+        if not ctx.d.alive():
+            res.fail("the daemon died during the teardown (exit status %r); log tail:\n%s" %
+                     (ctx.d.proc.poll(), ctx.d.log_tail(600)))
+            restart(ctx, res, "dead")
+            return
+        s, _ = ctx.c.status(eid)
+        res.check(s is not None and s.get("status") == "cancelled" and s.get("stdout") == "",
+                  "after the teardown: %s" % trunc(json.dumps(s), 300))
+        res.info("teardown answered after %.0f ms" % ((now() - t0) * 1000))
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import socket
 import time
 
 import execute_lib as L
-from execute_lib import HttpError, now, trunc
+from execute_lib import HttpError, now
 
 CONFIG_TEXT = """\
 [Runner]

@@ -585,10 +585,10 @@ static void test_stat_cache(void **state) {
         {
                 char hex[65], digest[80], path[80];
 
-                /* First let "fresh" (too recent to be cached so far) make it into the cache. */
+                /* First let "fresh" (maybe too recent to be cached so far) make it into the cache. */
                 pass_clock_tick();
                 free(snapshot_ok(f, "e6b", 6, &st));
-                assert_int_equal(st.hashed_bytes, 4);
+                assert_true(st.hashed_bytes == 0 || st.hashed_bytes == 4);
                 sha256_hex("hello\n", 6, hex);
                 (void) snprintf(digest, sizeof(digest), "sha256:%s", hex);
                 object_path(digest, path);

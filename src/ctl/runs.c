@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Managed shell executions: shell --follow / --detach, status-of, logs, cancel. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "exec-util.h"
+#include "output.h"
+#include "transfer.h"
+
+/* After a follow stream ended while the run still shows as running (a broken connection, a
+ * daemon restart), wait this long before following again. */
+#define REFOLLOW_DELAY_USEC (200 * USEC_PER_MSEC)
+
+/* "/shell-executions/<id><suffix>", the id escaped. NULL on OOM (reported). */
+static char *execution_path(const char *id, const char *suffix) {
+        _cleanup_free_ char *eid = NULL;
+        char *p;
+
+        if (transfer_escape(id, &eid) < 0 || asprintf(&p, "/shell-executions/%s%s", eid, suffix ?: "") < 0) {
+                (void) log_oom();
+                return NULL;
+        }
+        return p;
+}
+
+static char *escaped(const char *s) {
+        char *e = NULL;
+
+        (void) output_escape(s ?: "", &e);
+        return e;
+}
+
+/* Where the bytes of a log go, and how many there were. */
+typedef struct LogSink {
+        int fd;                 /* -EBADF: discard (only count) */
+        uint64_t bytes;
+        int error;
+} LogSink;
+
+static int log_sink_write(const void *data, size_t size, void *userdata) {
+        LogSink *s = userdata;
+        int r;
+
+        if (s->fd >= 0) {
+                r = transfer_write_all(s->fd, data, size);
+                if (r < 0) {
+                        s->error = r;
+                        log_error("Failed to write to standard %s: %s", s->fd == STDERR_FILENO ? "error" : "output",
+                                  strerror(-r));
+                        return r;
+                }
+        }
+        s->bytes += size;
+        return 0;
+}
+
+/* GET .../logs?stream=@stream&offset=@offset[&follow=1] into @sink. @ret_next: the next offset
+ * (X-Sandbox-Next-Offset, or @offset plus what arrived when following). Returns an exit code. */
+static int read_log(const char *id, const char *stream, uint64_t offset, bool follow, LogSink *sink,
+                    uint64_t *ret_next) {
+        _cleanup_(http_response_done) HttpResponse resp = {};
+        _cleanup_free_ char *base = NULL, *path = NULL;
+        json_object *answer = NULL;
+        const char *next;
+        int r;
+
+        base = execution_path(id, "/logs");
+        if (!base)
+                return CTL_EXIT_FAILURE;
+        if (asprintf(&path, "%s?stream=%s&offset=%" PRIu64 "%s", base, stream, offset, follow ? "&follow=1" : "") < 0)
+                return log_oom();
+
+        sink->bytes = 0;
+        sink->error = 0;
+        r = request(&(const Request) {
+                            .method = "GET",
+                            .path = path,
+                            .need_token = true,
+                            /* A followed log lasts as long as the run. */
+                            .timeout_usec = follow && !arg_timeout_set ? 0 : arg_timeout_usec,
+                            .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
+                            .write_body = log_sink_write,
+                            .write_userdata = sink,
+                            .accept = "application/octet-stream",
+                            .raw_answer = true,
+                            .callback_error = &sink->error,
+                            .ret_response = &resp,
+                    },
+                    &answer);
+        if (r != 0)
+                return r;
+
+        if (ret_next) {
+                uint64_t v;
+
+                next = http_response_header(&resp, "X-Sandbox-Next-Offset");
+                if (!follow && next && exec_parse_uint(next, UINT64_MAX, &v) >= 0)
+                        *ret_next = v;
+                else
+                        *ret_next = offset + sink->bytes;
+        }
+        return 0;
+}
+
+/* GET /shell-executions/{id}. Returns an exit code. */
+static int get_record(const char *id, json_object **ret) {
+        _cleanup_free_ char *path = execution_path(id, NULL);
+
+        if (!path)
+                return CTL_EXIT_FAILURE;
+        return request(&(const Request) {
+                               .method = "GET",
+                               .path = path,
+                               .need_token = true,
+                               .timeout_usec = arg_timeout_usec,
+                       },
+                       ret);
+}
+
+static bool record_running(json_object *record) {
+        const char *state = json_string_field(record, "state") ?: json_string_field(record, "status");
+
+        return !state || streq(state, "running");
+}
+
+/* The log of @stream was cut at MaxOutputBytes: say so. */
+static void note_log_truncation(json_object *record, const char *eid, const char *stream) {
+        json_object *logs, *l;
+
+        if (!json_object_object_get_ex(record, "logs", &logs) || !json_object_object_get_ex(logs, stream, &l) ||
+            !json_bool_field(l, "truncated"))
+                return;
+        log_error("The %s log of execution %s was cut at %" PRIi64 " bytes (MaxOutputBytes=).", stream, eid,
+                  json_int_field(l, "bytes", 0));
+}
+
+int run_managed_shell(json_object *body) {
+        _cleanup_(json_object_putp) json_object *started = NULL, *record = NULL;
+        _cleanup_free_ char *id = NULL, *eid = NULL, *estatus = NULL, *note = NULL;
+        LogSink out = { .fd = arg_json ? -EBADF : STDOUT_FILENO };
+        uint64_t offset = 0;
+        const char *s, *status;
+        size_t size;
+        int r, code;
+
+        s = json_body(body, &size);
+        if (!s)
+                return log_oom();
+
+        r = request(&(const Request) {
+                            .method = "POST",
+                            .path = "/shell-executions",
+                            .need_token = true,
+                            .sign = true,
+                            .body = s,
+                            .body_size = size,
+                            .timeout_usec = arg_timeout_usec,
+                    },
+                    &started);
+        if (r != 0)
+                return r;
+
+        s = json_string_field(started, "executionId");
+        if (!s) {
+                log_error("The answer has no 'executionId'.");
+                return CTL_EXIT_FAILURE;
+        }
+        id = strdup(s);
+        eid = escaped(s);
+        if (!id || !eid)
+                return log_oom();
+
+        if (arg_detach) {
+                if (arg_json)
+                        return show_answer(started, NULL);
+                /* The id alone, for "id=$(sandbox-runnerctl shell --detach ...)". */
+                printf("%s\n", eid);
+                return flush_stdout();
+        }
+
+        /* --follow: the run goes on without us; an interrupt says how to stop it. */
+        if (asprintf(&note, "\n" PROGRAM ": execution %s keeps running; stop it with: " PROGRAM " cancel %s\n",
+                     eid, eid) < 0)
+                return log_oom();
+        transfer_interrupt_setup();
+        transfer_interrupt_message(note);
+        if (arg_verbose)
+                log_error("Started execution %s.", eid);
+
+        if (flush_stdout() != 0)
+                return CTL_EXIT_FAILURE;
+        for (;;) {
+                /* With --json the output is not shown: the stream only tells when the run ends. */
+                r = read_log(id, "stdout", offset, true, &out, &offset);
+                if (r != 0)
+                        goto fail;
+
+                json_object_put(record);
+                record = NULL;
+                r = get_record(id, &record);
+                if (r != 0)
+                        goto fail;
+                if (!record_running(record))
+                        break;
+                (void) usleep(REFOLLOW_DELAY_USEC);
+        }
+        transfer_interrupt_message(NULL);
+
+        status = json_string_field(record, "status");
+        if (!status || streq(status, "running")) {
+                log_error("The record of execution %s has no final 'status'.", eid);
+                return CTL_EXIT_FAILURE;
+        }
+        code = exec_status_exit_code(status, json_int_field(record, "exitCode", -1),
+                                     json_int_field(record, "signal", -1));
+        estatus = escaped(status);
+        if (!estatus)
+                return log_oom();
+
+        if (arg_json) {
+                r = show_answer(record, NULL);
+                if (r != 0)
+                        return r;
+        } else {
+                LogSink err = { .fd = STDERR_FILENO };
+
+                r = read_log(id, "stderr", 0, false, &err, NULL);
+                if (r != 0)
+                        return r;
+                note_log_truncation(record, eid, "stdout");
+                note_log_truncation(record, eid, "stderr");
+                if (code >= 0 && !streq(status, "exited") && !streq(status, "signaled"))
+                        log_error("execution %s ended: %s", eid, estatus);
+        }
+
+        if (code < 0) {
+                log_error("Execution %s ended with status %s but without a valid %s.", eid, estatus,
+                          streq(status, "exited") ? "exitCode" : "signal");
+                return CTL_EXIT_FAILURE;
+        }
+        return code;
+
+fail:
+        transfer_interrupt_message(NULL);
+        log_error("Execution %s may still be running; see: " PROGRAM " status-of %s", eid, eid);
+        return r;
+}
+
+int verb_status_of(int argc, char *argv[]) {
+        static const char *const first[] = { "executionId", "state", "status", "exitCode", "signal",
+                                             "workspaceId", "durationMs", NULL };
+        _cleanup_(json_object_putp) json_object *record = NULL;
+        int r;
+
+        r = get_record(argv[0], &record);
+        if (r != 0)
+                return r;
+
+        /* The output itself is what "logs" is for: the summary leaves it out. */
+        if (!arg_json && json_object_is_type(record, json_type_object)) {
+                json_object_object_del(record, "stdout");
+                json_object_object_del(record, "stderr");
+        }
+        return show_answer(record, first);
+}
+
+int verb_logs(int argc, char *argv[]) {
+        LogSink out = { .fd = STDOUT_FILENO };
+        uint64_t next = 0;
+        int r;
+
+        r = flush_stdout();
+        if (r != 0)
+                return r;
+        r = read_log(argv[0], arg_stream ?: "stdout", arg_offset, arg_follow, &out, &next);
+        if (r != 0)
+                return r;
+        if (arg_verbose)
+                fprintf(stderr, "next offset: %" PRIu64 "\n", next);
+        return 0;
+}
+
+int verb_cancel(int argc, char *argv[]) {
+        static const char *const first[] = { "executionId", "state", NULL };
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        _cleanup_free_ char *path = execution_path(argv[0], "/cancel");
+        int r;
+
+        if (!path)
+                return CTL_EXIT_FAILURE;
+        r = request(&(const Request) {
+                            .method = "POST",
+                            .path = path,
+                            .need_token = true,
+                            .sign = true,
+                            .timeout_usec = arg_timeout_usec,
+                    },
+                    &answer);
+        if (r != 0)
+                return r;
+        return show_answer(answer, first);
+}
