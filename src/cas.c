@@ -33,7 +33,7 @@ SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
 #define DIGEST_HEX_LEN 64U
 #define NAME_MAX_BYTES 255U
 #define SYMLINK_MAX_BYTES 4095U                         /* PATH_MAX - 1 */
-#define IO_BUFFER_SIZE ((size_t) 1 << 20)
+#define IO_BUFFER_SIZE ((size_t) 256 << 10)           /* files up to this are read in one go */
 #define BATCH_MAX_OBJECTS 4096U                         /* objects per fsync batch */
 #define BATCH_MAX_BYTES (UINT64_C(256) << 20)           /* dirty bytes per fsync batch */
 #define BATCH_SYNCFS_MIN 16U                            /* from this many files: one syncfs() */

@@ -905,19 +905,6 @@ static int execution_launch(Execution *e) {
                 /* Without a scope, the address-space limit is the only memory bound we have. */
                 .as = m->scopes_available ? 0 : e->req->memory_max,
         };
-        if (e->managed && m->records_fd >= 0) {
-                for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
-                        e->log_fds[s] = record_log_create(m->records_fd, e->id, (RecordStream) s);
-                        if (e->log_fds[s] < 0) {
-                                execution_fail(e, e->log_fds[s], "could not create the execution's logs");
-                                return 0;
-                        }
-                }
-                /* Durable before the run starts: a daemon that dies now leaves a record that the
-                 * next start marks 'interrupted'. */
-                execution_write_record(e);
-        }
-
         r = execution_quota_begin(e);
         if (r < 0 && r != -ENOMEM)
                 r = -EDQUOT;   /* fail closed, as during the run */
@@ -1034,6 +1021,20 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
         m->n_executions_running++;
         m->n_executions_total++;
         manager_busy_ref(m);
+
+        if (e->managed && m->records_fd >= 0) {
+                /* Logs exist from the start (empty while the run waits for the lease), and the
+                 * record is durable before the run: a daemon that dies leaves a record that the
+                 * next start marks 'interrupted'. */
+                for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
+                        e->log_fds[s] = record_log_create(m->records_fd, e->id, (RecordStream) s);
+                        if (e->log_fds[s] < 0) {
+                                execution_fail(e, e->log_fds[s], "could not create the execution's logs");
+                                return 0;
+                        }
+                }
+                execution_write_record(e);
+        }
 
         /* The permission epoch: the network policy in force now, kept for the whole run. */
         {

@@ -786,6 +786,7 @@ typedef struct Teardown {
         ExecutionWatch **watches;
         size_t n_watches;
         bool replied;
+        bool setting_up;                  /* cancelling: runs may finish synchronously */
 } Teardown;
 
 static void teardown_free(Teardown *t) {
@@ -800,6 +801,8 @@ static void teardown_check(void *userdata) {
         Teardown *t = userdata;
         _cleanup_(json_object_putp) json_object *o = NULL;
 
+        if (t->setting_up)
+                return;
         for (size_t i = 0; i < t->n_watches; i++)
                 if (execution_watch_alive(t->watches[i]) &&
                     !execution_finished(execution_watch_execution(t->watches[i])))
@@ -857,10 +860,13 @@ static void handle_teardown(Manager *m, HttpRequest *req, const Route *route, js
         }
         http_request_set_userdata(req, t, on_teardown_gone);
         http_request_suspend(req);
-        /* Cancel after all watches are in place: a run may finish synchronously. */
+        /* Cancel after all watches are in place: a run may finish synchronously (one still waiting
+         * for the lease does), and the answer must wait until the loop is through. */
+        t->setting_up = true;
         for (size_t i = 0; i < t->n_watches; i++)
                 if (execution_watch_alive(t->watches[i]))
                         execution_cancel(execution_watch_execution(t->watches[i]), EXECUTION_STATUS_CANCELLED);
+        t->setting_up = false;
         teardown_check(t);
 }
 

@@ -119,7 +119,7 @@ static void reply_path_error(HttpRequest *req, int r, const char *path) {
         case -ENOTDIR:
         case -ENOTEMPTY:
         case -EEXIST:
-                return http_reply_error(req, 409, "invalid_request", "'%s' conflicts with a directory or file.", path);
+                return http_reply_error(req, 400, "invalid_request", "'%s' conflicts with a directory or file.", path);
         case -EFBIG:
         case -E2BIG:
                 return http_reply_error(req, 413, "payload_too_large", "'%s' exceeds the size limit.", path);

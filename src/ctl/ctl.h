@@ -71,6 +71,10 @@ typedef struct Request {
          * reports it and request() says nothing more. */
         const int *callback_error;
         HttpResponse *ret_response;     /* if not NULL, receives the 2xx answer (its headers) */
+        /* An error answer with this status is not reported (the caller handles it); the exit
+         * code is CTL_EXIT_FAILURE and *ret_status (if not NULL) says which status came. */
+        long quiet_status;
+        long *ret_status;
 } Request;
 
 /*

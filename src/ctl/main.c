@@ -397,6 +397,11 @@ int request(const Request *req, json_object **ret_answer) {
         /* The token is no longer needed; do not keep it around while printing. */
         erase_and_free(STEAL(token));
 
+        if (req->ret_status)
+                *req->ret_status = resp.status;
+        if (req->quiet_status > 0 && resp.status == req->quiet_status)
+                return CTL_EXIT_FAILURE;
+
         if (req->raw_answer && resp.status >= 200 && resp.status < 300) {
                 if (req->ret_response) {
                         *req->ret_response = resp;

@@ -62,9 +62,11 @@ static int log_sink_write(const void *data, size_t size, void *userdata) {
 }
 
 /* GET .../logs?stream=@stream&offset=@offset[&follow=1] into @sink. @ret_next: the next offset
- * (X-Sandbox-Next-Offset, or @offset plus what arrived when following). Returns an exit code. */
+ * (X-Sandbox-Next-Offset, or @offset plus what arrived when following). @quiet_404: a missing log
+ * (a run still waiting for its workspace has none yet) is not reported; @ret_status says so.
+ * Returns an exit code. */
 static int read_log(const char *id, const char *stream, uint64_t offset, bool follow, LogSink *sink,
-                    uint64_t *ret_next) {
+                    uint64_t *ret_next, bool quiet_404, long *ret_status) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_free_ char *base = NULL, *path = NULL;
         json_object *answer = NULL;
@@ -92,6 +94,8 @@ static int read_log(const char *id, const char *stream, uint64_t offset, bool fo
                             .raw_answer = true,
                             .callback_error = &sink->error,
                             .ret_response = &resp,
+                            .quiet_status = quiet_404 ? 404 : 0,
+                            .ret_status = ret_status,
                     },
                     &answer);
         if (r != 0)
@@ -197,9 +201,12 @@ int run_managed_shell(json_object *body) {
         if (flush_stdout() != 0)
                 return CTL_EXIT_FAILURE;
         for (;;) {
-                /* With --json the output is not shown: the stream only tells when the run ends. */
-                r = read_log(id, "stdout", offset, true, &out, &offset);
-                if (r != 0)
+                long http_status = 0;
+
+                /* With --json the output is not shown: the stream only tells when the run ends. A
+                 * run waiting for its workspace (another run holds it) has no log yet: 404. */
+                r = read_log(id, "stdout", offset, true, &out, &offset, true, &http_status);
+                if (r != 0 && http_status != 404)
                         goto fail;
 
                 json_object_put(record);
@@ -211,6 +218,10 @@ int run_managed_shell(json_object *body) {
                         break;
                 (void) usleep(REFOLLOW_DELAY_USEC);
         }
+        /* What was written after the last stream ended (if it ended early, or never started). */
+        r = read_log(id, "stdout", offset, false, &out, &offset, true, NULL);
+        if (r != 0 && out.error < 0)
+                return r;
         transfer_interrupt_message(NULL);
 
         status = json_string_field(record, "status");
@@ -231,8 +242,10 @@ int run_managed_shell(json_object *body) {
         } else {
                 LogSink err = { .fd = STDERR_FILENO };
 
-                r = read_log(id, "stderr", 0, false, &err, NULL);
-                if (r != 0)
+                long http_status = 0;
+
+                r = read_log(id, "stderr", 0, false, &err, NULL, true, &http_status);
+                if (r != 0 && http_status != 404)
                         return r;
                 note_log_truncation(record, eid, "stdout");
                 note_log_truncation(record, eid, "stderr");
@@ -279,7 +292,7 @@ int verb_logs(int argc, char *argv[]) {
         r = flush_stdout();
         if (r != 0)
                 return r;
-        r = read_log(argv[0], arg_stream ?: "stdout", arg_offset, arg_follow, &out, &next);
+        r = read_log(argv[0], arg_stream ?: "stdout", arg_offset, arg_follow, &out, &next, false, NULL);
         if (r != 0)
                 return r;
         if (arg_verbose)

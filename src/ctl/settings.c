@@ -191,7 +191,7 @@ static int print_list(const char *label, json_object *o, const char *key) {
         json_object *l;
         size_t n;
 
-        printf("%-9s", label);
+        printf("%-10s", label);
         if (!json_object_object_get_ex(o, key, &l) || !json_object_is_type(l, json_type_array) ||
             (n = json_object_array_length(l)) == 0) {
                 printf("(none)\n");
@@ -218,13 +218,13 @@ static int print_policy(json_object *answer, const char *before) {
                 return show_answer(answer, NULL);
         if (!mode || !rev || (before && !old))
                 return log_oom();
-        printf("%-9s%s\n", "mode:", mode);
+        printf("%-10s%s\n", "mode:", mode);
         if (!before)
-                printf("%-9s%s\n", "revision:", rev);
+                printf("%-10s%s\n", "revision:", rev);
         else if (streq(before, json_string_field(answer, "revision") ?: "-"))
-                printf("%-9s%s (unchanged)\n", "revision:", rev);
+                printf("%-10s%s (unchanged)\n", "revision:", rev);
         else
-                printf("%-9s%s (was %s)\n", "revision:", rev, old);
+                printf("%-10s%s (was %s)\n", "revision:", rev, old);
         if (print_list("allow:", answer, "allow") < 0 || print_list("mirrors:", answer, "mirrors") < 0)
                 return log_oom();
         return flush_stdout();

@@ -281,14 +281,18 @@ static char *snapshot_ok(Fixture *f, const char *exec_id, uint64_t created, CasS
         return digest;
 }
 
-static void assert_fsck_ok(Fixture *f) {
+static void assert_fsck_ok_full(Fixture *f, bool full) {
         char *problem = NULL;
-        int r = cas_fsck_full(f->cas, &problem);
+        int r = full ? cas_fsck_full(f->cas, &problem) : cas_fsck(f->cas, &problem);
 
         if (r != 0)
                 print_message("# fsck: %d %s\n", r, problem ?: "");
         assert_int_equal(r, 0);
         assert_null(problem);
+}
+
+static void assert_fsck_ok(Fixture *f) {
+        assert_fsck_ok_full(f, true);
 }
 
 static char *read_all_fd(int fd, uint64_t size) {
@@ -302,7 +306,7 @@ static char *read_all_fd(int fd, uint64_t size) {
 
 /* A workspace with a bit of everything, modes included. */
 static void populate(int ws) {
-        char big[3 << 19];
+        char big[3 << 17];     /* larger than the read buffer (256 KiB): the streamed path */
 
         for (size_t i = 0; i < sizeof(big); i++)
                 big[i] = (char) (i * 7 + i / 4096);
@@ -540,7 +544,7 @@ static void test_stat_cache(void **state) {
         pass_clock_tick();
         d1 = snapshot_ok(f, "e1", 1, &st);
         assert_int_equal(st.hashed_bytes, st.bytes);
-        assert_true(st.bytes > (1 << 20));
+        assert_true(st.bytes > (3 << 17));
 
         /* Unchanged: nothing is read, nothing written. */
         d2 = snapshot_ok(f, "e2", 2, &st);
@@ -695,7 +699,7 @@ static void test_special_files_skipped(void **state) {
 static void test_limits(void **state) {
         Fixture *f = *state;
         CasSnapshotStats st;
-        char big[(1 << 20) + 4096];
+        char big[(256 << 10) + 4096];
         int fd;
 
         /* Depth: the default 256 components pass, 257 do not. */
@@ -852,7 +856,7 @@ static void test_lookups(void **state) {
         assert_string_equal(refs[3].exec_id, "e1");
         assert_string_equal(refs[3].tree, d);
         assert_int_equal(refs[3].created_ms, 1000);
-        assert_int_equal(refs[3].bytes, 6 + 18 + 6 + 0 + (3 << 19) + 29 + 6 + 1 + 14 + 11);
+        assert_int_equal(refs[3].bytes, 6 + 18 + 6 + 0 + (3 << 17) + 29 + 6 + 1 + 14 + 11);
         cas_refs_free(refs, n);
 
         assert_int_equal(cas_read_ref(f->cas, "ws", "e1", &ref), 0);
@@ -871,7 +875,7 @@ static void test_lookups(void **state) {
                 close(rfd);
                 (void) snprintf(expected, sizeof(expected),
                                 "{\"bytes\":%d,\"createdAt\":1000,\"executionId\":\"e1\",\"tree\":\"%s\"}",
-                                6 + 18 + 6 + 0 + (3 << 19) + 29 + 6 + 1 + 14 + 11, d);
+                                6 + 18 + 6 + 0 + (3 << 17) + 29 + 6 + 1 + 14 + 11, d);
                 assert_string_equal(json, expected);
                 free(json);
         }
@@ -923,25 +927,28 @@ static int crash_hook(const char *point, void *userdata) {
 }
 
 static void make_crash_workspace(int ws, bool second, bool large) {
-        char big[(1 << 20) + 100];
+        char big[(256 << 10) + 100];
 
+        /* One object larger than the read buffer: the streamed path (not needed twice). */
         memset(big, second ? 'B' : 'A', sizeof(big));
         if (!second) {
                 write_str(ws, "keep", "kept in both\n");
                 mkdir_mode(ws, "sub", 0755);
                 write_str(ws, "sub/a", "first a\n");
                 assert_int_equal(symlinkat("keep", ws, "ln"), 0);
-                write_at(ws, "big", big, sizeof(big), 0644);
+                if (!large)
+                        write_at(ws, "big", big, sizeof(big), 0644);
         } else {
                 write_str(ws, "sub/a", "second a, longer\n");
                 write_str(ws, "sub/new", "new in second\n");
                 mkdir_mode(ws, "sub/nested", 0700);
                 write_str(ws, "sub/nested/n", "nested\n");
-                write_at(ws, "big", big, sizeof(big), 0644);
-                if (large) {
+                if (!large)
+                        write_at(ws, "big", big, sizeof(big), 0644);
+                else {
                         /* Enough objects for a batch made durable with one syncfs(). */
                         mkdir_mode(ws, "many", 0755);
-                        for (unsigned i = 0; i < 24; i++) {
+                        for (unsigned i = 0; i < 18; i++) {
                                 char name[32];
 
                                 (void) snprintf(name, sizeof(name), "many/%u", i);
@@ -1011,7 +1018,7 @@ static void crash_points_run(void **state, bool large) {
                 assert_int_equal(cas_read_ref(f->cas, "ws", "a", &ref), 0);
                 assert_string_equal(ref.tree, da);
                 cas_ref_done(&ref);
-                r = cas_fsck_full(f->cas, &problem);
+                r = cas_fsck(f->cas, &problem);
                 if (r != 0)
                         print_message("# crash at %u: fsck %d %s\n", i, r, problem);
                 assert_int_equal(r, 0);
@@ -1029,14 +1036,14 @@ static void crash_points_run(void **state, bool large) {
                 assert_string_equal(db, db_ref);
                 assert_true(st.new_objects <= ref_stats.new_objects);
                 assert_int_equal(count_objects(f), ref_objects);
-                assert_fsck_ok(f);
+                assert_fsck_ok_full(f, i + 1 == points);     /* content re-hashed once: valgrind */
                 free(db);
 
                 /* Leftover tmp files are allowed; gc removes them. */
                 assert_int_equal(cas_gc(f->cas, 0, NULL), 0);
                 assert_int_equal(count_dir(f->store_fd, "tmp"), 0);
                 assert_int_equal(count_objects(f), ref_objects);
-                assert_fsck_ok(f);
+                assert_fsck_ok_full(f, false);
         }
         free(da);
         free(db_ref);
@@ -1376,5 +1383,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_fsck, setup, teardown),
         };
 
+        /* e.g. TEST_CAS_FILTER='*crash*' to run a subset */
+        if (getenv("TEST_CAS_FILTER"))
+                cmocka_set_test_filter(getenv("TEST_CAS_FILTER"));
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
