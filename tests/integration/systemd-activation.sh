@@ -229,7 +229,13 @@ step_socket() {
 }
 
 step_health() {
+        local t0 t1
+        # The first request starts the service: measure socket-activation latency (start, probes,
+        # READY, answer), as seen by a client in the box.
+        t0=$(date +%s%N)
         http /health || return 1
+        t1=$(date +%s%N)
+        echo "first request through socket activation answered in $(( (t1 - t0) / 1000000 )) ms"
         echo "HTTP $CODE $BODY"
         [[ "$CODE" == 200 ]] || return 1
         jtest 'isinstance(d, dict) and "status" in d' <<<"$BODY"
@@ -364,8 +370,15 @@ step_idle() {
 }
 
 step_reactivate() {
+        local t0 t1 t2
+        t0=$(date +%s%N)
         http /health || return 1
+        t1=$(date +%s%N)
         [[ "$CODE" == 200 ]] || { echo "HTTP $CODE $BODY"; return 1; }
+        # The same request to the running service: what the activation itself added.
+        http /health || return 1
+        t2=$(date +%s%N)
+        echo "request that re-activated the service: $(( (t1 - t0) / 1000000 )) ms; the next one: $(( (t2 - t1) / 1000000 )) ms"
         step_active
 }
 
