@@ -26,13 +26,6 @@
 /* Room for a temporary file's name next to the target: ".<name>.XXXXXX" within NAME_MAX. */
 #define TMP_NAME_BASE_MAX 200
 
-static char *escaped(const char *s) {
-        char *e = NULL;
-
-        (void) output_escape(s ?: "", &e);
-        return e;
-}
-
 /* Uploads, downloads and the commands that wait for the workspace (a run holds it while it goes
  * on) have no overall time limit unless --timeout is given. */
 static uint64_t long_timeout(void) {
@@ -72,6 +65,7 @@ typedef struct Source {
         const char *name;               /* as given, for messages */
         int fd;
         bool seekable;
+        off_t start;                    /* where the bytes start (standard input may be read already) */
         int64_t size;                   /* -1: unknown (a pipe), sent chunked */
         uint64_t sent;
         struct sha256_ctx sha;
@@ -79,7 +73,7 @@ typedef struct Source {
 } Source;
 
 static void source_fail(Source *s, int error, const char *what) {
-        _cleanup_free_ char *e = escaped(s->name);
+        _cleanup_free_ char *e = output_escaped(s->name);
 
         if (*s->error == 0)
                 *s->error = error;
@@ -118,7 +112,7 @@ static ssize_t source_read(void *buf, size_t size, void *userdata) {
 static int source_rewind(void *userdata) {
         Source *s = userdata;
 
-        if (!s->seekable || lseek(s->fd, 0, SEEK_SET) < 0) {
+        if (!s->seekable || lseek(s->fd, s->start, SEEK_SET) < 0) {
                 source_fail(s, -ESPIPE, "it cannot be sent again");
                 return -ESPIPE;
         }
@@ -129,7 +123,7 @@ static int source_rewind(void *userdata) {
 
 /* Open @path ("-": standard input) for sending. Returns an exit code. */
 static int source_open(Source *s, const char *path, int *error) {
-        _cleanup_free_ char *e = escaped(path);
+        _cleanup_free_ char *e = output_escaped(path);
         struct stat st;
 
         *s = (Source) { .name = path, .fd = -EBADF, .size = -1, .error = error };
@@ -152,8 +146,13 @@ static int source_open(Source *s, const char *path, int *error) {
                 return CTL_EXIT_FAILURE;
         }
         if (S_ISREG(st.st_mode)) {
-                s->size = (int64_t) st.st_size;
-                s->seekable = lseek(s->fd, 0, SEEK_CUR) == 0;
+                /* A regular file: its size is known, from where its offset is (0 unless it is a
+                 * standard input that was read from already). */
+                s->start = lseek(s->fd, 0, SEEK_CUR);
+                s->seekable = s->start >= 0;
+                if (s->start < 0)
+                        s->start = 0;
+                s->size = st.st_size > s->start ? (int64_t) (st.st_size - s->start) : 0;
         }
         return 0;
 }
@@ -165,7 +164,7 @@ static void source_close(Source *s) {
 
 /* Compare the daemon's record of one written file with what was sent. Returns an exit code. */
 static int check_written(json_object *w, const char *remote, Source *s, char hex[static 65]) {
-        _cleanup_free_ char *er = escaped(remote), *theirs = NULL;
+        _cleanup_free_ char *er = output_escaped(remote), *theirs = NULL;
         uint8_t digest[TRANSFER_SHA256_SIZE];
         const char *sha = json_string_field(w, "sha256"), *path = json_string_field(w, "path");
         int64_t bytes = json_int_field(w, "bytes", -1);
@@ -176,9 +175,9 @@ static int check_written(json_object *w, const char *remote, Source *s, char hex
                 log_error("The daemon's answer for '%s' lacks its path, bytes or sha256.", er ?: "");
                 return CTL_EXIT_FAILURE;
         }
-        theirs = escaped(sha);
+        theirs = output_escaped(sha);
         if (!streq(path, remote)) {
-                _cleanup_free_ char *ep = escaped(path);
+                _cleanup_free_ char *ep = output_escaped(path);
                 log_error("The daemon wrote '%s' where '%s' was sent.", ep ?: "", er ?: "");
                 return CTL_EXIT_FAILURE;
         }
@@ -212,7 +211,7 @@ static int show_written(json_object *answer, Source *sources, char **remotes, si
         if (arg_json)
                 return show_answer(answer, NULL);
         for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *ep = escaped(remotes[i]);
+                _cleanup_free_ char *ep = output_escaped(remotes[i]);
 
                 if (!ep)
                         return log_oom();
@@ -305,14 +304,14 @@ static int upload_multipart(const char *ws, int n, char *locals[]) {
                         break;
                 }
                 if (isempty(names[i])) {
-                        _cleanup_free_ char *e = escaped(locals[i]);
+                        _cleanup_free_ char *e = output_escaped(locals[i]);
                         log_error("'%s' has no file name.", e ?: "");
                         r = CTL_EXIT_USAGE;
                         break;
                 }
                 for (int k = 0; k < i; k++)
                         if (streq(names[k], names[i])) {
-                                _cleanup_free_ char *e = escaped(names[i]);
+                                _cleanup_free_ char *e = output_escaped(names[i]);
                                 log_error("Two files named '%s': each part's name is its path in the workspace; "
                                           "upload them one at a time with a REMOTE path.", e ?: "");
                                 r = CTL_EXIT_USAGE;
@@ -398,6 +397,10 @@ static int download_target(const char *remote, const char *local, char **ret) {
 
         if (!base)
                 return log_oom();
+        if (local && isempty(local)) {
+                log_error("LOCAL must not be empty (use '-' for standard output).");
+                return CTL_EXIT_USAGE;
+        }
         if (local && streq(local, "-")) {
                 *ret = NULL;
                 return 0;
@@ -422,7 +425,7 @@ static int download_target(const char *remote, const char *local, char **ret) {
 
 /* A temporary file next to @target: "<dir>/.<name>.XXXXXX". Returns an exit code. */
 static int make_temporary(const char *target, char **ret_path, int *ret_fd) {
-        _cleanup_free_ char *base = transfer_basename(target), *tmp = NULL, *e = escaped(target);
+        _cleanup_free_ char *base = transfer_basename(target), *tmp = NULL, *e = output_escaped(target);
         const char *slash = strrchr(target, '/');
         int fd;
 
@@ -469,8 +472,8 @@ int verb_download(int argc, char *argv[]) {
                 path = workspace_path(ws, "/files/%s", rpath);
         if (!path)
                 return CTL_EXIT_FAILURE;
-        etarget = escaped(target ?: "standard output");
-        eremote = escaped(remote);
+        etarget = output_escaped(target ?: "standard output");
+        eremote = output_escaped(remote);
         if (!etarget || !eremote)
                 return log_oom();
 
@@ -519,7 +522,7 @@ int verb_download(int argc, char *argv[]) {
         }
         r = transfer_repr_digest_sha256(header, theirs);
         if (r < 0) {
-                eheader = escaped(header);
+                eheader = output_escaped(header);
                 log_error("The Repr-Digest of '%s' (%s) has no valid sha-256 value; the download cannot be "
                           "verified%s.", eremote, eheader ?: "", target ? " and was discarded" : "");
                 r = CTL_EXIT_FAILURE;
@@ -620,8 +623,8 @@ static int print_entries(json_object *answer, bool with_mode) {
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *e = json_object_array_get_idx(list, i);
                 const char *type = json_string_field(e, "type") ?: "?", *target = json_string_field(e, "target");
-                _cleanup_free_ char *ename = escaped(json_string_field(e, "name")), *etype = escaped(type),
-                                    *etarget = target ? escaped(target) : NULL;
+                _cleanup_free_ char *ename = output_escaped(json_string_field(e, "name")), *etype = output_escaped(type),
+                                    *etarget = target ? output_escaped(target) : NULL;
                 bool dir = streq(type, "dir");
                 char size[32] = "-", mode[16] = "";
 
@@ -699,7 +702,7 @@ int verb_revisions(int argc, char *argv[]) {
                 return CTL_EXIT_FAILURE;
         }
         if (json_object_array_length(list) == 0) {
-                _cleanup_free_ char *ews = escaped(argv[0]);
+                _cleanup_free_ char *ews = output_escaped(argv[0]);
                 printf("No revisions of workspace %s.\n", ews ?: "");
                 return flush_stdout();
         }
@@ -710,7 +713,7 @@ int verb_revisions(int argc, char *argv[]) {
         printf("%-*s  %-19s  %12s\n", (int) width, "EXECUTION", "CREATED", "BYTES");
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *e = json_object_array_get_idx(list, i);
-                _cleanup_free_ char *eid = escaped(json_string_field(e, "executionId") ?: "-");
+                _cleanup_free_ char *eid = output_escaped(json_string_field(e, "executionId") ?: "-");
                 int64_t ms = json_int_field(e, "createdAt", -1);
                 char created[32] = "-";
                 struct tm tm;

@@ -85,6 +85,13 @@ int output_escape(const char *s, char **ret) {
         return 0;
 }
 
+char *output_escaped(const char *s) {
+        char *e = NULL;
+
+        (void) output_escape(s ?: "", &e);
+        return e;
+}
+
 int output_json(FILE *f, json_object *obj) {
         const char *s;
 

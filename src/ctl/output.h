@@ -14,6 +14,9 @@
  */
 int output_escape(const char *s, char **ret);
 
+/* output_escaped() - the same, returning the copy (NULL on OOM); NULL @s is taken as "". */
+char *output_escaped(const char *s);
+
 /*
  * output_json() - write @obj pretty-printed (two-space indent) and a newline to @f.
  * Return: 0, -ENOMEM, -EIO on a write error.

@@ -30,13 +30,6 @@ static char *execution_path(const char *id, const char *suffix) {
         return p;
 }
 
-static char *escaped(const char *s) {
-        char *e = NULL;
-
-        (void) output_escape(s ?: "", &e);
-        return e;
-}
-
 /* Where the bytes of a log go, and how many there were. */
 typedef struct LogSink {
         int fd;                 /* -EBADF: discard (only count) */
@@ -177,7 +170,7 @@ int run_managed_shell(json_object *body) {
                 return CTL_EXIT_FAILURE;
         }
         id = strdup(s);
-        eid = escaped(s);
+        eid = output_escaped(s);
         if (!id || !eid)
                 return log_oom();
 
@@ -231,7 +224,7 @@ int run_managed_shell(json_object *body) {
         }
         code = exec_status_exit_code(status, json_int_field(record, "exitCode", -1),
                                      json_int_field(record, "signal", -1));
-        estatus = escaped(status);
+        estatus = output_escaped(status);
         if (!estatus)
                 return log_oom();
 

@@ -12,13 +12,6 @@
 #include "exec-util.h"
 #include "output.h"
 
-static char *escaped(const char *s) {
-        char *e = NULL;
-
-        (void) output_escape(s ?: "", &e);
-        return e;
-}
-
 static json_object *unref(json_object *o) {
         json_object_put(o);
         return NULL;
@@ -79,7 +72,7 @@ static int quota_set(int argc, char *argv[]) {
                 return CTL_EXIT_USAGE;
         }
         for (int i = 0; i < argc; i++) {
-                _cleanup_free_ char *e = escaped(argv[i]);
+                _cleanup_free_ char *e = output_escaped(argv[i]);
                 const char *eq = strchr(argv[i], '='), *field = NULL;
                 uint64_t v;
 
@@ -198,7 +191,7 @@ static int print_list(const char *label, json_object *o, const char *key) {
                 return 0;
         }
         for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *e = escaped(json_object_get_string(json_object_array_get_idx(l, i)));
+                _cleanup_free_ char *e = output_escaped(json_object_get_string(json_object_array_get_idx(l, i)));
 
                 if (!e)
                         return -ENOMEM;
@@ -210,9 +203,9 @@ static int print_list(const char *label, json_object *o, const char *key) {
 
 /* The policy in @answer; @before: the revision before a change (NULL for "show"). */
 static int print_policy(json_object *answer, const char *before) {
-        _cleanup_free_ char *mode = escaped(json_string_field(answer, "mode") ?: "?"),
-                            *rev = escaped(json_string_field(answer, "revision") ?: "-"),
-                            *old = before ? escaped(before) : NULL;
+        _cleanup_free_ char *mode = output_escaped(json_string_field(answer, "mode") ?: "?"),
+                            *rev = output_escaped(json_string_field(answer, "revision") ?: "-"),
+                            *old = before ? output_escaped(before) : NULL;
 
         if (arg_json)
                 return show_answer(answer, NULL);
@@ -315,7 +308,7 @@ int verb_policy(int argc, char *argv[]) {
                         for (size_t i = 0; i < json_object_array_length(old) && !found; i++)
                                 found = entries_equal(json_object_get_string(json_object_array_get_idx(old, i)), argv[k]);
                         if (!found) {
-                                _cleanup_free_ char *e = escaped(argv[k]);
+                                _cleanup_free_ char *e = output_escaped(argv[k]);
                                 log_error("'%s' is not in the allow list (see 'policy show').", e ?: "");
                         }
                 }

@@ -182,17 +182,22 @@ static void on_interrupt(int sig) {
 void transfer_interrupt_setup(void) {
         struct sigaction sa = { .sa_handler = on_interrupt };
         static bool done = false;
+        static const int signals[] = { SIGINT, SIGTERM, SIGHUP };
 
         if (done)
                 return;
         sigemptyset(&sa.sa_mask);
         /* Block the others while one is handled, so the file is unlinked once. */
-        sigaddset(&sa.sa_mask, SIGINT);
-        sigaddset(&sa.sa_mask, SIGTERM);
-        sigaddset(&sa.sa_mask, SIGHUP);
-        (void) sigaction(SIGINT, &sa, NULL);
-        (void) sigaction(SIGTERM, &sa, NULL);
-        (void) sigaction(SIGHUP, &sa, NULL);
+        for (size_t i = 0; i < ELEMENTSOF(signals); i++)
+                sigaddset(&sa.sa_mask, signals[i]);
+        for (size_t i = 0; i < ELEMENTSOF(signals); i++) {
+                struct sigaction old;
+
+                /* A signal ignored from the start (nohup, a shell's background job) stays ignored. */
+                if (sigaction(signals[i], NULL, &old) < 0 || old.sa_handler == SIG_IGN)
+                        continue;
+                (void) sigaction(signals[i], &sa, NULL);
+        }
         done = true;
 }
 

@@ -41,8 +41,8 @@ int transfer_write_all(int fd, const void *p, size_t n);
 /*
  * On SIGINT, SIGTERM or SIGHUP: unlink the file named by transfer_interrupt_unlink() (a download's
  * temporary file), write the message set by transfer_interrupt_message() to standard error, then
- * die of the signal as usual. Both take a copy; NULL clears. Paths and messages that do not fit
- * (PATH_MAX, 1 KiB) are not installed.
+ * die of the signal as usual. Signals ignored when the program started stay ignored. Both take a
+ * copy; NULL clears. Paths and messages that do not fit (PATH_MAX, 1 KiB) are not installed.
  */
 void transfer_interrupt_setup(void);
 void transfer_interrupt_unlink(const char *path);
