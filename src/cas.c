@@ -55,6 +55,9 @@ struct Cas {
         CasCrashHook crash_hook;
         void *crash_userdata;
         bool crashed;           /* the hook fired: leave everything behind, as a crash would */
+        bool need_sync;         /* objects may have been renamed into objects/ without the
+                                 * directory sync (a flush failed half-way): syncfs() before
+                                 * the next ref may name them */
 
         uint64_t tmp_prefix;    /* random, so that tmp names never collide across processes */
         uint64_t tmp_counter;
@@ -428,11 +431,13 @@ static int crash_point(Cas *c, const char *point) {
 }
 
 /* A new file in tmp/, created with @mode, its name in @name. Return: a write fd or -errno. */
-static int tmp_open(Cas *c, char name[static 48], mode_t mode) {
+static int tmp_open(Cas *c, char name[static 64], mode_t mode) {
         for (unsigned attempt = 0; attempt < 16; attempt++) {
                 int fd, r;
 
-                (void) snprintf(name, 48, "%016" PRIx64 "-%" PRIu64, c->tmp_prefix, ++c->tmp_counter);
+                /* The pid: forked children share the prefix and the counter. */
+                (void) snprintf(name, 64, "%016" PRIx64 "-%d-%" PRIu64, c->tmp_prefix, (int) getpid(),
+                                ++c->tmp_counter);
                 fd = openat(c->tmp_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
                 if (fd >= 0)
                         return fd;
@@ -455,7 +460,7 @@ static void tmp_unlink(Cas *c, const char *name) {
 static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
                              const char *crash_written, const char *crash_renamed) {
         _cleanup_close_ int fd = -EBADF;
-        char tmp[48];
+        char tmp[64];
         int r;
 
         fd = tmp_open(c, tmp, mode);
@@ -672,11 +677,11 @@ static void dset_done(DigestSet *s) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Objects: written to tmp/ with their writeback started at once, published in batches. */
+ * Objects: written to tmp/, published (made durable, renamed into objects/) in batches. */
 
 typedef struct PendingObject {
         Digest digest;
-        char tmp[48];           /* "" once renamed into objects/ */
+        char tmp[64];           /* "" once renamed into objects/ */
 } PendingObject;
 
 typedef struct Pending {
@@ -749,7 +754,7 @@ static int pending_flush(Cas *c, Pending *p) {
         char dirs[256][3];
         uint8_t touched[256] = {};
         size_t n_dirs = 0;
-        bool new_dirs = false;
+        bool new_dirs = false, need_sync;
         int r;
 
         if (p->n == 0)
@@ -762,6 +767,8 @@ static int pending_flush(Cas *c, Pending *p) {
         if (r < 0)
                 return r;
 
+        need_sync = c->need_sync;
+        c->need_sync = true;            /* until the directories are synced below */
         for (size_t i = 0; i < p->n; i++) {
                 char rel[66];
 
@@ -793,6 +800,7 @@ static int pending_flush(Cas *c, Pending *p) {
                 return r;
         if (new_dirs && n_dirs < BATCH_SYNCFS_MIN && fsync(c->objects_fd) < 0)
                 return negative_errno();
+        c->need_sync = need_sync;
         r = crash_point(c, CAS_CRASH_OBJECTS_PUBLISHED);
         if (r < 0)
                 return r;
@@ -823,7 +831,7 @@ static int object_present(Cas *c, const Pending *p, const Digest *d, uint64_t si
 static int object_write_data(Cas *c, Pending *p, const Digest *d, const void *data, size_t size,
                              const char *crash) {
         _cleanup_close_ int fd = -EBADF;
-        char tmp[48];
+        char tmp[64];
         int r;
 
         r = object_present(c, p, d, size);
@@ -1266,11 +1274,25 @@ static int ref_format(const Digest *tree, const char *exec_id, uint64_t created_
         if (!o)
                 return -ENOMEM;
         /* Canonical: keys in sorted order (json-c keeps insertion order), no whitespace. */
-        if (json_object_object_add(o, "bytes", json_object_new_int64((int64_t) bytes)) < 0 ||
-            json_object_object_add(o, "createdAt", json_object_new_int64((int64_t) created_ms)) < 0 ||
-            json_object_object_add(o, "executionId", json_object_new_string(exec_id)) < 0 ||
-            json_object_object_add(o, "tree", json_object_new_string(digest)) < 0)
-                return -ENOMEM;
+        const struct {
+                const char *key;
+                json_object *value;
+        } fields[] = {
+                { "bytes", json_object_new_int64((int64_t) bytes) },
+                { "createdAt", json_object_new_int64((int64_t) created_ms) },
+                { "executionId", json_object_new_string(exec_id) },
+                { "tree", json_object_new_string(digest) },
+        };
+        int r = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
+                if (r >= 0 && (!fields[i].value || json_object_object_add(o, fields[i].key, fields[i].value) < 0))
+                        r = -ENOMEM;
+                if (r < 0)
+                        json_object_put(fields[i].value);
+        }
+        if (r < 0)
+                return r;
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         if (!s)
                 return -ENOMEM;
@@ -1530,7 +1552,7 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
         Cas *c = s->cas;
         struct sha256_ctx h;
         _cleanup_close_ int out = -EBADF;
-        char tmp[48] = "";
+        char tmp[64] = "";
         uint64_t total;
         ssize_t n;
         int r;
@@ -1558,10 +1580,13 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
         out = tmp_open(c, tmp, 0444);
         if (out < 0)
                 return out;
-        for (;;) {
+        for (uint64_t written = 0;;) {
                 r = write_full(out, s->buf, (size_t) n);
                 if (r < 0)
                         goto fail;
+                /* Start the writeback of each chunk at once: dirty pages do not pile up. */
+                (void) sync_file_range(out, (off_t) written, (off_t) n, SYNC_FILE_RANGE_WRITE);
+                written += (uint64_t) n;
                 n = read_full(fd, s->buf, IO_BUFFER_SIZE);
                 if (n < 0) {
                         r = (int) n;
@@ -1575,8 +1600,6 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
                 }
                 sha256_update(&h, (size_t) n, s->buf);
                 total += (uint64_t) n;
-                /* Start the writeback of what is written so far: dirty pages do not pile up. */
-                (void) sync_file_range(out, 0, 0, SYNC_FILE_RANGE_WRITE);
         }
         sha256_digest(&h, sizeof(ret->b), ret->b);
         s->stats.hashed_bytes += total;
@@ -1823,6 +1846,14 @@ int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint
         r = pending_flush(c, &s.trees);
         if (r < 0)
                 return r;
+
+        /* The tree may name objects an interrupted run renamed into place without syncing their
+         * directory; this snapshot found them present and did not write them again. */
+        if (c->need_sync) {
+                if (syncfs(c->root_fd) < 0)
+                        return negative_errno();
+                c->need_sync = false;
+        }
 
         r = ref_write(c, ws_id, exec_id, &root, created_ms, bytes);
         if (r < 0)
@@ -2827,6 +2858,11 @@ int cas_open(int root_fd, Cas **ret) {
         if (created_refs && fsync(refs) < 0)
                 return negative_errno();
         if ((created || created_refs) && fsync(c->root_fd) < 0)
+                return negative_errno();
+        /* A previous process may have died between renaming objects into objects/ and syncing
+         * their directories: make them durable before any ref can name them again. Once per
+         * open (the daemon forks its snapshot children from this Cas, so it cannot be lazy). */
+        if (syncfs(c->root_fd) < 0)
                 return negative_errno();
 
         *ret = STEAL(c);

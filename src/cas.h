@@ -50,9 +50,14 @@
  * system from 16 files on: one device flush instead of thousands), renamed into objects/, and
  * the object directories made durable the same way; trees follow the same path after every
  * file object they name; the ref is written last (tmp, fsync, rename, fsync of its directory).
- * An object is never visible under its name before its content is durable. A crash at any
- * point leaves every earlier ref readable and no ref naming a missing object; the next
- * snapshot reuses what was already published.
+ * An object is never visible under its name before its content is durable. Objects found in
+ * place whose directory entry may not be durable yet (renamed by a process that died before
+ * syncing the directory) are made durable by a syncfs() in cas_open(), or before the next ref
+ * after a flush failed in this process; a process dying between rename and directory sync
+ * while the daemon keeps running (a forked snapshot child) relies on the file system keeping
+ * metadata operations in order (ext4, xfs do: the ref's fsync commits the earlier renames).
+ * A crash at any point leaves every earlier ref readable and no ref naming a missing object;
+ * the next snapshot reuses what was already published.
  *
  * Concurrency: snapshot, restore and fsck take a shared flock() on the store root, gc an
  * exclusive one (non-blocking: -EBUSY), so gc never deletes an object a running snapshot is
@@ -88,7 +93,7 @@ typedef struct CasLimits {
 
 /*
  * cas_open() - open the store below the directory @root_fd (which stays the caller's: it is
- * duplicated), creating the layout if needed.
+ * duplicated), creating the layout if needed, and syncfs() its file system (see Durability).
  * Return: 0 or -errno.
  */
 int cas_open(int root_fd, Cas **ret);
@@ -138,7 +143,8 @@ typedef struct CasSnapshotStats {
  * O_NONBLOCK) and checked with fstat() to still be the regular file lstat() saw. Symlinks
  * are recorded as their target text. FIFOs, sockets, devices, and entries the process may not
  * open (EACCES) are skipped and counted in @ret_stats->skipped. Hard links become separate
- * entries sharing one object. Must not run while something writes to the workspace.
+ * entries sharing one object. Must not run while something writes to the workspace. Holds one
+ * fd per directory level (max_depth + a few) and one 256 KiB buffer.
  *
  * @created_ms: the ref's createdAt (unix ms). @ret_digest (optional): the root tree digest,
  * "sha256:<hex>", to free(). @ret_stats (optional).

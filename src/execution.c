@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -255,6 +256,29 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
         return 0;
 }
 
+static void *quota_free_thread(void *p) {
+        quota_watch_free(p);
+        return NULL;
+}
+
+/* Closing an inotify instance waits for an RCU grace period (often ~10 ms): never on the loop. */
+static void quota_watch_free_async(QuotaWatch *w) {
+        pthread_attr_t attr;
+        pthread_t t;
+
+        if (!w)
+                return;
+        if (pthread_attr_init(&attr) == 0) {
+                (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                if (pthread_create(&t, &attr, quota_free_thread, w) == 0) {
+                        (void) pthread_attr_destroy(&attr);
+                        return;
+                }
+                (void) pthread_attr_destroy(&attr);
+        }
+        quota_watch_free(w);
+}
+
 /* Everything of the sandbox: after this no process of the run exists. */
 static void execution_release_sandbox(Execution *e) {
         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
@@ -265,7 +289,8 @@ static void execution_release_sandbox(Execution *e) {
         e->lease_source = sd_event_source_disable_unref(e->lease_source);
         e->kill_source = sd_event_source_disable_unref(e->kill_source);
         e->quota_source = sd_event_source_disable_unref(e->quota_source);
-        e->quota = quota_watch_free(e->quota);
+        quota_watch_free_async(e->quota);
+        e->quota = NULL;
         egress_epoch_release(e->egress);
         e->egress = NULL;
         if (e->proc.keeper_pid > 0 && !e->keeper_gone) {

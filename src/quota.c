@@ -32,6 +32,8 @@ SR_DEFINE_FREE_FUNC(DIR *, closedir);
 /* A dirty directory that cannot be reopened at its indexed path this many ticks in a row means
  * the index lost track of it: resync. */
 #define DIRTY_RETRIES_MAX 5U
+/* Passes over the dirty set per tick at most (see watch_process_dirty()). */
+#define DIRTY_PASSES_MAX 3U
 /* Degraded full scans use at most 1/DEGRADED_DUTY of the time. */
 #define DEGRADED_DUTY 5U
 /* Bytes read from the inotify fd per tick at most: the rest waits for the next tick. */
@@ -144,12 +146,15 @@ static void htable_done(HTable *t) {
 /* ---------------------------------------------------------------------------------------------
  * Inode records: the blocks of each distinct inode, shared by all names that refer to it. */
 
+typedef struct Node Node;
+
 typedef struct Inode {
         HLink link;
         dev_t dev;
         ino_t ino;
         uint64_t bytes;
         uint64_t refs;
+        Node *names;                    /* the index's names of it (watcher only) */
 } Inode;
 
 static uint64_t inode_hash(dev_t dev, ino_t ino, const uint64_t key[2]) {
@@ -376,16 +381,17 @@ int quota_scan(int dir_fd, uint64_t *ret_bytes, QuotaStats *ret_stats) {
 
 typedef struct Dir Dir;
 
-typedef struct Node {
+struct Node {
         HLink link;                     /* QuotaWatch.names, keyed by (parent, name); not for limbo */
         Dir *parent;                    /* NULL only for the root */
-        struct Node *sib_prev, *sib_next;
+        Node *sib_prev, *sib_next;
         Inode *inode;
+        Node *ino_prev, *ino_next;      /* Inode.names */
         Dir *dir;                       /* directories only */
         uint32_t gen;                   /* last dir_sync() of the parent that saw this name */
         uint32_t sparse_idx;            /* position in QuotaWatch.sparse, or NOT_SPARSE */
         char name[];
-} Node;
+};
 
 #define NOT_SPARSE UINT32_MAX
 
@@ -428,6 +434,8 @@ struct QuotaWatch {
         bool need_resync;
         bool want_degrade;
         bool use_openat2;
+        bool clearing;                  /* tearing the whole index down */
+        bool remarked;                  /* the dirty set grew while it was being processed */
 
         /* degraded mode */
         bool degraded;
@@ -492,6 +500,48 @@ static bool inode_is(const Inode *i, const struct stat *st) {
         return i && i->dev == st->st_dev && i->ino == st->st_ino;
 }
 
+static void dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name);
+
+static void node_attach_inode(Node *n, Inode *i) {
+        n->inode = i;
+        n->ino_prev = NULL;
+        n->ino_next = i->names;
+        if (i->names)
+                i->names->ino_prev = n;
+        i->names = n;
+}
+
+static void inode_names_remove(Node *n) {
+        if (n->ino_prev)
+                n->ino_prev->ino_next = n->ino_next;
+        else
+                n->inode->names = n->ino_next;
+        if (n->ino_next)
+                n->ino_next->ino_prev = n->ino_prev;
+        n->ino_prev = n->ino_next = NULL;
+}
+
+/* @n no longer refers to its inode. */
+static void node_detach_inode(QuotaWatch *w, Node *n) {
+        Inode *i = n->inode;
+
+        if (!i)
+                return;
+        inode_names_remove(n);
+        n->inode = NULL;
+
+        /* A hard-linked inode keeps other names. Writes may have gone through the name that just
+         * went away (its events are what brought us here), and nothing is reported for the other
+         * names: re-stat one of them, or the shared record stays stale. */
+        if (!w->clearing)
+                for (Node *o = i->names; o; o = o->ino_next)
+                        if (o->parent && o->parent != &w->limbo) {
+                                dir_mark_dirty(w, o->parent, o->name);
+                                break;
+                        }
+        watch_unref_inode(w, i);
+}
+
 /* Point @n at the inode described by @st. */
 static int node_set_inode(QuotaWatch *w, Node *n, const struct stat *st) {
         Inode *i;
@@ -504,8 +554,8 @@ static int node_set_inode(QuotaWatch *w, Node *n, const struct stat *st) {
         r = watch_ref_inode(w, st, &i);
         if (r < 0)
                 return r;
-        watch_unref_inode(w, n->inode);
-        n->inode = i;
+        node_detach_inode(w, n);
+        node_attach_inode(n, i);
         return 0;
 }
 
@@ -645,6 +695,7 @@ static void dirty_unlink(QuotaWatch *w, Dir *d) {
 /* Note that @name in @d (or, with @name NULL, @d's own inode) changed. Idempotent and cheap: the
  * same name written to a thousand times between two ticks costs one comparison per event. */
 static void dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name) {
+        w->remarked = true;
         if (!d->dirty) {
                 d->dirty = true;
                 d->dirty_prev = w->dirty_tail;
@@ -753,7 +804,7 @@ static void node_destroy(QuotaWatch *w, Node *n) {
         }
 
         node_unlink(w, n);
-        watch_unref_inode(w, n->inode);
+        node_detach_inode(w, n);
         w->n_nodes--;
         free(n);
 }
@@ -786,17 +837,19 @@ static bool index_full(QuotaWatch *w) {
 /* A new name for a non-directory. */
 static int node_new_file(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, Node **ret) {
         _cleanup_free_ Node *n = NULL;
+        Inode *i;
         int r;
 
         n = node_alloc(name);
         if (!n)
                 return -ENOMEM;
-        r = watch_ref_inode(w, st, &n->inode);
+        r = watch_ref_inode(w, st, &i);
         if (r < 0)
                 return r;
+        node_attach_inode(n, i);
         r = node_link(w, n, parent);
         if (r < 0) {
-                watch_unref_inode(w, n->inode);
+                node_detach_inode(w, n);
                 return r;
         }
         w->n_nodes++;
@@ -809,6 +862,7 @@ static int node_new_file(QuotaWatch *w, Dir *parent, const char *name, const str
 static int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, int wd, Dir **ret) {
         _cleanup_free_ Node *n = NULL;
         _cleanup_free_ Dir *d = NULL;
+        Inode *i;
         int r;
 
         n = node_alloc(name);
@@ -823,15 +877,16 @@ static int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const stru
                 d->wd = wd;
                 w->n_watches++;
         }
-        r = watch_ref_inode(w, st, &n->inode);
+        r = watch_ref_inode(w, st, &i);
         if (r < 0) {
                 dir_unwatch(w, d, false);
                 return r;
         }
+        node_attach_inode(n, i);
         if (parent) {
                 r = node_link(w, n, parent);
                 if (r < 0) {
-                        watch_unref_inode(w, n->inode);
+                        node_detach_inode(w, n);
                         dir_unwatch(w, d, false);
                         return r;
                 }
@@ -882,7 +937,8 @@ static int dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name) {
                 (void) node_link(w, old, &w->limbo);
                 return r;
         }
-        n->inode = old->inode;
+        node_attach_inode(n, old->inode);
+        inode_names_remove(old);
         n->dir = d;
         n->gen = old->gen;
         d->node = n;
@@ -1261,6 +1317,7 @@ static int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_n
 /* ---- whole-index operations ---- */
 
 static void watch_clear_index(QuotaWatch *w) {
+        w->clearing = true;
         if (w->root) {
                 Node *n = w->root->node;
 
@@ -1272,6 +1329,7 @@ static void watch_clear_index(QuotaWatch *w) {
         w->dirty_head = w->dirty_tail = NULL;
         assert(w->n_sparse == 0);
         w->sparse_cursor = 0;
+        w->clearing = false;
         w->over_entries = false;
         w->need_resync = false;
 }
@@ -1389,7 +1447,7 @@ static int watch_drain(QuotaWatch *w) {
 }
 
 /* Process the dirty set as it stands; what gets re-marked meanwhile waits for the next pass. */
-static int watch_process_dirty_pass(QuotaWatch *w, bool final, bool *ret_stale) {
+static int watch_process_dirty_pass(QuotaWatch *w, bool final) {
         Dir *last = w->dirty_tail;
 
         while (w->dirty_head && !w->want_degrade && !w->need_resync) {
@@ -1409,7 +1467,6 @@ static int watch_process_dirty_pass(QuotaWatch *w, bool final, bool *ret_stale) 
                         /* Not where the index says: renamed, the events saying where are still
                          * queued or further down the dirty set. Retry; a persistent mismatch
                          * means the index lost track. */
-                        *ret_stale = true;
                         if (final && ++d->retries >= DIRTY_RETRIES_MAX)
                                 w->need_resync = true;
                         if (all)
@@ -1433,16 +1490,20 @@ static int watch_process_dirty_pass(QuotaWatch *w, bool final, bool *ret_stale) 
 }
 
 static int watch_process_dirty(QuotaWatch *w) {
-        bool stale = false;
         int r;
 
-        /* Names changed in a directory that was then renamed: its new path is known only once the
-         * rename is processed, maybe later in the same pass. One more pass for those, so that the
-         * tick is exact rather than one tick late. */
-        r = watch_process_dirty_pass(w, false, &stale);
-        if (r < 0 || !stale)
-                return r;
-        return watch_process_dirty_pass(w, true, &stale);
+        /* Processing can make more work for this tick: names changed in a directory that was then
+         * renamed (its new path is known once the rename is processed, maybe later in the pass),
+         * or the other names of a hard-linked inode one of whose names went away. A few more
+         * passes for those, so that the tick is exact rather than one tick late; bounded, as a
+         * writer racing us could keep them coming. */
+        for (unsigned pass = 0; pass < DIRTY_PASSES_MAX; pass++) {
+                w->remarked = false;
+                r = watch_process_dirty_pass(w, pass == DIRTY_PASSES_MAX - 1);
+                if (r < 0 || !w->remarked)
+                        return r;
+        }
+        return 0;
 }
 
 /*
