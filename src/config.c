@@ -60,6 +60,7 @@ int config_init(Config *c) {
                 .max_output_bytes = 1ULL << 30,
                 .max_upload_file_bytes = 1ULL << 30,
                 .max_upload_request_bytes = 10ULL << 30,
+                .snapshot_retention = 100,
                 .network_mode = NETWORK_MODE_NONE,
         };
 
@@ -334,6 +335,7 @@ static const ConfigKey config_keys[] = {
         K("Quota", "MaxOutputBytes", cp_bytes, max_output_bytes),
         K("Quota", "MaxUploadFileBytes", cp_bytes, max_upload_file_bytes),
         K("Quota", "MaxUploadRequestBytes", cp_bytes, max_upload_request_bytes),
+        K("Quota", "SnapshotRetention", cp_unsigned, snapshot_retention),
         K("Network", "Mode", cp_network_mode, network_mode),
         K("Network", "Allow", cp_strv, network_allow),
         K("Network", "Mirrors", cp_strv, network_mirrors),

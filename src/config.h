@@ -44,6 +44,7 @@ typedef struct Config {
         uint64_t max_output_bytes;
         uint64_t max_upload_file_bytes;
         uint64_t max_upload_request_bytes;
+        unsigned snapshot_retention;    /* snapshots kept per workspace, 0 = all */
 
         /* [Network] */
         NetworkMode network_mode;

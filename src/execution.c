@@ -525,6 +525,7 @@ static void on_snapshot_done(ChildTask *t, int error, const char *out, void *use
         } else {
                 e->snapshot = strndup(out, strcspn(out, " \n"));
                 e->manager->n_snapshots++;
+                manager_snapshot_published(e->manager);
         }
         execution_finish(e);
 }

@@ -15,6 +15,7 @@
 
 #include "build-config.h"
 #include "cas.h"
+#include "child-task.h"
 #include "egress.h"
 #include "execution.h"
 #include "http-api.h"
@@ -271,6 +272,7 @@ Manager *manager_free(Manager *m) {
         while (m->executions)
                 execution_free(m->executions);
         egress_teardown(m);
+        m->gc_task = child_task_free(m->gc_task);
         m->cas = cas_free(m->cas);
         m->scopes = scope_manager_free(m->scopes);
         m->replay = replay_table_free(m->replay);
@@ -518,4 +520,42 @@ int manager_recover(Manager *m) {
         if (n > 0)
                 log_debug("Pruned %i old execution records.", n);
         return 0;
+}
+
+#define GC_EVERY_SNAPSHOTS 20
+
+static int gc_child(int out_fd, void *userdata) {
+        Manager *m = userdata;
+        uint64_t freed = 0;
+        char line[64];
+        int r;
+
+        r = cas_gc(m->cas, m->config.snapshot_retention, &freed);
+        if (r < 0)
+                return r;
+        (void) snprintf(line, sizeof(line), "%" PRIu64 "\n", freed);
+        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
+}
+
+static void on_gc_done(ChildTask *t, int error, const char *out, void *userdata) {
+        Manager *m = userdata;
+
+        m->gc_task = child_task_free(m->gc_task);
+        if (error == -EBUSY)
+                return;   /* another process holds the store: next time */
+        if (error < 0) {
+                log_warning_errno(error, "Pruning the snapshot store failed, ignoring: %m");
+                return;
+        }
+        m->n_snapshots_at_gc = m->n_snapshots;
+        log_debug("Pruned the snapshot store (keeping %u per workspace): %s bytes freed.",
+                  m->config.snapshot_retention, out);
+}
+
+void manager_snapshot_published(Manager *m) {
+        if (m->config.snapshot_retention == 0 || m->gc_task ||
+            m->n_snapshots - m->n_snapshots_at_gc < GC_EVERY_SNAPSHOTS)
+                return;
+        if (child_task_start(m->event, gc_child, on_gc_done, m, &m->gc_task) < 0)
+                log_warning("Failed to start pruning the snapshot store, ignoring.");
 }

@@ -38,6 +38,8 @@ typedef struct Manager {
         QuotaSettings quota;             /* in force for new executions and uploads */
         struct Cas *cas;                 /* $STATE_DIRECTORY/cas */
         uint64_t n_snapshots;
+        uint64_t n_snapshots_at_gc;
+        struct ChildTask *gc_task;
         SandboxProbeReport probe;
         ScopeManager *scopes;
         bool scopes_available;
@@ -88,6 +90,9 @@ int manager_probe(Manager *m);
 
 /* manager_setup_egress() - after manager_listen(): the network policy and its gateway. */
 int manager_setup_egress(Manager *m);
+
+/* manager_snapshot_published() - count it; every so often prune snapshots (SnapshotRetention=). */
+void manager_snapshot_published(Manager *m);
 
 /* manager_recover() - mark runs a previous daemon left active as interrupted; prune records. */
 int manager_recover(Manager *m);
