@@ -2411,12 +2411,10 @@ int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_n
         if (r < 0)
                 return r;
 
-        /* The new tree is in place; the old one (now under the temp name) goes. */
-        if (exists) {
-                r = rm_rf_at(parent_fd, tmp);
-                if (r < 0)
-                        return r;
-        }
+        /* The new tree is in place: the restore has succeeded. The old one (now under the temp
+         * name) goes; if that fails, the next restore of this workspace removes what is left. */
+        if (exists)
+                (void) rm_rf_at(parent_fd, tmp);
 
         /* Seed the stat cache with the files just written, except those of the last clock tick. */
         for (size_t i = 0; i < rs.cache.n; i++) {

@@ -209,7 +209,7 @@ int cas_open_file(Cas *c, const char *tree_digest, const char *path, int *ret_fd
  * ".<ws_name>.cas-restore-<16 hex>", synced (syncfs()), swapped in with
  * renameat2(RENAME_EXCHANGE) and the old tree removed: a crash leaves either the old or the new
  * tree under @ws_name, plus possibly such a sibling, which the next cas_restore() of @ws_name
- * removes. The root directory is 0700. The stat cache of @ws_name (taken as the workspace id)
+ * removes (as it does when removing the old tree fails after the swap: that is not an error). The root directory is 0700. The stat cache of @ws_name (taken as the workspace id)
  * is rewritten for the new files, so the next snapshot does not read them again.
  *
  * Fds the caller holds on the old workspace directory (and its flock() lease) still refer to

@@ -104,7 +104,8 @@ int egress_policy_from_json(json_object *o, EgressPolicy **ret, char **ret_error
  * trailing hyphens, IP literals in any form (a last label that is a number: decimal, octal or
  * 0x-hex, as WHATWG's "ends in a number"), single-label names (they can match no entry and the
  * resolver would try its search list).
- * Gateway note: resolve "<canonical>." (with the dot) so that no search domain is appended.
+ * Gateway note: the gateway clears the resolver search list (LOCALDOMAIN="") so that no search
+ * domain is appended; a trailing dot would also skip /etc/hosts in glibc 2.36.
  * @ret is written only on success. @ret_reason: if not NULL, a static reason on -EINVAL.
  * Return: 0, -EINVAL, -ENOMEM.
  */

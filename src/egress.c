@@ -5,6 +5,7 @@
  * when started by hand), and what a sandbox needs to use it.
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -320,9 +321,9 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
         if (r < 0)
                 return log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);
 
-        if (m->egress_bus) {
+        if (m->egress_under_systemd) {
                 /* No fallback to a child here: it would share the service's empty network. */
-                r = epoch_start_systemd(ep);
+                r = m->egress_bus ? epoch_start_systemd(ep) : -ENOTCONN;
                 if (r < 0)
                         ep->failed = true;
         } else {
@@ -343,6 +344,43 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
                    "MESSAGE=Network policy revision %s in force (gateway %s).", ep->revision,
                    ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
         return 0;
+}
+
+/* After a crash the runtime directory (preserved) may hold the snapshots and sockets of revisions
+ * nobody uses any more: stop their units and remove the files. */
+static void egress_clean_stale(Manager *m) {
+        _cleanup_free_ char *dir = NULL;
+        DIR *d;
+
+        if (asprintf(&dir, "%s/egress", m->runtime_dir) < 0)
+                return;
+        d = opendir(dir);
+        if (!d)
+                return;
+        for (struct dirent *de; (de = readdir(d)); ) {
+                size_t l = strlen(de->d_name);
+                char rev[64], path[PATH_MAX];
+
+                if (l <= 5 || l - 5 >= sizeof(rev) || !streq(de->d_name + l - 5, ".json"))
+                        continue;
+                memcpy(rev, de->d_name, l - 5);
+                rev[l - 5] = '\0';
+                if (m->egress_current && streq(rev, m->egress_current->revision))
+                        continue;
+                if (m->egress_bus) {
+                        char unit[128];
+                        (void) snprintf(unit, sizeof(unit), "sandbox-runner-egress@%s.socket", rev);
+                        (void) sd_bus_call_method_async(m->egress_bus, NULL, "org.freedesktop.systemd1",
+                                                        "/org/freedesktop/systemd1",
+                                                        "org.freedesktop.systemd1.Manager", "StopUnit",
+                                                        NULL, NULL, "ss", unit, "replace");
+                }
+                (void) snprintf(path, sizeof(path), "%s/%s.json", dir, rev);
+                (void) unlink(path);
+                (void) snprintf(path, sizeof(path), "%s/%s.sock", dir, rev);
+                (void) unlink(path);
+        }
+        closedir(d);
 }
 
 static const EgressPolicy *current_policy(Manager *m) {
@@ -368,8 +406,11 @@ int egress_setup(Manager *m, char **ret_error) {
 
         /* Run as a systemd service, the gateway instances are units (the service itself has no
          * network: PrivateNetwork=yes); started by hand, we run them as children. */
-        if (getenv("INVOCATION_ID") && sd_bus_open_system(&m->egress_bus) < 0)
-                m->egress_bus = NULL;
+        if (getenv("INVOCATION_ID")) {
+                m->egress_under_systemd = true;
+                if (sd_bus_open_system(&m->egress_bus) < 0)
+                        m->egress_bus = NULL;
+        }
 
         if (access(path, F_OK) == 0) {
                 _cleanup_(json_object_putp) json_object *o = json_object_from_file(path);
@@ -384,7 +425,10 @@ int egress_setup(Manager *m, char **ret_error) {
                                       m->config.network_mirrors, &p, ret_error);
         if (r < 0)
                 return r;
-        return egress_rotate(m, p);
+        r = egress_rotate(m, p);
+        if (r >= 0)
+                egress_clean_stale(m);
+        return r;
 }
 
 void egress_teardown(Manager *m) {
@@ -465,7 +509,8 @@ void egress_health(Manager *m, json_object *o) {
         json_object_object_add(o, "mode", json_object_new_string(ep ? "allowlist" : "none"));
         if (ep) {
                 json_object_object_add(o, "revision", json_object_new_string(ep->revision));
-                json_object_object_add(o, "gateway", json_object_new_string(ep->systemd ? "systemd" : "child"));
+                json_object_object_add(o, "gateway", json_object_new_string(
+                                ep->systemd || m->egress_under_systemd ? "systemd" : "child"));
                 json_object_object_add(o, "gatewayRunning",
                                        json_object_new_boolean(ep->systemd || ep->gateway_pid > 0));
                 if (!m->egress_bridge)

@@ -93,6 +93,7 @@ struct Execution {
         uint64_t output_limit;
         uint64_t workspace_limit;
         EgressEpoch *egress;              /* the policy revision this run uses; NULL = no network */
+        char *network;                    /* its revision, kept for the answer and the record */
         ChildTask *snapshot_task;
         char *snapshot;                   /* "sha256:…" of the published tree */
         char *snapshot_error;
@@ -349,6 +350,7 @@ Execution *execution_free(Execution *e) {
         execution_request_free(e->req);
         free(e->failure_message);
         free(e->unit);
+        free(e->network);
         free(e->snapshot);
         free(e->snapshot_error);
         free(e->id);
@@ -484,7 +486,7 @@ static void execution_write_record(Execution *e) {
 
         if (e->manager->records_fd < 0)
                 return;
-        o = execution_record_json(e);
+        o = execution_record_json_full(e, true);
         if (!o) {
                 log_oom();
                 return;
@@ -1070,6 +1072,8 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
                         execution_fail(e, k, "egress is configured but cannot work: %s", reason ?: strerror(-k));
                         return 0;
                 }
+                if (e->egress)
+                        e->network = strdup(egress_epoch_revision(e->egress));
         }
 
         e->ws_fd = workspace_open(m->workspaces_fd, e->req->workspace_id);
@@ -1123,6 +1127,10 @@ static int add_output(json_object *o, const char *name, const OutputBuffer *b) {
 }
 
 json_object *execution_record_json(const Execution *e) {
+        return execution_record_json_full(e, false);
+}
+
+json_object *execution_record_json_full(const Execution *e, bool for_disk) {
         json_object *o = execution_to_json(e);
         bool finished = e->state == STATE_FINISHED;
 
@@ -1131,7 +1139,7 @@ json_object *execution_record_json(const Execution *e) {
         json_object_object_add(o, "state", json_object_new_string(
                         finished ? execution_status_to_string(e->status) : "running"));
         json_object_object_add(o, "kind", json_object_new_string(e->managed ? "managed" : "synchronous"));
-        if (!finished) {
+        if (!finished && for_disk) {
                 /* Who runs it: recovery leaves the runs of a live daemon (same state directory) alone. */
                 json_object_object_add(o, "daemonPid", json_object_new_int((int) getpid()));
                 json_object_object_add(o, "daemonStartTime", json_u64(process_start_time(getpid())));
@@ -1220,8 +1228,7 @@ json_object *execution_to_json(const Execution *e) {
         json_object_object_add(lim, "enforcedBy",
                                json_object_new_string(e->scope || e->manager->scopes_available ? "scope" : "rlimit"));
         json_object_object_add(o, "limits", lim);
-        json_object_object_add(o, "network", e->egress ?
-                               json_object_new_string(egress_epoch_revision(e->egress)) : json_object_new_string("none"));
+        json_object_object_add(o, "network", json_object_new_string(e->network ?: "none"));
         if (e->failure < 0 && e->failure_message)
                 json_object_object_add(o, "error", json_object_new_string(e->failure_message));
         if (finished)

@@ -54,6 +54,8 @@ bool execution_finished(const Execution *e);
 json_object *execution_to_json(const Execution *e);
 /* execution_record_json() - the answer plus "state", "kind", "createdAt" (and "logs" for managed runs). */
 json_object *execution_record_json(const Execution *e);
+/* execution_record_json_full() - with @for_disk, also who runs it (daemon pid and start time). */
+json_object *execution_record_json_full(const Execution *e, bool for_disk);
 
 /* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
 void execution_set_managed(Execution *e);

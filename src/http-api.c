@@ -598,6 +598,9 @@ static void handle_shell_get(Manager *m, HttpRequest *req, const Route *route, j
                         return reply_error(req, 404, "not_found", "No execution '%s' is known.", id);
                 if (r < 0)
                         return reply_error(req, 500, "internal", "The record of '%s' cannot be read.", id);
+                /* Bookkeeping for recovery, not for clients. */
+                json_object_object_del(o, "daemonPid");
+                json_object_object_del(o, "daemonStartTime");
         }
         if (!o)
                 return reply_error(req, 500, "internal", "Out of memory.");
@@ -1002,10 +1005,18 @@ static void handle_revision_tree(Manager *m, HttpRequest *req, const Route *rout
                 return reply_error(req, 500, "internal", "The tree cannot be read: %s.", strerror(-r));
         o = json_object_new_object();
         list = json_object_new_array();
+        size_t unlisted = 0;
         for (size_t i = 0; o && list && i < n; i++) {
-                json_object *e = json_object_new_object();
+                json_object *e;
                 const CasEntry *c = &entries[i];
 
+                /* Names a client cannot address (not UTF-8, control bytes) are counted, not sent. */
+                if (!utf8_valid(c->name, strlen(c->name)) || strpbrk(c->name, "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f") ||
+                    (c->target && !utf8_valid(c->target, strlen(c->target)))) {
+                        unlisted++;
+                        continue;
+                }
+                e = json_object_new_object();
                 json_object_object_add(e, "name", json_object_new_string(c->name));
                 json_object_object_add(e, "type", json_object_new_string(
                                 c->type == DT_DIR ? "dir" : c->type == DT_LNK ? "symlink" : "file"));
@@ -1023,6 +1034,8 @@ static void handle_revision_tree(Manager *m, HttpRequest *req, const Route *rout
                 return reply_error(req, 500, "internal", "Out of memory.");
         }
         json_object_object_add(o, "entries", list);
+        if (unlisted > 0)
+                json_object_object_add(o, "unlisted", json_u64(unlisted));
         reply_json(req, 200, o);
 }
 
@@ -1168,6 +1181,11 @@ static void handle_restore(Manager *m, HttpRequest *req, const Route *route, jso
 
         if (revision_params(params, lens, ws, NULL) < 0)
                 return reply_error(req, 404, "not_found", "No such workspace.");
+        json_object_object_foreach(body, key, val) {
+                (void) val;
+                if (!streq(key, "ref"))
+                        return reply_error(req, 400, "invalid_request", "Unknown field '%.64s' (only 'ref').", key);
+        }
         if (!json_object_object_get_ex(body, "ref", &v) || !json_object_is_type(v, json_type_string))
                 return reply_error(req, 400, "invalid_request", "'ref' (a revision of this workspace) is required.");
         ref_s = json_object_get_string(v);

@@ -160,8 +160,10 @@ static int on_put_body(HttpRequest *req, const void *data, size_t size, int erro
                 return error;
         }
         r = ws_writer_write(u->parts[0].writer, data, size);
-        if (r < 0)
+        if (r == -EFBIG)
                 upload_refuse(u, r, "the file exceeds %" PRIu64 " bytes", u->file_max);
+        else if (r < 0)
+                upload_refuse(u, r, "writing the file failed: %s", strerror(-r));
         return r;
 }
 
@@ -271,8 +273,10 @@ static MHD_Result_t on_part(void *cls, enum MHD_ValueKind kind, const char *key,
                 return MHD_YES;
         }
         r = ws_writer_write(p->writer, data, size);
-        if (r < 0)
+        if (r == -EFBIG)
                 upload_refuse(u, r, "'%s' exceeds %" PRIu64 " bytes (maxUploadFileBytes)", p->path, u->file_max);
+        else if (r < 0)
+                upload_refuse(u, r, "writing '%s' failed: %s", p->path, strerror(-r));
         return MHD_YES;
 }
 
@@ -401,6 +405,8 @@ void http_files_upload_finish(Manager *m, HttpRequest *req) {
                 http_request_set_userdata(req, NULL, NULL);
                 if (e == -EFBIG || e == -E2BIG)
                         http_reply_error(req, 413, "payload_too_large", "%s.", u->error_message ?: "too large");
+                else if (e == -ENOSPC || e == -EDQUOT)
+                        http_reply_error(req, 507, "insufficient_storage", "%s.", u->error_message ?: "no space left");
                 else if (e == -ENOMEM)
                         http_reply_error(req, 500, "internal", "Out of memory.");
                 else

@@ -409,6 +409,11 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                                 return MHD_YES;
                         }
                         req->sink_error = req->sink(req, upload_data, n, 0, req->sink_userdata);
+                        /* Streamed uploads (authenticated: sinks are set only after the bearer
+                         * check) may take longer than RequestTimeoutSec in total: the deadline
+                         * slides while data keeps coming. */
+                        if (req->conn)
+                                connection_arm(req->conn, s->limits.request_timeout_usec);
                         return MHD_YES;
                 }
                 if ((uint64_t) req->body_size + n > req->body_cap) {

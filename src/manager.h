@@ -55,6 +55,7 @@ typedef struct Manager {
         EgressEpoch *egress_epochs;      /* every revision still in use */
         EgressEpoch *egress_current;
         sd_bus *egress_bus;
+        bool egress_under_systemd;
         char *egress_gateway;
         char *egress_bridge;
         sd_event_source *stop_timer;

@@ -24,7 +24,8 @@
 SR_DEFINE_FREE_FUNC(DIR *, closedir);
 
 /* Events that can change the blocks of a name, or which inode a name refers to. IN_EXCL_UNLINK:
- * writes to unlinked-but-open files cannot be counted anyway, so do not queue their events. */
+ * writes through a name already unlinked cannot be attributed by name anyway (an inode still
+ * linked elsewhere is caught by the sweep), so do not queue their events. */
 #define QUOTA_WATCH_MASK (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | \
                           IN_CLOSE_WRITE | IN_ATTRIB | IN_ONLYDIR | IN_EXCL_UNLINK)
 /* Past this many distinct dirty names in one directory, re-read the directory instead. */
@@ -33,7 +34,7 @@ SR_DEFINE_FREE_FUNC(DIR *, closedir);
  * the index lost track of it: resync. */
 #define DIRTY_RETRIES_MAX 5U
 /* Passes over the dirty set per tick at most (see watch_process_dirty()). */
-#define DIRTY_PASSES_MAX 3U
+#define DIRTY_PASSES_MAX 4U
 /* Degraded full scans use at most 1/DEGRADED_DUTY of the time. */
 #define DEGRADED_DUTY 5U
 /* Bytes read from the inotify fd per tick at most: the rest waits for the next tick. */
@@ -309,6 +310,8 @@ static void limits_fill(QuotaLimits *l, const QuotaLimits *in) {
                 l->max_index = QUOTA_MAX_INDEX_DEFAULT;
         if (l->sparse_per_tick == 0)
                 l->sparse_per_tick = QUOTA_SPARSE_PER_TICK_DEFAULT;
+        if (l->sweep_per_tick == 0)
+                l->sweep_per_tick = QUOTA_SWEEP_PER_TICK_DEFAULT;
 }
 
 static int random_key(uint64_t key[2]) {
@@ -389,11 +392,20 @@ struct Node {
         Node *ino_prev, *ino_next;      /* Inode.names */
         Dir *dir;                       /* directories only */
         uint32_t gen;                   /* last dir_sync() of the parent that saw this name */
-        uint32_t sparse_idx;            /* position in QuotaWatch.sparse, or NOT_SPARSE */
+        uint32_t sparse_idx;            /* position in QuotaWatch.sparse, or NOT_IN_SET */
+        uint32_t file_idx;              /* position in QuotaWatch.files (non-directories), or NOT_IN_SET */
         char name[];
 };
 
-#define NOT_SPARSE UINT32_MAX
+#define NOT_IN_SET UINT32_MAX
+
+/* An unordered set of nodes with O(1) add and remove (the node keeps its position), walked
+ * round-robin by a cursor. */
+typedef struct NodeSet {
+        Node **v;
+        size_t n, allocated, cursor;
+        size_t idx_offset;              /* of the node's uint32_t position field */
+} NodeSet;
 
 struct Dir {
         HLink link;                     /* QuotaWatch.wds, keyed by wd, while wd >= 0 */
@@ -423,8 +435,8 @@ struct QuotaWatch {
         Dir *root;
         Dir limbo;
         Dir *dirty_head, *dirty_tail;
-        Node **sparse;                  /* regular files with holes below EOF: polled */
-        size_t n_sparse, n_sparse_allocated, sparse_cursor;
+        NodeSet sparse;                 /* regular files with holes below EOF: polled every tick */
+        NodeSet files;                  /* all non-directories: swept round-robin */
 
         uint64_t bytes;                 /* sum of Inode.bytes */
         uint64_t n_nodes, n_files, n_dirs, n_watches;
@@ -621,21 +633,43 @@ static Node *node_alloc(const char *name) {
         if (!n)
                 return NULL;
         memcpy(n->name, name, l + 1);
-        n->sparse_idx = NOT_SPARSE;
+        n->sparse_idx = n->file_idx = NOT_IN_SET;
         return n;
 }
 
-/* ---- sparse files ---- */
+/* ---- node sets ---- */
 
-static void sparse_remove(QuotaWatch *w, Node *n) {
-        uint32_t i = n->sparse_idx;
+static uint32_t *nodeset_idx(const NodeSet *set, Node *n) {
+        return (uint32_t *) ((uint8_t *) n + set->idx_offset);
+}
 
-        if (i == NOT_SPARSE)
+static void nodeset_remove(NodeSet *set, Node *n) {
+        uint32_t *ip = nodeset_idx(set, n), i = *ip;
+
+        if (i == NOT_IN_SET)
                 return;
-        assert(i < w->n_sparse && w->sparse[i] == n);
-        w->sparse[i] = w->sparse[--w->n_sparse];
-        w->sparse[i]->sparse_idx = i;
-        n->sparse_idx = NOT_SPARSE;
+        assert(i < set->n && set->v[i] == n);
+        set->v[i] = set->v[--set->n];
+        *nodeset_idx(set, set->v[i]) = i;
+        *ip = NOT_IN_SET;
+}
+
+static void nodeset_add(NodeSet *set, Node *n) {
+        uint32_t *ip = nodeset_idx(set, n);
+
+        if (*ip != NOT_IN_SET || set->n >= UINT32_MAX - 1)
+                return;
+        if (set->n == set->allocated) {
+                size_t m = MAX(set->allocated * 2, (size_t) 64);
+                Node **a = realloc(set->v, m * sizeof(Node *));
+
+                if (!a)
+                        return;         /* not polled: only what the events say, nothing worse */
+                set->v = a;
+                set->allocated = m;
+        }
+        *ip = (uint32_t) set->n;
+        set->v[set->n++] = n;
 }
 
 /*
@@ -645,27 +679,10 @@ static void sparse_remove(QuotaWatch *w, Node *n) {
  * without holes can only grow through calls that inotify reports.
  */
 static void sparse_update(QuotaWatch *w, Node *n, const struct stat *st) {
-        bool sparse = S_ISREG(st->st_mode) && st->st_size > 0 && stat_bytes(st) < (uint64_t) st->st_size;
-
-        if (!sparse) {
-                sparse_remove(w, n);
-                return;
-        }
-        if (n->sparse_idx != NOT_SPARSE)
-                return;
-        if (w->n_sparse >= UINT32_MAX - 1)
-                return;
-        if (w->n_sparse == w->n_sparse_allocated) {
-                size_t m = MAX(w->n_sparse_allocated * 2, (size_t) 64);
-                Node **a = realloc(w->sparse, m * sizeof(Node *));
-
-                if (!a)
-                        return;         /* not polled: the documented mmap gap, nothing worse */
-                w->sparse = a;
-                w->n_sparse_allocated = m;
-        }
-        n->sparse_idx = (uint32_t) w->n_sparse;
-        w->sparse[w->n_sparse++] = n;
+        if (S_ISREG(st->st_mode) && st->st_size > 0 && stat_bytes(st) < (uint64_t) st->st_size)
+                nodeset_add(&w->sparse, n);
+        else
+                nodeset_remove(&w->sparse, n);
 }
 
 /* ---- dirty set ---- */
@@ -799,7 +816,8 @@ static void node_destroy(QuotaWatch *w, Node *n) {
                 free(d);
                 w->n_dirs--;
         } else {
-                sparse_remove(w, n);
+                nodeset_remove(&w->sparse, n);
+                nodeset_remove(&w->files, n);
                 w->n_files--;
         }
 
@@ -854,6 +872,7 @@ static int node_new_file(QuotaWatch *w, Dir *parent, const char *name, const str
         }
         w->n_nodes++;
         w->n_files++;
+        nodeset_add(&w->files, n);
         *ret = STEAL(n);
         return 0;
 }
@@ -1177,7 +1196,8 @@ static int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
 /*
  * Open the indexed directory @d beneath the root, without following symlinks, and check that it
  * is still the indexed inode. Return: the fd; -ESTALE if the index path no longer leads to it
- * (a rename whose events are still queued); -EACCES; other -errno.
+ * (a rename whose events are still queued); -ENOLINK if @d is detached from the index (in limbo);
+ * -EACCES; other -errno.
  */
 static int dir_open(QuotaWatch *w, Dir *d) {
         _cleanup_free_ Node **chain = NULL;
@@ -1192,7 +1212,9 @@ static int dir_open(QuotaWatch *w, Dir *d) {
                 return -ENOMEM;
 
         for (Dir *i = d; i != w->root; i = i->node->parent) {
-                if (!i->node->parent || i->node->parent == &w->limbo || n > w->limits.max_depth)
+                if (!i->node->parent || i->node->parent == &w->limbo)
+                        return -ENOLINK;        /* detached this tick: found again, or destroyed */
+                if (n > w->limits.max_depth)
                         return -ESTALE;
                 chain[n++] = i->node;
         }
@@ -1253,7 +1275,7 @@ static int dir_open(QuotaWatch *w, Dir *d) {
 }
 
 /* Process one directory of the dirty set (all of it with @all, else @names). Return: 0, -ESTALE
- * to retry, or a fatal -errno. */
+ * or -ENOLINK to retry, or a fatal -errno. */
 static int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
@@ -1327,8 +1349,8 @@ static void watch_clear_index(QuotaWatch *w) {
         limbo_flush(w);
         assert(w->n_nodes == 0 && w->n_watches == 0 && w->bytes == 0);
         w->dirty_head = w->dirty_tail = NULL;
-        assert(w->n_sparse == 0);
-        w->sparse_cursor = 0;
+        assert(w->sparse.n == 0 && w->files.n == 0);
+        w->sparse.cursor = w->files.cursor = 0;
         w->clearing = false;
         w->over_entries = false;
         w->need_resync = false;
@@ -1463,17 +1485,22 @@ static int watch_process_dirty_pass(QuotaWatch *w, bool final) {
                 d->dirty_all = false;
 
                 r = dir_refresh(w, d, all, names, n_names);
-                if (r == -ESTALE) {
+                if (r == -ESTALE || r == -ENOLINK) {
                         /* Not where the index says: renamed, the events saying where are still
                          * queued or further down the dirty set. Retry; a persistent mismatch
-                         * means the index lost track. */
-                        if (final && ++d->retries >= DIRTY_RETRIES_MAX)
+                         * means the index lost track. In limbo: keep the names in case it is
+                         * found again this tick, but that is no reason for another pass. */
+                        bool remarked = w->remarked;
+
+                        if (r == -ESTALE && final && ++d->retries >= DIRTY_RETRIES_MAX)
                                 w->need_resync = true;
                         if (all)
                                 d->dirty_all = true;
                         dir_mark_dirty(w, d, NULL);
                         for (size_t i = 0; i < n_names; i++)
                                 dir_mark_dirty(w, d, names[i]);
+                        if (r == -ENOLINK)
+                                w->remarked = remarked;
                         r = 0;
                 } else if (r >= 0)
                         d->retries = 0;
@@ -1500,44 +1527,50 @@ static int watch_process_dirty(QuotaWatch *w) {
         for (unsigned pass = 0; pass < DIRTY_PASSES_MAX; pass++) {
                 w->remarked = false;
                 r = watch_process_dirty_pass(w, pass == DIRTY_PASSES_MAX - 1);
-                if (r < 0 || !w->remarked)
+                if (r < 0)
                         return r;
+                if (!w->remarked) {
+                        /* Settled: what is still in limbo has left the tree. Destroying it may ask
+                         * for re-stats of other names of its hard-linked files. */
+                        limbo_flush(w);
+                        if (!w->remarked)
+                                return 0;
+                }
         }
         return 0;
 }
 
 /*
- * Re-stat the sparse files (QuotaLimits.sparse_per_tick of them per tick, round-robin): their
- * holes can be filled through mmap() without any event. Whatever does not match the index is
- * handed to the dirty set.
+ * Re-stat up to @budget nodes of @set, round-robin. The sparse set: their holes can be filled
+ * through mmap() without any event. All files (the sweep): a safety net for writes no event
+ * names (through a hard link created and removed between two ticks, Linux AIO). Whatever does not
+ * match the index is handed to the dirty set.
  */
-static int watch_poll_sparse(QuotaWatch *w) {
+static int watch_poll_set(QuotaWatch *w, NodeSet *set, uint64_t budget) {
         _cleanup_close_ int fd = -EBADF;
         Dir *fd_dir = NULL;
-        uint64_t budget;
 
-        if (w->limits.sparse_per_tick == QUOTA_SPARSE_POLL_DISABLED)
-                return 0;
-
-        budget = MIN((uint64_t) w->limits.sparse_per_tick, (uint64_t) w->n_sparse);
-        while (budget > 0 && w->n_sparse > 0 && !w->want_degrade) {
+        budget = MIN(budget, (uint64_t) set->n);
+        while (budget > 0 && set->n > 0 && !w->want_degrade) {
                 struct stat st;
+                size_t at;
                 Node *n;
 
                 budget--;
-                if (w->sparse_cursor >= w->n_sparse)
-                        w->sparse_cursor = 0;
-                n = w->sparse[w->sparse_cursor];
+                if (set->cursor >= set->n)
+                        set->cursor = 0;
+                at = set->cursor;
+                n = set->v[at];
 
                 if (n->parent != fd_dir) {
                         fd = safe_close(fd);
                         fd_dir = n->parent;
                         fd = n->parent->dirty ? -ESTALE : dir_open(w, n->parent);
-                        if (fd < 0 && fd != -ESTALE && fd != -EACCES && fd != -EAGAIN)
+                        if (fd < 0 && fd != -ESTALE && fd != -ENOLINK && fd != -EACCES && fd != -EAGAIN)
                                 return fd;
                 }
                 if (fd < 0) {
-                        w->sparse_cursor++;     /* dirty or unreachable: the dirty set has it */
+                        set->cursor++;          /* dirty or unreachable: the dirty set has it */
                         continue;
                 }
 
@@ -1545,13 +1578,13 @@ static int watch_poll_sparse(QuotaWatch *w) {
                 if (fstatat(fd, n->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !inode_is(n->inode, &st) ||
                     S_ISDIR(st.st_mode)) {
                         dir_mark_dirty(w, n->parent, n->name);
-                        w->sparse_cursor++;
+                        set->cursor++;
                         continue;
                 }
                 watch_set_inode_bytes(w, n->inode, stat_bytes(&st));
                 sparse_update(w, n, &st);
-                if (n->sparse_idx != NOT_SPARSE)
-                        w->sparse_cursor++;     /* else the last one moved into this slot */
+                if (*nodeset_idx(set, n) == at)
+                        set->cursor++;          /* else the last one moved into this slot */
         }
         return 0;
 }
@@ -1595,8 +1628,13 @@ int quota_watch_tick(QuotaWatch *w, uint64_t *ret_bytes) {
                 }
         }
         limbo_flush(w);
-        if (!w->need_resync) {
-                r = watch_poll_sparse(w);
+        if (!w->need_resync && w->limits.sparse_per_tick != QUOTA_SPARSE_POLL_DISABLED) {
+                r = watch_poll_set(w, &w->sparse, w->limits.sparse_per_tick);
+                if (r < 0)
+                        return r;
+        }
+        if (!w->need_resync && w->limits.sweep_per_tick != QUOTA_SWEEP_DISABLED) {
+                r = watch_poll_set(w, &w->files, w->limits.sweep_per_tick);
                 if (r < 0)
                         return r;
         }
@@ -1629,7 +1667,13 @@ int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret
         w = calloc(1, sizeof(*w));
         if (!w)
                 return -ENOMEM;
-        *w = (QuotaWatch) { .root_fd = -EBADF, .fd = -EBADF, .use_openat2 = true };
+        *w = (QuotaWatch) {
+                .root_fd = -EBADF,
+                .fd = -EBADF,
+                .use_openat2 = true,
+                .sparse.idx_offset = offsetof(Node, sparse_idx),
+                .files.idx_offset = offsetof(Node, file_idx),
+        };
         w->limbo.wd = -1;
         limits_fill(&w->limits, limits);
         r = random_key(w->key);
@@ -1734,7 +1778,8 @@ QuotaWatch *quota_watch_free(QuotaWatch *w) {
         htable_done(&w->names);
         htable_done(&w->inodes);
         htable_done(&w->wds);
-        free(w->sparse);
+        free(w->sparse.v);
+        free(w->files.v);
         w->root_fd = safe_close(w->root_fd);
         free(w->evbuf);
         return mfree(w);

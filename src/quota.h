@@ -33,13 +33,21 @@
  * fewer allocated bytes than their size can grow silently. The index keeps them in a set and
  * re-stats them every tick (QuotaLimits.sparse_per_tick of them, default 1024, round-robin past
  * that); a tree without sparse files costs nothing here. Files that only look sparse because the
- * filesystem compresses them or stores them inline are polled too. Past 1024 sparse files, and
- * between two ticks, a writer can get ahead of the check: that is why SECURITY.md §5 asks for a
- * per-file RLIMIT_FSIZE or a project quota on top.
+ * filesystem compresses them or stores them inline are polled too. Past 1024 sparse files they
+ * are polled round-robin, and a writer can get ahead of the check by that much.
+ *
+ * The sweep, a safety net. Some writes to an indexed file are named by no event the index can
+ * use: through a hard link created, written through and removed between two ticks (the events
+ * name only the transient link; link() and unlink() report nothing for the other names, checked
+ * on Linux 6.18), or by Linux AIO (io_submit() writes raise no inotify event at all, checked on
+ * Linux 6.18; the sandbox's seccomp profile should deny io_setup()/io_submit() as it denies
+ * io_uring). So each tick also re-stats QuotaLimits.sweep_per_tick indexed files round-robin
+ * (default 256: a pass over 100,000 files every ~40 s, ~0.5 ms per tick). Such writes are caught
+ * within one pass, not within a tick.
  *
  * Degraded mode. Watches are a shared, per-user kernel resource (fs.inotify.max_user_watches,
  * max_user_instances). Past QuotaLimits.max_watches directories, past QuotaLimits.max_index
- * names (the index costs ~150 bytes per name), or when the kernel refuses a watch or an inotify
+ * names (the index costs ~170 bytes per name), or when the kernel refuses a watch or an inotify
  * instance, the watcher drops its index and watches and falls back to full scans, paced so they
  * take at most a fifth of the time (a scan of T ms runs at most every 5·T ms, and at most once
  * per tick). QuotaStats.degraded says so; the caller should log it once.
@@ -52,13 +60,12 @@
  * between an event and its re-stat are handled by re-checking inode identity on every open
  * (O_NOFOLLOW, fstat of the opened fd).
  *
- * Known limits. Linux AIO writes (io_submit(), buffered or O_DIRECT) raise no inotify event
- * (checked on Linux 6.18) and can extend a file silently while it stays open: the sandbox's
- * seccomp profile should deny io_setup()/io_submit() as it denies io_uring. Files unlinked while
- * still open keep their blocks but have no name: they are not counted (they are freed when the
- * sandbox, their last holder, dies). Between two ticks a writer can add up to (tick period × its
- * write rate) past the limit. Degraded full scans block the caller for their duration (~3-6 µs
- * per name on a warm ext4, see tests/bench/bench-quota.c).
+ * Known limits. Files unlinked while still open keep their blocks but have no name: they are
+ * not counted (they are freed when the sandbox, their last holder, dies). Between two ticks a
+ * writer can add up to (tick period × its write rate) past the limit; through the channels only
+ * the sweep sees, up to (sweep period × write rate). Degraded full scans block the caller for
+ * their duration (~3-6 µs per name on a warm ext4, see tests/bench/bench-quota.c). Hence
+ * SECURITY.md §5: a per-file RLIMIT_FSIZE or a project quota on top.
  *
  * All functions return 0 or a negative errno; nothing is logged (the caller logs once).
  */
@@ -75,6 +82,8 @@
 #define QUOTA_MAX_INDEX_DEFAULT    UINT64_C(1000000)
 #define QUOTA_SPARSE_PER_TICK_DEFAULT 1024U
 #define QUOTA_SPARSE_POLL_DISABLED UINT_MAX
+#define QUOTA_SWEEP_PER_TICK_DEFAULT 256U
+#define QUOTA_SWEEP_DISABLED       UINT_MAX
 
 typedef struct QuotaWatch QuotaWatch;
 
@@ -95,6 +104,7 @@ typedef struct QuotaLimits {
         unsigned max_watches;   /* watched directories; more → degraded */
         uint64_t max_index;     /* indexed names; more → degraded */
         unsigned sparse_per_tick; /* sparse files re-stat'ed per tick; QUOTA_SPARSE_POLL_DISABLED: none */
+        unsigned sweep_per_tick;  /* files re-stat'ed per tick by the sweep; QUOTA_SWEEP_DISABLED: none */
 } QuotaLimits;
 
 /*
