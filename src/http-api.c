@@ -374,8 +374,14 @@ static void handle_health(Manager *m, HttpRequest *req, const Route *route, json
         ws = json_object_new_object();
         {
                 _cleanup_free_ char *root = NULL;
+                uint64_t used, count;
+                bool known = manager_workspace_usage(m, &used, &count);
+
                 if (asprintf(&root, "%s/workspaces", m->state_dir) >= 0)
                         json_object_object_add(ws, "root", json_object_new_string(root));
+                /* Measured in the background at most every 30 s: null until the first result. */
+                json_object_object_add(ws, "usedBytes", known ? json_u64(used) : NULL);
+                json_object_object_add(ws, "count", known ? json_u64(count) : NULL);
         }
         json_object_object_add(o, "workspace", ws);
 

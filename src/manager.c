@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include "build-config.h"
 #include "cas.h"
 #include "child-task.h"
+#include "quota.h"
 #include "egress.h"
 #include "execution.h"
 #include "http-api.h"
@@ -273,6 +275,7 @@ Manager *manager_free(Manager *m) {
                 execution_free(m->executions);
         egress_teardown(m);
         m->gc_task = child_task_free(m->gc_task);
+        m->usage_task = child_task_free(m->usage_task);
         m->cas = cas_free(m->cas);
         m->scopes = scope_manager_free(m->scopes);
         m->replay = replay_table_free(m->replay);
@@ -558,4 +561,64 @@ void manager_snapshot_published(Manager *m) {
                 return;
         if (child_task_start(m->event, gc_child, on_gc_done, m, &m->gc_task) < 0)
                 log_warning("Failed to start pruning the snapshot store, ignoring.");
+}
+
+#define USAGE_MAX_AGE_USEC (30 * USEC_PER_SEC)
+
+static int usage_child(int out_fd, void *userdata) {
+        Manager *m = userdata;
+        uint64_t total = 0, count = 0;
+        char line[64];
+        int fd;
+        DIR *d;
+
+        fd = openat(m->workspaces_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        for (struct dirent *de; (de = readdir(d)); ) {
+                _cleanup_close_ int wfd = -EBADF;
+                uint64_t bytes = 0;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                wfd = openat(m->workspaces_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (wfd < 0)
+                        continue;
+                count++;
+                if (quota_scan(wfd, &bytes, NULL) >= 0)
+                        total += bytes;
+        }
+        closedir(d);
+        (void) snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 "\n", total, count);
+        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
+}
+
+static void on_usage_done(ChildTask *t, int error, const char *out, void *userdata) {
+        Manager *m = userdata;
+        unsigned long long b, c;
+
+        m->usage_task = child_task_free(m->usage_task);
+        if (error >= 0 && sscanf(out, "%llu %llu", &b, &c) == 2) {
+                m->usage_bytes = b;
+                m->usage_count = c;
+                m->usage_known = true;
+        }
+        m->usage_at_usec = now_usec(CLOCK_MONOTONIC);
+}
+
+bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_count) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        /* A walk of every workspace is not for the request path (and /health is unauthenticated):
+         * it runs in a child, at most every 30 s, and answers give the last result. */
+        if (!m->usage_task && (!m->usage_known || now - m->usage_at_usec > USAGE_MAX_AGE_USEC))
+                (void) child_task_start(m->event, usage_child, on_usage_done, m, &m->usage_task);
+        *ret_bytes = m->usage_bytes;
+        *ret_count = m->usage_count;
+        return m->usage_known;
 }

@@ -40,6 +40,10 @@ typedef struct Manager {
         uint64_t n_snapshots;
         uint64_t n_snapshots_at_gc;
         struct ChildTask *gc_task;
+        /* /health's workspace usage: measured in a child, at most every 30 s. */
+        struct ChildTask *usage_task;
+        uint64_t usage_bytes, usage_count, usage_at_usec;
+        bool usage_known;
         SandboxProbeReport probe;
         ScopeManager *scopes;
         bool scopes_available;
@@ -91,6 +95,9 @@ int manager_probe(Manager *m);
 
 /* manager_setup_egress() - after manager_listen(): the network policy and its gateway. */
 int manager_setup_egress(Manager *m);
+
+/* manager_workspace_usage() - the last measurement (false if none yet); refreshes it if old. */
+bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_count);
 
 /* manager_snapshot_published() - count it; every so often prune snapshots (SnapshotRetention=). */
 void manager_snapshot_published(Manager *m);
