@@ -19,18 +19,10 @@
 set -u
 set -o pipefail
 
-T_START=$EPOCHREALTIME
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SRCROOT=$(cd "$HERE/../.." && pwd)
-
-if [[ $EUID -ne 0 ]]; then
-        echo "1..0 # SKIP needs root (boots a private systemd)"
-        exit 77
-fi
-
+# shellcheck source=SCRIPTDIR/../helpers/box-test-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../helpers/box-test-lib.sh"
+box_test_require_root
 BUILD=${1:-${MESON_BUILD_ROOT:-}}
-# shellcheck source=../helpers/systemd-box.sh
-source "$SRCROOT/tests/helpers/systemd-box.sh"
 
 ID_STARTED=156863b03a4e4e98ad9eddd77533f056
 ID_AUTH_FAILED=6055ba522e6c44348f8aa45cc7e4d746
@@ -38,171 +30,44 @@ ID_CREDENTIALS_MISSING=0d1a6da70661440fa68126b07841329a
 URL=http://127.0.0.1:4311
 IDLE_SEC=5
 
-PLAN=24
-echo "1..$PLAN"
-n=0
-failed=0
-broken=            # set when a step that later tests depend on failed
-
-ok()   { n=$((n + 1)); echo "ok $n - $*"; }
-nok()  { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-diag() { sed -e 's/^/# /'; }
-note() { echo "# $*"; }
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-
-# t DESC FUNC [ARGS...]: one TAP test; FUNC prints its diagnostics on stdout/stderr.
-t() {
-        local desc=$1 out rc
-        shift
-        if [[ -n "$broken" ]]; then
-                nok "$desc # not run: $broken"
-                return 1
-        fi
-        # not in a subshell: steps set variables for later ones
-        "$@" >"$WORK/step.out" 2>&1
-        rc=$?
-        out=$(<"$WORK/step.out")
-        if (( rc == 0 )); then
-                ok "$desc"
-                [[ -n "$out" ]] && printf '%s\n' "$out" | diag
-        else
-                nok "$desc"
-                [[ -n "$out" ]] && printf '%s\n' "$out" | diag
-        fi
-        return $rc
-}
-
-WORK=$(mktemp -d /tmp/sr-activation.XXXXXX)
-BOX=$WORK/box
-STAGE=$WORK/stage
-CANARY=$(mktemp /tmp/sr-activation-canary.XXXXXX)
-echo "sandbox-runner activation test canary $$" >"$CANARY"
-cp "$CANARY" "$WORK/canary.expected"
-awk '{ print $5 }' /proc/self/mountinfo | sort >"$WORK/mounts.before"
-
-cleanup() {
-        box_stop "$BOX" 2>/dev/null
-        if grep -qF " $WORK/" /proc/self/mountinfo; then
-                echo "# mounts left below $WORK; not removing it" >&2
-        else
-                rm -rf --one-file-system "$WORK"
-        fi
-        rm -f "$CANARY"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-bx() { box_run "$BOX" "$@"; }
-
-# JSON with python3 (the set-up installs it; not jq), on the host side.
-PY=$(command -v /usr/bin/python3 || command -v python3)
-# jtest EXPR [ARG]: stdin is one JSON document, bound to d (ARG to a); true if EXPR is
-jtest() {
-        "$PY" -c 'import json, sys
-a = sys.argv[2] if len(sys.argv) > 2 else None
-d = json.load(sys.stdin)
-sys.exit(0 if eval(sys.argv[1]) else 1)' "$@" 2>/dev/null
-}
-# jprint EXPR [ARG]: print EXPR over the JSON document d
-jprint() {
-        "$PY" -c 'import json, sys
-a = sys.argv[2] if len(sys.argv) > 2 else None
-d = json.load(sys.stdin)
-print(eval(sys.argv[1]))' "$@"
-}
-# jlines EXPR: stdin is JSON lines (journalctl -o json), bound to the list L
-jlines() {
-        "$PY" -c 'import json, sys
-L = [json.loads(l) for l in sys.stdin if l.strip()]
-r = eval(sys.argv[1])
-if isinstance(r, str):
-    print(r)
-sys.exit(0 if r else 1)' "$@" 2>/dev/null
-}
+tap_plan 24
+box_test_init activation
 
 # -----------------------------------------------------------------------------------------
 # Build products and install layout
 
-BUILD_OPTS=
-opt() { jprint 'next((o["value"] for o in d if o["name"] == a), "")' "$1" <<<"$BUILD_OPTS"; }
-
 step_install() {
-        [[ -n "$BUILD" && -d "$BUILD" ]] || { echo "no build dir (argument or MESON_BUILD_ROOT)"; return 1; }
-        BUILD=$(cd "$BUILD" && pwd)
-        [[ -x "$BUILD/src/sandbox-runnerd" ]] || { echo "$BUILD/src/sandbox-runnerd not built"; return 1; }
-        [[ -x "$BUILD/src/ctl/sandbox-runnerctl" ]] || { echo "$BUILD/src/ctl/sandbox-runnerctl not built"; return 1; }
-        BUILD_OPTS=$(meson introspect "$BUILD" --buildoptions) || return 1
-        DESTDIR=$STAGE meson install -C "$BUILD" --no-rebuild --quiet || return 1
-
-        local prefix sysconfdir
-        prefix=$(opt prefix)
-        sysconfdir=$(opt sysconfdir)
-        [[ "$sysconfdir" == /* ]] || sysconfdir=$prefix/$sysconfdir
-        CONFDIR=$sysconfdir/sandbox-runner
-        SERVICE_USER=$(opt service-user)
+        stage_install src/sandbox-runnerd src/ctl/sandbox-runnerctl || return 1
         local f
-        f=$(cd "$STAGE" && find . -name sandbox-runner.service -path '*/systemd/system/*' | head -n1)
-        [[ -n "$f" ]] || { echo "no sandbox-runner.service installed"; return 1; }
-        UNITDIR=$(dirname "${f#.}")
-        f=$(cd "$STAGE" && find . -name sandbox-runnerctl -type f | head -n1)
-        [[ -n "$f" ]] || { echo "sandbox-runnerctl not installed"; return 1; }
-        CTL=${f#.}
-        f=$(cd "$STAGE" && find . -name sandbox-runnerd -type f | head -n1)
-        [[ -n "$f" ]] || { echo "sandbox-runnerd not installed"; return 1; }
-        DAEMON=${f#.}
+        f=$(stage_path sandbox-runner.service -path '*/systemd/system/*') || { echo "no sandbox-runner.service installed"; return 1; }
+        UNITDIR=$(dirname "$f")
+        CTL=$(stage_path sandbox-runnerctl -type f) || { echo "sandbox-runnerctl not installed"; return 1; }
+        DAEMON=$(stage_path sandbox-runnerd -type f) || { echo "sandbox-runnerd not installed"; return 1; }
         for f in sandbox-runner.socket sandbox-runner.service sandbox-runner.slice; do
                 [[ -f "$STAGE$UNITDIR/$f" ]] || { echo "$UNITDIR/$f not installed"; return 1; }
         done
-        echo "prefix=$prefix unitdir=$UNITDIR daemon=$DAEMON ctl=$CTL confdir=$CONFDIR user=$SERVICE_USER"
+        echo "prefix=$PREFIX unitdir=$UNITDIR daemon=$DAEMON ctl=$CTL confdir=$CONFDIR user=$SERVICE_USER"
 }
 
-T=$EPOCHREALTIME
-t "meson install into a staging DESTDIR" step_install || broken="install failed"
-T_INSTALL=$(since "$T")
+timed T_INSTALL t "meson install into a staging DESTDIR" step_install || broken="install failed"
 
 # -----------------------------------------------------------------------------------------
 # Boot
 
-step_boot() {
-        box_start "$BOX" >/dev/null || return 1
-        box_wait "$BOX" 60 || return 1
-        echo "box PID 1 = $(box_pid1 "$BOX"), state: $(bx systemctl is-system-running)"
-}
-
-T=$EPOCHREALTIME
-t "private systemd boots to running" step_boot || broken=${broken:-"box did not boot"}
-T_BOOT=$(since "$T")
-BOX_PIDNS=
-if pid1=$(box_pid1 "$BOX"); then
-        BOX_PIDNS=$(readlink "/proc/$pid1/ns/pid")
-fi
+timed T_BOOT t "private systemd boots to running" step_boot || broken=${broken:-"box did not boot"}
 
 # -----------------------------------------------------------------------------------------
 # Install into the box
 
 step_provision() {
-        box_install "$BOX" "$STAGE" || return 1
-        bx systemd-sysusers || return 1
-        bx systemd-tmpfiles --create sandbox-runner.conf || return 1
-        bx journalctl --update-catalog || return 1
-        bx systemctl daemon-reload || return 1
-        bx getent passwd "$SERVICE_USER" || { echo "user $SERVICE_USER not created"; return 1; }
-        bx test -d /etc/credstore || { echo "/etc/credstore not created by tmpfiles"; return 1; }
-
-        # Secrets, where the unit's LoadCredential= lines look for them.
-        TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-        SIGNING_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-        printf '%s' "$TOKEN" | bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.api-token' || return 1
-        printf '%s' "$SIGNING_KEY" | bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.signing-key' || return 1
+        box_provision || return 1
         printf 'Authorization: Bearer %s\n' "$TOKEN" | bx sh -c 'umask 077; cat >/root/auth-header' || return 1
         printf '[Runner]\nIdleExitSec=%s\n' "$IDLE_SEC" |
                 bx sh -c "mkdir -p '$CONFDIR/runner.conf.d' && cat >'$CONFDIR/runner.conf.d/50-test.conf'" || return 1
 }
 
-T=$EPOCHREALTIME
-t "project installed in the box (sysusers, tmpfiles, catalog, daemon-reload, secrets)" step_provision ||
+timed T_PROVISION t "project installed in the box (sysusers, tmpfiles, catalog, daemon-reload, secrets)" step_provision ||
         broken=${broken:-"provisioning failed"}
-T_PROVISION=$(since "$T")
 
 # -----------------------------------------------------------------------------------------
 # Socket activation and the API
@@ -295,17 +160,6 @@ t "sandbox-runnerctl --json status (--token-file, \$SANDBOX_RUNNER_TOKEN; refuse
 
 # -----------------------------------------------------------------------------------------
 # Journal
-
-# journal_has PY-EXPR over L: retry a little, journald may lag behind.
-journal_has() {
-        local i
-        for i in $(seq 1 20); do
-                bx journalctl -u sandbox-runner.service -o json --no-pager 2>/dev/null |
-                        jlines "$1" >/dev/null && return 0
-                sleep 0.25
-        done
-        return 1
-}
 
 step_journal_started() {
         journal_has "[e for e in L if e.get('MESSAGE_ID') == '$ID_STARTED' and e.get('SANDBOX_VERSION')]" || {
@@ -467,53 +321,7 @@ t "systemd-analyze security sandbox-runner.service" step_security
 # -----------------------------------------------------------------------------------------
 # Stop the box; the host must be as it was.
 
-cp "$BOX/cgroups" "$WORK/box-cgroups" 2>/dev/null || : >"$WORK/box-cgroups"
-T=$EPOCHREALTIME
-box_stop "$BOX"
-T_STOP=$(since "$T")
-broken=
-
-step_canary() {
-        [[ -f "$CANARY" ]] || { echo "canary $CANARY is gone: the box emptied the host's /tmp"; return 1; }
-        cmp -s "$CANARY" "$WORK/canary.expected" || { echo "canary changed"; return 1; }
-        ! box_pid1 "$BOX" >/dev/null || { echo "box PID 1 still running"; return 1; }
-}
-
-step_no_processes() {
-        [[ -n "$BOX_PIDNS" ]] || { echo "box never ran"; return 0; }
-        local p left=()
-        for p in /proc/[0-9]*; do
-                [[ "$(readlink "$p/ns/pid" 2>/dev/null)" == "$BOX_PIDNS" ]] && left+=("${p#/proc/}")
-        done
-        (( ${#left[@]} == 0 )) || { echo "processes of the box still running: ${left[*]}"; ps -o pid,cmd -p "${left[*]}"; return 1; }
-}
-
-step_no_mounts() {
-        local extra
-        extra=$(awk '{ print $5 }' /proc/self/mountinfo | sort | comm -13 "$WORK/mounts.before" -)
-        [[ -z "$extra" ]] && return 0
-        echo "new mounts on the host since the start: $extra"
-        # Only fail for what can be ours: other processes on the machine may mount too.
-        ! grep -qE "^$WORK/|^/(etc|usr|var|run|tmp|var/tmp|dev|dev/shm|proc|sys|sys/fs/cgroup)(/|$)" <<<"$extra"
-}
-
-step_no_cgroups() {
-        local cg left=()
-        while IFS= read -r cg; do
-                [[ -n "$cg" && -e "$cg" ]] && left+=("$cg")
-        done <"$WORK/box-cgroups"
-        (( ${#left[@]} == 0 )) || { echo "cgroups left: ${left[*]}"; return 1; }
-        echo "$(wc -l <"$WORK/box-cgroups") box cgroups removed"
-}
-
-t "box stopped; host /tmp canary intact" step_canary
-t "no process of the box left" step_no_processes
-t "no mount left on the host" step_no_mounts
-t "no cgroup of the box left on the host" step_no_cgroups
+stop_box_and_check_host
 
 note "timing: install ${T_INSTALL}s, boot ${T_BOOT}s, provision ${T_PROVISION}s, activation tests ${T_ACTIVATION}s, stop ${T_STOP}s, total $(since "$T_START")s"
-if (( n != PLAN )); then
-        echo "# planned $PLAN tests, ran $n"
-        failed=$((failed + 1))
-fi
-(( failed == 0 ))
+tap_finish

@@ -23,67 +23,16 @@
 set -u
 set -o pipefail
 
-T_START=$EPOCHREALTIME
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SRCROOT=$(cd "$HERE/../.." && pwd)
-
-if [[ $EUID -ne 0 ]]; then
-        echo "1..0 # SKIP needs root (boots a private systemd)"
-        exit 77
-fi
-
+# shellcheck source=SCRIPTDIR/../helpers/box-test-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../helpers/box-test-lib.sh"
+box_test_require_root
 BUILD=${1:-${MESON_BUILD_ROOT:-}}
-# shellcheck source=../helpers/systemd-box.sh
-source "$SRCROOT/tests/helpers/systemd-box.sh"
 
-PLAN=9
-echo "1..$PLAN"
-n=0
-failed=0
-broken=
-
-ok()   { n=$((n + 1)); echo "ok $n - $*"; }
-nok()  { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-diag() { sed -e 's/^/# /'; }
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-
-t() {
-        local desc=$1 out rc
-        shift
-        if [[ -n "$broken" ]]; then
-                nok "$desc # not run: $broken"
-                return 1
-        fi
-        "$@" >"$WORK/step.out" 2>&1
-        rc=$?
-        out=$(<"$WORK/step.out")
-        if (( rc == 0 )); then ok "$desc"; else nok "$desc"; fi
-        [[ -n "$out" ]] && printf '%s\n' "$out" | diag
-        return $rc
-}
-
-WORK=$(mktemp -d /tmp/sr-hardening.XXXXXX)
-BOX=$WORK/box
-STAGE=$WORK/stage
-CANARY=$(mktemp /tmp/sr-hardening-canary.XXXXXX)
-echo "sandbox-runner hardening test canary $$" >"$CANARY"
-cp "$CANARY" "$WORK/canary.expected"
-
-cleanup() {
-        box_stop "$BOX" 2>/dev/null
-        if grep -qF " $WORK/" /proc/self/mountinfo; then
-                echo "# mounts left below $WORK; not removing it" >&2
-        else
-                rm -rf --one-file-system "$WORK"
-        fi
-        rm -f "$CANARY"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-bx() { box_run "$BOX" "$@"; }
+tap_plan 9
+box_test_init hardening
 
 # The probe, run as ExecStart= of the copied unit. Writes KEY=ok|fail(N) OUTPUT lines.
+# shellcheck disable=SC2016  # expanded by the probe's shell, not here
 PROBE='#!/bin/sh
 out="$STATE_DIRECTORY/probe.out"
 exec >"$out.tmp" 2>&1
@@ -115,24 +64,12 @@ mv "$out.tmp" "$out"
 '
 
 step_setup() {
-        [[ -n "$BUILD" && -d "$BUILD" ]] || { echo "no build dir (argument or MESON_BUILD_ROOT)"; return 1; }
-        DESTDIR=$STAGE meson install -C "$BUILD" --no-rebuild --quiet || return 1
-        local f
-        f=$(cd "$STAGE" && find . -name sandbox-runner.service -path '*/systemd/system/*' | head -n1)
-        [[ -n "$f" ]] || { echo "no sandbox-runner.service installed"; return 1; }
-        UNIT=${f#.}
+        stage_install src/sandbox-runnerd || return 1
+        UNIT=$(stage_path sandbox-runner.service -path '*/systemd/system/*') || { echo "no sandbox-runner.service installed"; return 1; }
         command -v bwrap >/dev/null || { echo "bwrap is not installed on the host (the box sees the host's /usr)"; return 1; }
-        box_start "$BOX" >/dev/null || return 1
-        box_wait "$BOX" 60 || return 1
-        box_install "$BOX" "$STAGE" || return 1
-        bx systemd-sysusers || return 1
-        bx systemd-tmpfiles --create sandbox-runner.conf || return 1
-        local token
-        token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-        TOKEN=$token
-        printf '%s' "$token" | bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.api-token' || return 1
-        od -An -N32 -tx1 /dev/urandom | tr -d ' \n' |
-                bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.signing-key' || return 1
+        box_boot || return 1
+        box_provision_base || return 1
+        box_secrets || return 1
         printf '%s' "$PROBE" | bx sh -c 'cat >/usr/local/libexec/sr-hardening-probe && chmod 755 /usr/local/libexec/sr-hardening-probe' || return 1
         # The copy: same [Service] except how it starts; no socket, no watchdog, no restart.
         bx sh -c "sed -e 's|^ExecStart=.*|ExecStart=/usr/local/libexec/sr-hardening-probe|' \
@@ -193,7 +130,6 @@ step_report() {
         done
 }
 
-T=$EPOCHREALTIME
 t "install, boot, copy of sandbox-runner.service with a probe as ExecStart" step_setup || broken="set-up failed"
 t "probe ran as the service user under the unit's hardening" step_probe || broken=${broken:-"probe failed"}
 t "bwrap sandbox with --ro-bind /proc runs under the hardening" step_robind
@@ -202,27 +138,9 @@ t "the sandbox has only a loopback interface" step_net
 t "the sandbox cannot read the daemon's credentials or environment" step_secrets
 t "probe results for the daemon's start-up probes (informational)" step_report
 
-cp "$BOX/cgroups" "$WORK/box-cgroups" 2>/dev/null || : >"$WORK/box-cgroups"
-box_stop "$BOX"
-broken=
+box_test_stop
+t "box stopped, host /tmp canary intact" step_host_canary
+t "no cgroup of the box left on the host" step_host_no_cgroups
 
-step_host() {
-        [[ -f "$CANARY" ]] && cmp -s "$CANARY" "$WORK/canary.expected" || { echo "host /tmp canary gone or changed"; return 1; }
-        ! box_pid1 "$BOX" >/dev/null || { echo "box still running"; return 1; }
-}
-step_cgroups() {
-        local cg left=()
-        while IFS= read -r cg; do
-                [[ -n "$cg" && -e "$cg" ]] && left+=("$cg")
-        done <"$WORK/box-cgroups"
-        (( ${#left[@]} == 0 )) || { echo "cgroups left: ${left[*]}"; return 1; }
-}
-t "box stopped, host /tmp canary intact" step_host
-t "no cgroup of the box left on the host" step_cgroups
-
-echo "# total $(since "$T_START")s"
-if (( n != PLAN )); then
-        echo "# planned $PLAN tests, ran $n"
-        failed=$((failed + 1))
-fi
-(( failed == 0 ))
+note "total $(since "$T_START")s"
+tap_finish

@@ -29,261 +29,56 @@
 set -u
 set -o pipefail
 
-T_START=$EPOCHREALTIME
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SRCROOT=$(cd "$HERE/../.." && pwd)
-
-if [[ $EUID -ne 0 ]]; then
-        echo "1..0 # SKIP needs root (boots a private systemd)"
-        exit 77
-fi
-
+# shellcheck source=SCRIPTDIR/../helpers/box-test-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../helpers/box-test-lib.sh"
+box_test_require_root
 BUILD=${1:-${MESON_BUILD_ROOT:-}}
-# shellcheck source=../helpers/systemd-box.sh
-source "$SRCROOT/tests/helpers/systemd-box.sh"
 
 ID_EXEC_STARTED=a9de5f3b7e0b4263a90b8b97d898b83f
 ID_EXEC_FINISHED=4f17f541cb23403c9e79f39ef5a14aea
 SLICE=sandbox-runner.slice
-SCOPE_PREFIX=sandbox-runner-x-
-RULE=50-sandbox-runner.rules
-RULESDIR=/usr/share/polkit-1/rules.d          # polkitd reads only this and /etc/polkit-1/rules.d
 BENCH_N=30
 MiB=$((1024 * 1024))
 
-PLAN=23
-echo "1..$PLAN"
-n=0
-failed=0
-broken=            # set when a step that later tests depend on failed
-
-ok()   { n=$((n + 1)); echo "ok $n - $*"; }
-nok()  { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-diag() { sed -e 's/^/# /'; }
-note() { echo "# $*"; }
-since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
-
-# t DESC FUNC [ARGS...]: one TAP test; FUNC prints its diagnostics on stdout/stderr.
-t() {
-        local desc=$1 out rc
-        shift
-        if [[ -n "$broken" ]]; then
-                nok "$desc # not run: $broken"
-                return 1
-        fi
-        # not in a subshell: steps set variables for later ones
-        "$@" >"$WORK/step.out" 2>&1
-        rc=$?
-        out=$(<"$WORK/step.out")
-        if (( rc == 0 )); then
-                ok "$desc"
-        else
-                nok "$desc"
-        fi
-        [[ -n "$out" ]] && printf '%s\n' "$out" | diag
-        return $rc
-}
-
-WORK=$(mktemp -d /tmp/sr-scopes.XXXXXX)
-BOX=$WORK/box
-STAGE=$WORK/stage
-CANARY=$(mktemp /tmp/sr-scopes-canary.XXXXXX)
-echo "sandbox-runner scopes test canary $$" >"$CANARY"
-cp "$CANARY" "$WORK/canary.expected"
-awk '{ print $5 }' /proc/self/mountinfo | sort >"$WORK/mounts.before"
-BG_PID=
-
-cleanup() {
-        if [[ -n "$BG_PID" ]]; then
-                kill "$BG_PID" 2>/dev/null
-                wait "$BG_PID" 2>/dev/null
-        fi
-        box_stop "$BOX" 2>/dev/null
-        if grep -qF " $WORK/" /proc/self/mountinfo; then
-                echo "# mounts left below $WORK; not removing it" >&2
-        else
-                rm -rf --one-file-system "$WORK"
-        fi
-        rm -f "$CANARY"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
-
-bx() { box_run "$BOX" "$@"; }
-
-# JSON with python3, on the host side.
-PY=$(command -v /usr/bin/python3 || command -v python3)
-# jtest EXPR [ARG]: stdin is one JSON document, bound to d (ARG to a); true if EXPR is
-jtest() {
-        "$PY" -c 'import json, sys
-a = sys.argv[2] if len(sys.argv) > 2 else None
-d = json.load(sys.stdin)
-sys.exit(0 if eval(sys.argv[1]) else 1)' "$@" 2>/dev/null
-}
-# jprint EXPR [ARG]: print EXPR over the JSON document d
-jprint() {
-        "$PY" -c 'import json, sys
-a = sys.argv[2] if len(sys.argv) > 2 else None
-d = json.load(sys.stdin)
-print(eval(sys.argv[1]))' "$@"
-}
-# jlines EXPR: stdin is JSON lines (journalctl -o json), bound to the list L
-jlines() {
-        "$PY" -c 'import json, sys
-L = [json.loads(l) for l in sys.stdin if l.strip()]
-r = eval(sys.argv[1])
-if isinstance(r, str):
-    print(r)
-sys.exit(0 if r else 1)' "$@" 2>/dev/null
-}
-
-# The client, run inside the box with the box's python3: bearer token and v1 signatures
-# (API.md, Authentication) from the secrets provisioned below.
-CLIENT_PY='
-import hashlib, hmac, http.client, json, sys, time
-
-TOKEN = open("/root/sr-token").read()
-KEY = open("/root/sr-key", "rb").read()
-
-def request(method, path, body=None, signed=False, timeout=120):
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Authorization": "Bearer " + TOKEN}
-    if data is not None:
-        headers["Content-Type"] = "application/json"
-    if signed:
-        ts = str(int(time.time()))
-        s = "v1\n%s\n%s\n%s\n%s" % (ts, method, path, hashlib.sha256(data or b"").hexdigest())
-        headers["X-Sandbox-Timestamp"] = ts
-        headers["X-Sandbox-Signature"] = "v1=" + hmac.new(KEY, s.encode(), hashlib.sha256).hexdigest()
-    c = http.client.HTTPConnection("127.0.0.1", 4311, timeout=timeout)
-    t0 = time.monotonic()
-    c.request(method, path, body=data, headers=headers)
-    r = c.getresponse()
-    raw = r.read()
-    dt = time.monotonic() - t0
-    c.close()
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        doc = {"_raw": raw.decode("utf-8", "replace")}
-    return r.status, doc, dt
-
-cmd = sys.argv[1]
-if cmd == "health":
-    st, doc, dt = request("GET", "/health")
-    print(json.dumps({"http": st, "body": doc}))
-elif cmd == "exec":                     # exec PATH BODY-JSON
-    st, doc, dt = request("POST", sys.argv[2], json.loads(sys.argv[3]), signed=True)
-    print(json.dumps({"http": st, "elapsedMs": round(dt * 1000, 1), "body": doc}))
-elif cmd == "bench":                    # bench N ID-PREFIX: N sequential `true` runs
-    n, prefix = int(sys.argv[2]), sys.argv[3]
-    lat, bad = [], []
-    for i in range(-1, n):              # -1: one warm-up run, not counted
-        body = {"executionId": "%s-%d" % (prefix, i + 1), "workspaceId": "bench",
-                "command": "true", "timeoutMs": 30000}
-        st, doc, dt = request("POST", "/execute-shell", body, signed=True)
-        if st != 200 or doc.get("status") != "exited" or doc.get("exitCode") != 0:
-            bad.append({"run": i + 1, "http": st, "status": doc.get("status"), "exitCode": doc.get("exitCode"),
-                        "stderr": (doc.get("stderr") or "")[:120], "error": doc.get("error")})
-        if i >= 0:
-            lat.append(dt * 1000)
-        enforced = doc.get("limits", {}).get("enforcedBy")
-    print(json.dumps({"latMs": lat, "nbad": len(bad), "bad": bad[:2], "enforcedBy": enforced}))
-else:
-    sys.exit("usage: health | exec PATH BODY | bench N PREFIX")
-'
+tap_plan 23
+box_test_init scopes
 
 # -----------------------------------------------------------------------------------------
 # Build products and install layout
 
-BUILD_OPTS=
-opt() { jprint 'next((o["value"] for o in d if o["name"] == a), "")' "$1" <<<"$BUILD_OPTS"; }
-
 step_install() {
-        [[ -n "$BUILD" && -d "$BUILD" ]] || { echo "no build dir (argument or MESON_BUILD_ROOT)"; return 1; }
-        BUILD=$(cd "$BUILD" && pwd)
-        [[ -x "$BUILD/src/sandbox-runnerd" ]] || { echo "$BUILD/src/sandbox-runnerd not built"; return 1; }
-        BUILD_OPTS=$(meson introspect "$BUILD" --buildoptions) || return 1
-        DESTDIR=$STAGE meson install -C "$BUILD" --no-rebuild --quiet || return 1
-
-        local prefix sysconfdir f
-        prefix=$(opt prefix)
-        sysconfdir=$(opt sysconfdir)
-        [[ "$sysconfdir" == /* ]] || sysconfdir=$prefix/$sysconfdir
-        CONFDIR=$sysconfdir/sandbox-runner
-        SERVICE_USER=$(opt service-user)
-        POLKIT_MODE=$(opt polkit-transient-scopes)
-        for f in sandbox-runner.socket sandbox-runner.service "$SLICE"; do
-                [[ -n "$(cd "$STAGE" && find . -name "$f" -path '*/systemd/system/*')" ]] ||
-                        { echo "$f not installed"; return 1; }
-        done
-
-        # The polkit rule goes to -Dpolkitrulesdir (default <prefix>/share/polkit-1/rules.d);
-        # polkitd reads only /usr/share/polkit-1/rules.d and /etc/polkit-1/rules.d, so a build
-        # with another prefix (/usr/local) gets its rule relocated here, as a packager would.
-        f=$(cd "$STAGE" && find . -name "$RULE" -type f | head -n1)
-        [[ -n "$f" ]] || { echo "$RULE not installed (polkit-transient-scopes=$POLKIT_MODE)"; return 1; }
-        f=${f#.}
-        if [[ "$f" != "$RULESDIR/$RULE" && "$f" != "/etc/polkit-1/rules.d/$RULE" ]]; then
-                echo "polkit rule installed as $f, which polkitd does not read: relocated to $RULESDIR/$RULE"
-                mkdir -p "$STAGE$RULESDIR" && mv "$STAGE$f" "$STAGE$RULESDIR/$RULE" || return 1
-                f=$RULESDIR/$RULE
-        fi
-        RULEFILE=$f
-        echo "prefix=$prefix confdir=$CONFDIR user=$SERVICE_USER polkit rule $RULEFILE" \
+        stage_install src/sandbox-runnerd || return 1
+        stage_check_units || return 1
+        stage_relocate_polkit_rule || return 1
+        echo "prefix=$PREFIX confdir=$CONFDIR user=$SERVICE_USER polkit rule $RULEFILE" \
              "($(grep -o 'mode of this build: [a-z-]*' "$STAGE$RULEFILE"); option polkit-transient-scopes=$POLKIT_MODE)"
 }
 
-T=$EPOCHREALTIME
-t "meson install into a staging DESTDIR (polkit rule where polkitd reads it)" step_install ||
+timed T_INSTALL t "meson install into a staging DESTDIR (polkit rule where polkitd reads it)" step_install ||
         broken="install failed"
-T_INSTALL=$(since "$T")
 
 # -----------------------------------------------------------------------------------------
 # Boot
 
-step_boot() {
-        box_start "$BOX" >/dev/null || return 1
-        box_wait "$BOX" 60 || return 1
-        echo "box PID 1 = $(box_pid1 "$BOX"), state: $(bx systemctl is-system-running)," \
-             "cgroup layout: $(bx stat -f -c %T /sys/fs/cgroup) at /sys/fs/cgroup"
+step_boot_scopes() {
+        box_boot || return 1
+        echo "$(box_boot_info)," "cgroup layout: $(bx stat -f -c %T /sys/fs/cgroup) at /sys/fs/cgroup"
 }
 
-T=$EPOCHREALTIME
-t "private systemd boots to running" step_boot || broken=${broken:-"box did not boot"}
-T_BOOT=$(since "$T")
-BOX_PIDNS=
-if pid1=$(box_pid1 "$BOX"); then
-        BOX_PIDNS=$(readlink "/proc/$pid1/ns/pid")
-fi
+timed T_BOOT t "private systemd boots to running" step_boot_scopes || broken=${broken:-"box did not boot"}
 
 # -----------------------------------------------------------------------------------------
 # Install into the box
 
 step_provision() {
-        box_install "$BOX" "$STAGE" || return 1
-        bx systemd-sysusers || return 1
-        bx systemd-tmpfiles --create sandbox-runner.conf || return 1
-        bx journalctl --update-catalog || return 1
-        bx systemctl daemon-reload || return 1
-        bx getent passwd "$SERVICE_USER" || { echo "user $SERVICE_USER not created"; return 1; }
-        bx test -d /etc/credstore || { echo "/etc/credstore not created by tmpfiles"; return 1; }
-
-        TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-        SIGNING_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
-        printf '%s' "$TOKEN" | bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.api-token' || return 1
-        printf '%s' "$SIGNING_KEY" | bx sh -c 'umask 077; cat >/etc/credstore/sandbox-runner.signing-key' || return 1
-        printf '%s' "$TOKEN" | bx sh -c 'umask 077; cat >/root/sr-token' || return 1
-        printf '%s' "$SIGNING_KEY" | bx sh -c 'umask 077; cat >/root/sr-key' || return 1
-        printf '%s' "$CLIENT_PY" | bx sh -c 'cat >/root/sr-client.py' || return 1
+        box_provision || return 1
+        box_install_client || return 1
         bx mkdir -p "$CONFDIR/runner.conf.d" || return 1
         bx ip link set lo up || return 1
 }
 
-T=$EPOCHREALTIME
-t "project installed in the box (sysusers, tmpfiles, catalog, daemon-reload, secrets)" step_provision ||
+timed T_PROVISION t "project installed in the box (sysusers, tmpfiles, catalog, daemon-reload, secrets)" step_provision ||
         broken=${broken:-"provisioning failed"}
-T_PROVISION=$(since "$T")
 
 step_polkit() {
         local out
@@ -306,24 +101,15 @@ t "polkitd is D-Bus activated in the box and loads the rules in $RULESDIR" step_
 # Helpers for runs
 
 HEALTH=
-health() { HEALTH=$(bx /usr/bin/python3 /root/sr-client.py health); }
+health() { HEALTH=$(box_client health); }
 
-# run PATH BODY-JSON: sets RES (the client's JSON: http, elapsedMs, body)
-RES=
-run() {
-        RES=$(bx /usr/bin/python3 /root/sr-client.py exec "$1" "$2") || { echo "client failed: $RES"; return 1; }
-}
-r() { jprint "$@" <<<"$RES"; }
-rt() { jtest "$@" <<<"$RES"; }
+# run PATH BODY-JSON: a signed POST; sets RES (the client's JSON: http, elapsedMs, body)
+run() { client post "$1" "$2"; }
 summary() {
         jprint '"HTTP %s status=%s exitCode=%s signal=%s durationMs=%s elapsedMs=%s resources=%s stderr=%r%s" % (d["http"],
                 d["body"].get("status"), d["body"].get("exitCode"), d["body"].get("signal"), d["body"].get("durationMs"),
                 d.get("elapsedMs"), d["body"].get("resources"), (d["body"].get("stderr") or "")[:300],
                 (" error=%r" % d["body"]["error"]) if "error" in d["body"] else "")' <<<"$RES"
-}
-
-scope_units() {
-        bx systemctl list-units --all --no-legend --plain "${SCOPE_PREFIX}*" | awk 'NF { print $1 }'
 }
 
 # scope_gone UNIT [SEC]: wait until UNIT is no longer loaded
@@ -336,13 +122,6 @@ scope_gone() {
         done
         echo "$unit still loaded ${sec}s after the answer: $(bx systemctl show -p LoadState,ActiveState,SubState "$unit" | tr '\n' ' ')"
         return 1
-}
-
-# Processes of the service user other than the daemon itself.
-stray_processes() {
-        local main
-        main=$(bx systemctl show -p MainPID --value sandbox-runner.service)
-        bx ps -u "$SERVICE_USER" -o pid=,args= | awk -v m="$main" '$1 != m'
 }
 
 RUN=$$-$RANDOM          # execution ids of this run
@@ -410,7 +189,7 @@ SLEEP_MEM=$((96 * MiB))
 SLEEP_TASKS=32
 step_sleep_scope() {
         local unit=$SCOPE_PREFIX$ID_SLEEP.scope i state props cg rc=0 v
-        bx /usr/bin/python3 /root/sr-client.py exec /execute-shell \
+        box_client post /execute-shell \
                 "{\"executionId\": \"$ID_SLEEP\", \"workspaceId\": \"scopes\", \"command\": \"sleep 2\", \"timeoutMs\": 20000,
                   \"limits\": {\"memoryBytes\": $SLEEP_MEM, \"tasks\": $SLEEP_TASKS}}" >"$WORK/sleep.json" 2>&1 &
         BG_PID=$!
@@ -516,17 +295,6 @@ t "'sleep 60' with timeoutMs 1000: timeout in < 3 s, scope gone, no 'sleep 60' l
 # -----------------------------------------------------------------------------------------
 # Journal
 
-# journal_has PY-EXPR over L: retry a little, journald may lag behind.
-journal_has() {
-        local i
-        for i in $(seq 1 20); do
-                bx journalctl -u sandbox-runner.service -o json --no-pager 2>/dev/null |
-                        jlines "$1" >/dev/null && return 0
-                sleep 0.25
-        done
-        return 1
-}
-
 step_journal_finished() {
         journal_has "[e for e in L if e.get('MESSAGE_ID') == '$ID_EXEC_FINISHED' and e.get('SANDBOX_EXECUTION_ID') == '$ID_HOG'
                       and e.get('SANDBOX_STATUS') == 'memory_limit' and str(e.get('SANDBOX_MEMORY_PEAK', '')).isdigit()]" || {
@@ -562,7 +330,7 @@ MED_UNSCOPED=
 # bench PREFIX VAR: BENCH_N runs; sets VAR to the median latency in ms
 bench() {
         local out
-        out=$(bx /usr/bin/python3 /root/sr-client.py bench "$BENCH_N" "$1") || { echo "client failed: $out"; return 1; }
+        out=$(box_client bench "$BENCH_N" "$1") || { echo "client failed: $out"; return 1; }
         jprint '"%d runs: median %.1f ms, min %.1f, max %.1f; limits.enforcedBy=%s; failed: %d %s" % (len(d["latMs"]),
                 __import__("statistics").median(d["latMs"]), min(d["latMs"]), max(d["latMs"]), d["enforcedBy"],
                 d["nbad"], d["bad"])' <<<"$out"
@@ -642,52 +410,7 @@ t "in the box: no ${SCOPE_PREFIX}* unit left, no process of the service user but
 # -----------------------------------------------------------------------------------------
 # Stop the box; the host must be as it was.
 
-cp "$BOX/cgroups" "$WORK/box-cgroups" 2>/dev/null || : >"$WORK/box-cgroups"
-T=$EPOCHREALTIME
-box_stop "$BOX"
-T_STOP=$(since "$T")
-broken=
-
-step_canary() {
-        [[ -f "$CANARY" ]] || { echo "canary $CANARY is gone: the box emptied the host's /tmp"; return 1; }
-        cmp -s "$CANARY" "$WORK/canary.expected" || { echo "canary changed"; return 1; }
-        ! box_pid1 "$BOX" >/dev/null || { echo "box PID 1 still running"; return 1; }
-}
-
-step_no_processes() {
-        [[ -n "$BOX_PIDNS" ]] || { echo "box never ran"; return 0; }
-        local p left=()
-        for p in /proc/[0-9]*; do
-                [[ "$(readlink "$p/ns/pid" 2>/dev/null)" == "$BOX_PIDNS" ]] && left+=("${p#/proc/}")
-        done
-        (( ${#left[@]} == 0 )) || { echo "processes of the box still running: ${left[*]}"; ps -o pid,cmd -p "${left[*]}"; return 1; }
-}
-
-step_no_mounts() {
-        local extra
-        extra=$(awk '{ print $5 }' /proc/self/mountinfo | sort | comm -13 "$WORK/mounts.before" -)
-        [[ -z "$extra" ]] && return 0
-        echo "new mounts on the host since the start: $extra"
-        ! grep -qE "^$WORK/|^/(etc|usr|var|run|tmp|var/tmp|dev|dev/shm|proc|sys|sys/fs/cgroup)(/|$)" <<<"$extra"
-}
-
-step_no_cgroups() {
-        local cg left=()
-        while IFS= read -r cg; do
-                [[ -n "$cg" && -e "$cg" ]] && left+=("$cg")
-        done <"$WORK/box-cgroups"
-        (( ${#left[@]} == 0 )) || { echo "cgroups left: ${left[*]}"; return 1; }
-        echo "$(wc -l <"$WORK/box-cgroups") box cgroups removed"
-}
-
-t "box stopped; host /tmp canary intact" step_canary
-t "no process of the box left" step_no_processes
-t "no mount left on the host" step_no_mounts
-t "no cgroup of the box left on the host" step_no_cgroups
+stop_box_and_check_host
 
 note "timing: install ${T_INSTALL}s, boot ${T_BOOT}s, provision ${T_PROVISION}s, stop ${T_STOP}s, total $(since "$T_START")s"
-if (( n != PLAN )); then
-        echo "# planned $PLAN tests, ran $n"
-        failed=$((failed + 1))
-fi
-(( failed == 0 ))
+tap_finish
