@@ -209,12 +209,14 @@ int cas_open_file(Cas *c, const char *tree_digest, const char *path, int *ret_fd
  * ".<ws_name>.cas-restore-<16 hex>", synced (syncfs()), swapped in with
  * renameat2(RENAME_EXCHANGE) and the old tree removed: a crash leaves either the old or the new
  * tree under @ws_name, plus possibly such a sibling, which the next cas_restore() of @ws_name
- * removes (as it does when removing the old tree fails after the swap: that is not an error). The root directory is 0700. The stat cache of @ws_name (taken as the workspace id)
- * is rewritten for the new files, so the next snapshot does not read them again.
+ * removes (as it does when removing the old tree fails after the swap: that is not an error).
+ * The root directory is 0700. The stat cache of @ws_name (taken as the workspace id) is
+ * rewritten for the new files, so the next snapshot does not read them again.
  *
  * Fds the caller holds on the old workspace directory (and its flock() lease) still refer to
- * the old, now deleted, directory: reopen after a restore. Must not run while something uses
- * the workspace.
+ * the old, now deleted, directory: reopen after a restore; a writer that was waiting for the
+ * lease on the old directory must check, once it has it, that the name still leads to the
+ * inode it locked. Must not run while something uses the workspace.
  * Return: 0 or -errno: -EINVAL, -ENOENT unknown tree, -ENOTDIR @ws_name is not a directory,
  * -EIO corrupt store, -E2BIG a limit.
  */

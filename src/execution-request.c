@@ -72,6 +72,10 @@ static int get_string(json_object *o, const char *key, bool nul_ok, const char *
         if (!json_object_is_type(v, json_type_string))
                 return bad(ret_why, "'%s' must be a string", key);
         *ret = json_object_get_string(v);
+        if (!nul_ok && strlen(*ret) != (size_t) json_object_get_string_len(v)) {
+                *ret = NULL;
+                return bad(ret_why, "'%s' must not contain NUL", key);
+        }
         if (ret_size)
                 *ret_size = (size_t) json_object_get_string_len(v);
         return 0;
@@ -208,6 +212,8 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
                                 if (!json_object_is_type(e, json_type_string))
                                         return bad(ret_why, "'argv[%zu]' must be a string", i);
                                 a = json_object_get_string(e);
+                                if (strlen(a) != (size_t) json_object_get_string_len(e))
+                                        return bad(ret_why, "'argv[%zu]' must not contain NUL", i);
                                 if (strlen(a) > EXECUTION_ARG_BYTES_MAX || (i == 0 && a[0] == '\0'))
                                         return bad(ret_why, "'argv[%zu]' is empty or too long", i);
                                 if (strv_extend(&r->argv, a) < 0)
@@ -264,7 +270,8 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
                                            "not PATH, HOME, LANG, TMPDIR, USER, LOGNAME, SHELL, PWD, proxies or LD_*)",
                                            name);
                         if (!json_object_is_type(value, json_type_string) ||
-                            (size_t) json_object_get_string_len(value) > EXECUTION_ENV_VALUE_MAX)
+                            (size_t) json_object_get_string_len(value) > EXECUTION_ENV_VALUE_MAX ||
+                            strlen(json_object_get_string(value)) != (size_t) json_object_get_string_len(value))
                                 return bad(ret_why, "'env.%.64s' must be a string of at most %u bytes", name,
                                            EXECUTION_ENV_VALUE_MAX);
                         if (asprintf(&kv, "%s=%s", name, json_object_get_string(value)) < 0)
@@ -278,7 +285,8 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
         if (k < 0)
                 return k;
         if (s) {
-                /* Accept "/workspace/…" and "./" spellings of the same place. */
+                /* Accept the "/workspace/…" spelling of the same place (leading slashes after it are
+                 * dropped: the result is always below /workspace). */
                 if (strneq(s, SANDBOX_WORKSPACE, strlen(SANDBOX_WORKSPACE)) &&
                     (s[strlen(SANDBOX_WORKSPACE)] == '/' || s[strlen(SANDBOX_WORKSPACE)] == '\0'))
                         s += strlen(SANDBOX_WORKSPACE);

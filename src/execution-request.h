@@ -48,7 +48,7 @@ typedef struct ExecutionRequest {
 
 /*
  * execution_request_parse() - validate a request body. Pure.
- * Return: 0; -EBADMSG with *ret_why (static or allocated into *ret_why_alloc) for a bad field;
+ * Return: 0; -EBADMSG with *ret_why (allocated: the caller frees it) for a bad field;
  * -EPROTONOSUPPORT for kernelMode "persistent"; -ENOMEM.
  */
 int execution_request_parse(json_object *body, ExecutionKind kind, const ExecutionMaxima *max,

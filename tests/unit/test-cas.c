@@ -27,6 +27,8 @@
 
 #include "cas.h"
 
+#define ZERO_DIGEST "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
 /* ---------------------------------------------------------------------------------------------
  * Fixture: a temp dir holding "store" (the CAS root) and "ws" (a workspace), removed at the end. */
 
@@ -834,8 +836,7 @@ static void test_lookups(void **state) {
         assert_int_equal(cas_open_file(f->cas, d, "link", &fd, &size, dg), -ELOOP);
         assert_int_equal(cas_open_file(f->cas, d, "missing", &fd, &size, dg), -ENOENT);
         assert_int_equal(cas_open_file(f->cas, d, "README/x", &fd, &size, dg), -ENOTDIR);
-        assert_int_equal(cas_tree_list(f->cas, "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                                       "", &e, &n), -ENOENT);
+        assert_int_equal(cas_tree_list(f->cas, ZERO_DIGEST, "", &e, &n), -ENOENT);
         {
                 char deep[600] = "";
 
@@ -988,7 +989,8 @@ static void crash_points_run(void **state, bool large) {
         assert_non_null(strstr(h.seen, CAS_CRASH_OBJECT_RENAMED ","));
         assert_non_null(strstr(h.seen, CAS_CRASH_OBJECTS_PUBLISHED ","));
         assert_non_null(strstr(h.seen, CAS_CRASH_TREE_WRITTEN ","));
-        assert_non_null(strstr(h.seen, CAS_CRASH_REF_WRITTEN "," CAS_CRASH_REF_RENAMED "," CAS_CRASH_REF_PUBLISHED ","));
+        assert_non_null(strstr(h.seen,
+                               CAS_CRASH_REF_WRITTEN "," CAS_CRASH_REF_RENAMED "," CAS_CRASH_REF_PUBLISHED ","));
         /* Objects before trees before the ref: the last tree is written after the last file object. */
         assert_true(strstr(h.seen, CAS_CRASH_TREE_WRITTEN) > strstr(h.seen, CAS_CRASH_OBJECT_WRITTEN));
 
@@ -1128,9 +1130,7 @@ static void test_restore(void **state) {
         assert_int_equal(cas_restore(f->cas, d, f->dir_fd, "alink"), -ENOTDIR);
         assert_int_equal(cas_restore(f->cas, d, f->dir_fd, "../ws"), -EINVAL);
         assert_int_equal(cas_restore(f->cas, "sha256:x", f->dir_fd, "ws"), -EINVAL);
-        assert_int_equal(cas_restore(f->cas,
-                                     "sha256:0000000000000000000000000000000000000000000000000000000000000000",
-                                     f->dir_fd, "ws"), -ENOENT);
+        assert_int_equal(cas_restore(f->cas, ZERO_DIGEST, f->dir_fd, "ws"), -ENOENT);
         reopen_ws(f);
         after = listing(f->ws_fd);
         assert_string_equal(before, after);
