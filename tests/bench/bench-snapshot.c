@@ -5,7 +5,7 @@
  * what it writes) and `sha256sum` of all its files. Two workspaces: many small files, one big
  * file. Everything is created below --dir and removed at the end.
  *
- *   bench-snapshot --dir DIR [--files 10000] [--big-mib 1024]
+ *   bench-snapshot --dir DIR [--files 10000] [--big-mib 1024] [--rounds 3] [--big-rounds 1]
  */
 
 #include <errno.h>
@@ -191,7 +191,8 @@ typedef struct Row {
         CasSnapshotStats s1, s2, s3;
 } Row;
 
-static Row bench_one(const char *data_dir, const char *name, bool small, unsigned files) {
+/* One round on the workspace @name: floors, then a cold store, three snapshots, a restore. */
+static Row bench_round(const char *data_dir, const char *name, bool small, unsigned files) {
         char ws[4096], copy[4096], store[4096], cmd[16384];
         char *digest = NULL;
         Row row = {};
@@ -266,30 +267,56 @@ static Row bench_one(const char *data_dir, const char *name, bool small, unsigne
         (void) close(ws_fd);
         (void) close(store_fd);
         (void) close(base_fd);
-        (void) snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s/restored' '%s'", store, data_dir, ws);
+        (void) snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s/restored'", store, data_dir);
         (void) run_sh(cmd);
         return row;
 }
 
-static void print_row(const char *label, const Row *r, bool small) {
-        printf("\n== %s ==\n", label);
-        printf("cp -a                       %10.1f ms\n", r->cp);
-        printf("cp -a + syncfs              %10.1f ms\n", r->cp_sync);
-        printf("find | xargs sha256sum      %10.1f ms\n", r->sha);
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* The median over the rounds of a time or ratio; the box is shared, so single runs are noisy. */
+#define MEDIAN(rows, n, expr) ({                                        \
+        double _v[16];                                                  \
+        for (size_t _i = 0; _i < (n); _i++) {                           \
+                const Row *r = &(rows)[_i];                             \
+                _v[_i] = (expr);                                        \
+        }                                                               \
+        qsort(_v, (n), sizeof(double), cmp_double);                     \
+        (n) % 2 ? _v[(n) / 2] : (_v[(n) / 2 - 1] + _v[(n) / 2]) / 2;   \
+})
+
+static void print_rows(const char *label, const Row *rows, size_t n, bool small) {
+        const Row *r0 = &rows[0];
+
+        printf("\n== %s: medians of %zu round(s) ==\n", label, n);
+        printf("cp -a                       %10.1f ms\n", MEDIAN(rows, n, r->cp));
+        printf("cp -a + syncfs              %10.1f ms\n", MEDIAN(rows, n, r->cp_sync));
+        printf("find | xargs sha256sum      %10.1f ms\n", MEDIAN(rows, n, r->sha));
         printf("snapshot 1 (cold store)     %10.1f ms   files %" PRIu64 " bytes %" PRIu64 " hashed %" PRIu64
-               " new objects %" PRIu64 "\n", r->snap1, r->s1.files, r->s1.bytes, r->s1.hashed_bytes, r->s1.new_objects);
+               " new objects %" PRIu64 "\n", MEDIAN(rows, n, r->snap1), r0->s1.files, r0->s1.bytes,
+               r0->s1.hashed_bytes, r0->s1.new_objects);
         printf("snapshot 2 (unchanged)      %10.1f ms   hashed %" PRIu64 " new objects %" PRIu64 "\n",
-               r->snap2, r->s2.hashed_bytes, r->s2.new_objects);
+               MEDIAN(rows, n, r->snap2), r0->s2.hashed_bytes, r0->s2.new_objects);
         if (small)
                 printf("snapshot 3 (1%% changed)     %10.1f ms   hashed %" PRIu64 " new objects %" PRIu64 "\n",
-                       r->snap3, r->s3.hashed_bytes, r->s3.new_objects);
-        printf("restore (synced)            %10.1f ms\n", r->restore);
-        printf("ratios: snapshot1/cp-a %.2f, snapshot1/(cp-a+syncfs) %.2f, snapshot1/sha256sum %.2f, "
-               "snapshot2/sha256sum %.3f, snapshot2/snapshot1 %.3f, restore/(cp-a+syncfs) %.2f\n",
-               r->snap1 / r->cp, r->snap1 / r->cp_sync, r->snap1 / r->sha, r->snap2 / r->sha,
-               r->snap2 / r->snap1, r->restore / r->cp_sync);
+                       MEDIAN(rows, n, r->snap3), r0->s3.hashed_bytes, r0->s3.new_objects);
+        printf("restore (synced)            %10.1f ms\n", MEDIAN(rows, n, r->restore));
+        for (size_t i = 0; i < n; i++)
+                printf("  round %zu: cp-a+syncfs %.0f, sha256sum %.0f, snapshot 1/2/3 %.0f/%.1f/%.1f, restore %.0f ms\n",
+                       i + 1, rows[i].cp_sync, rows[i].sha, rows[i].snap1, rows[i].snap2, rows[i].snap3,
+                       rows[i].restore);
+        printf("ratios (median of per-round ratios):\n");
+        printf("  snapshot1 / cp-a            %7.2f\n", MEDIAN(rows, n, r->snap1 / r->cp));
+        printf("  snapshot1 / (cp-a+syncfs)   %7.2f\n", MEDIAN(rows, n, r->snap1 / r->cp_sync));
+        printf("  snapshot1 / sha256sum       %7.2f\n", MEDIAN(rows, n, r->snap1 / r->sha));
+        printf("  snapshot2 / sha256sum       %7.3f\n", MEDIAN(rows, n, r->snap2 / r->sha));
+        printf("  snapshot2 / snapshot1       %7.3f\n", MEDIAN(rows, n, r->snap2 / r->snap1));
         if (small)
-                printf("        snapshot3/sha256sum %.3f\n", r->snap3 / r->sha);
+                printf("  snapshot3 / sha256sum       %7.3f\n", MEDIAN(rows, n, r->snap3 / r->sha));
+        printf("  restore / (cp-a+syncfs)     %7.2f\n", MEDIAN(rows, n, r->restore / r->cp_sync));
 }
 
 int main(int argc, char **argv) {
@@ -297,13 +324,15 @@ int main(int argc, char **argv) {
                 { "dir", required_argument, NULL, 'd' },
                 { "files", required_argument, NULL, 'f' },
                 { "big-mib", required_argument, NULL, 'b' },
+                { "rounds", required_argument, NULL, 'r' },
+                { "big-rounds", required_argument, NULL, 'R' },
                 {}
         };
         const char *dir = NULL;
-        unsigned files = 10000, big_mib = 1024;
+        unsigned files = 10000, big_mib = 1024, rounds = 3, big_rounds = 1;
         char path[4096];
         uint64_t t0;
-        Row small, big;
+        Row small[16], big[16];
         int c;
 
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
@@ -317,11 +346,18 @@ int main(int argc, char **argv) {
                 case 'b':
                         big_mib = (unsigned) strtoul(optarg, NULL, 10);
                         break;
+                case 'r':
+                        rounds = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
+                case 'R':
+                        big_rounds = (unsigned) strtoul(optarg, NULL, 10);
+                        break;
                 default:
                         return EXIT_FAILURE;
                 }
-        if (!dir || files < 100) {
-                fprintf(stderr, "usage: bench-snapshot --dir DIR [--files N>=100] [--big-mib N]\n");
+        if (!dir || files < 100 || rounds < 1 || rounds > 16 || big_rounds < 1 || big_rounds > 16) {
+                fprintf(stderr, "usage: bench-snapshot --dir DIR [--files N>=100] [--big-mib N] [--rounds 1-16] "
+                        "[--big-rounds 1-16]\n");
                 return EXIT_FAILURE;
         }
 
@@ -343,11 +379,13 @@ int main(int argc, char **argv) {
                files / 100 * 100, big_mib, ms_since(t0) / 1000);
         fflush(stdout);
 
-        small = bench_one(base, "small", true, files);
-        print_row("small files", &small, true);
+        for (unsigned i = 0; i < rounds; i++)
+                small[i] = bench_round(base, "small", true, files);
+        print_rows("small files", small, rounds, true);
         fflush(stdout);
-        big = bench_one(base, "big", false, files);
-        print_row("one big file", &big, false);
+        for (unsigned i = 0; i < big_rounds; i++)
+                big[i] = bench_round(base, "big", false, files);
+        print_rows("one big file", big, big_rounds, false);
 
         remove_base();
         return EXIT_SUCCESS;
