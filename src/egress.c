@@ -317,6 +317,9 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
 
         if (mkdir(dir, 0755) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Failed to create '%s': %m", dir);
+        /* The service's UMask=0077 applies to mkdir(): the gateway runs as another (dynamic)
+         * user and must be able to read the policy snapshots in there. */
+        (void) chmod(dir, 0755);
         r = write_policy_file(ep->policy_path, p);
         if (r < 0)
                 return log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);

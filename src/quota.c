@@ -768,9 +768,13 @@ static void dir_set_truncated(QuotaWatch *w, Dir *d, bool b) {
 
 static void dir_set_unreadable(QuotaWatch *w, Dir *d, bool b) {
         if (b) {
-                /* Retried every tick until it can be read again. */
+                /* Retried every tick until it can be read again (not in another pass of this one:
+                 * nothing changes that before the sandbox does). */
+                bool remarked = w->remarked;
+
                 dir_mark_dirty(w, d, NULL);
                 d->dirty_all = true;
+                w->remarked = remarked;
         }
         if (d->unreadable == b)
                 return;
@@ -964,6 +968,9 @@ static int dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name) {
         free(old);
         if (d->depth != parent->depth + 1)
                 dir_fix_depth(w, d, parent->depth + 1);
+        /* Its pending names failed to resolve at the old path earlier in this pass: another pass. */
+        if (d->dirty)
+                w->remarked = true;
         return 0;
 }
 

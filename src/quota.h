@@ -41,9 +41,10 @@
  * name only the transient link; link() and unlink() report nothing for the other names, checked
  * on Linux 6.18), or by Linux AIO (io_submit() writes raise no inotify event at all, checked on
  * Linux 6.18; the sandbox's seccomp profile should deny io_setup()/io_submit() as it denies
- * io_uring). So each tick also re-stats QuotaLimits.sweep_per_tick indexed files round-robin
- * (default 256: a pass over 100,000 files every ~40 s, ~0.5 ms per tick). Such writes are caught
- * within one pass, not within a tick.
+ * io_uring). And disk file systems change st_blocks at writeback, with no event (ext4 allocates
+ * extent-tree blocks for fragmented files then). So each tick also re-stats
+ * QuotaLimits.sweep_per_tick indexed files round-robin (default 256: a pass over 100,000 files
+ * every ~40 s, ~0.5 ms per tick). Such changes are caught within one pass, not within a tick.
  *
  * Degraded mode. Watches are a shared, per-user kernel resource (fs.inotify.max_user_watches,
  * max_user_instances). Past QuotaLimits.max_watches directories, past QuotaLimits.max_index

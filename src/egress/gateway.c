@@ -631,7 +631,7 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 (void) sd_notifyf(false, "ERRNO=%i", -r);
         /* 78 (EX_CONFIG): a missing or invalid policy, bad options: restarting would not help. */
-        if (r == -EINVAL || r == -ENOENT || r == -EBADMSG || r == -EFBIG || r == -EBADFD)
+        if (r == -EINVAL || r == -ENOENT || r == -EBADMSG || r == -EFBIG || r == -EBADFD || r == -EACCES)
                 return 78;
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -2,10 +2,11 @@
 /*
  * Cost of workspace quota checks on a tree of 100,000 small files in 1,000 directories, next to
  * `du -s -B1` of the same tree in the same run: a full scan (median of 5), the watcher's idle tick
- * (median of 1,000; also with 1,000 sparse files added, which are polled), its tick while a
- * writer appends 4 KiB every millisecond, and the time from the moment a writer crosses a limit
- * to the first 100 ms tick that reports it. The tree lives below --dir (never a tmpfs: /var/tmp is used instead) and is
- * removed at exit. Page cache warm (the tree was just written), as during a run.
+ * (median of 1,000: with the default sweep, without it, and with 1,000 sparse files added, which
+ * are polled), its tick while a writer appends 4 KiB every millisecond, and the time from the
+ * moment a writer crosses a limit to the first 100 ms tick that reports it. The tree lives below
+ * --dir (never a tmpfs: /var/tmp is used instead) and is removed at exit. Page cache warm (the
+ * tree was just written), as during a run.
  *
  *   bench-quota [--dir DIR] [--files 100000] [--dirs 1000] [--trials 10]
  */
@@ -297,8 +298,8 @@ int main(int argc, char *argv[]) {
         unsigned n_files = 100000, n_dirs = 1000, trials = 10;
         char ws[4200], path[4300];
         uint64_t t0, bytes, du_bytes = 0, v[1000], scan_ns[5], du_ns[5], new_ns;
-        Dist scan_d, du_d, idle_d, idle_sparse_d, busy_d, lat_d;
-        QuotaWatch *w = NULL;
+        Dist scan_d, du_d, idle_d, idle_nosweep_d, idle_sparse_d, busy_d, lat_d;
+        QuotaWatch *w = NULL, *w_nosweep = NULL;
         QuotaStats s, s0;
         struct statfs sfs;
         size_t heap;
@@ -403,9 +404,23 @@ int main(int argc, char *argv[]) {
                 (void) tick(w, &v[i]);
         quota_watch_stats(w, &s);
         idle_d = dist(v, ELEMENTSOF(v));
-        printf("idle tick                 median %8.4f ms   p99 %8.4f ms   (%" PRIu64 " re-stats in %zu ticks)\n",
-               idle_d.median_ms, idle_d.p99_ms, s.restats - s0.restats, ELEMENTSOF(v));
-        printf("ratio du/idle-tick        %.0f\n", du_d.median_ms / idle_d.median_ms);
+        printf("idle tick (sweep %u)      median %8.4f ms   p99 %8.4f ms   (%.0f re-stats per tick; a sweep pass "
+               "every %.0f s at 10 ticks/s)\n", QUOTA_SWEEP_PER_TICK_DEFAULT, idle_d.median_ms, idle_d.p99_ms,
+               (double) (s.restats - s0.restats) / ELEMENTSOF(v),
+               (double) s.files / QUOTA_SWEEP_PER_TICK_DEFAULT / 10);
+
+        r = quota_watch_new_full(ws_fd, &(QuotaLimits) { .sweep_per_tick = QUOTA_SWEEP_DISABLED }, &w_nosweep);
+        if (r < 0)
+                die("quota_watch_new_full: %s", strerror(-r));
+        (void) tick(w_nosweep, NULL);
+        for (size_t i = 0; i < ELEMENTSOF(v); i++)
+                (void) tick(w_nosweep, &v[i]);
+        idle_nosweep_d = dist(v, ELEMENTSOF(v));
+        w_nosweep = quota_watch_free(w_nosweep);
+        printf("idle tick, no sweep       median %8.4f ms   p99 %8.4f ms\n", idle_nosweep_d.median_ms,
+               idle_nosweep_d.p99_ms);
+        printf("ratio du/idle-tick        %.0f (sweep), %.0f (no sweep)\n", du_d.median_ms / idle_d.median_ms,
+               du_d.median_ms / idle_nosweep_d.median_ms);
 
         /* The same with 1,000 sparse files (1 MiB, one block written): each is re-stat'ed every tick. */
         {
@@ -431,7 +446,7 @@ int main(int argc, char *argv[]) {
                         (void) tick(w, &v[i]);
                 quota_watch_stats(w, &s);
                 idle_sparse_d = dist(v, ELEMENTSOF(v));
-                printf("idle tick, 1000 sparse    median %8.4f ms   p99 %8.4f ms   (%.0f re-stats per tick)\n",
+                printf("idle tick, +1000 sparse   median %8.4f ms   p99 %8.4f ms   (%.0f re-stats per tick)\n",
                        idle_sparse_d.median_ms, idle_sparse_d.p99_ms,
                        (double) (s.restats - s0.restats) / ELEMENTSOF(v));
                 (void) snprintf(path, sizeof(path), "%s/sparse", ws);
@@ -519,9 +534,10 @@ int main(int argc, char *argv[]) {
         printf("watcher totals            %" PRIu64 " full scans, %" PRIu64 " events, %" PRIu64 " re-stats%s\n",
                s.full_scans, s.events, s.restats, s.degraded ? ", DEGRADED" : "");
         printf("{\"files\":%" PRIu64 ",\"dirs\":%" PRIu64 ",\"scanMedianMs\":%.3f,\"duMedianMs\":%.3f,"
-               "\"idleTickMedianMs\":%.4f,\"idleTickSparse1000MedianMs\":%.4f,\"busyTickMedianMs\":%.4f,"
+               "\"idleTickMedianMs\":%.4f,\"idleTickNoSweepMedianMs\":%.4f,\"idleTickSparse1000MedianMs\":%.4f,"
+               "\"busyTickMedianMs\":%.4f,"
                "\"crossLatencyMedianMs\":%.2f,\"crossLatencyMaxMs\":%.2f}\n",
-               s.files, s.dirs, scan_d.median_ms, du_d.median_ms, idle_d.median_ms, idle_sparse_d.median_ms,
+               s.files, s.dirs, scan_d.median_ms, du_d.median_ms, idle_d.median_ms, idle_nosweep_d.median_ms, idle_sparse_d.median_ms,
                busy_d.median_ms, lat_d.median_ms, lat_d.max_ms);
         fflush(stdout);
 
