@@ -335,8 +335,8 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
                         return log_error_errno(r, "Failed to listen on '%s': %m", ep->socket_path);
         }
 
-        /* Keep the policy object of the manager as the one in force; the epoch owns its own. */
-        m->egress_policy = NULL;
+        /* The epoch owns the policy in force now; the one kept for mode "none" goes. */
+        m->egress_policy = egress_policy_free(m->egress_policy);
         m->egress_current = ep;
         if (old)
                 egress_epoch_release(old);

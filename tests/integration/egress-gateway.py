@@ -71,25 +71,28 @@ INNER_ENV = "SR_EGRESS_TEST_INNER"
 
 _n = 0
 _failed = 0
+# Slow cases run in threads: one lock keeps each TAP line (and its number) whole and in order.
+_tap_lock = threading.Lock()
 
 
 def ok(cond, desc, diag=None):
     global _n, _failed
-    _n += 1
-    if cond:
-        print(f"ok {_n} - {desc}", flush=True)
-    else:
-        _failed += 1
-        print(f"not ok {_n} - {desc}", flush=True)
-        if diag:
-            for line in str(diag).splitlines()[:40]:
-                print(f"# {line}", flush=True)
+    with _tap_lock:
+        _n += 1
+        lines = [f"ok {_n} - {desc}" if cond else f"not ok {_n} - {desc}"]
+        if not cond:
+            _failed += 1
+            if diag:
+                lines += [f"# {line}" for line in str(diag).splitlines()[:40]]
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
     return cond
 
 
 def note(msg):
-    for line in str(msg).splitlines():
-        print(f"# {line}", flush=True)
+    with _tap_lock:
+        sys.stdout.write("".join(f"# {line}\n" for line in str(msg).splitlines()))
+        sys.stdout.flush()
 
 
 # ------------------------------------------------------------------------------------------------
