@@ -48,7 +48,7 @@
  *
  * Degraded mode. Watches are a shared, per-user kernel resource (fs.inotify.max_user_watches,
  * max_user_instances). Past QuotaLimits.max_watches directories, past QuotaLimits.max_index
- * names (the index costs ~170 bytes per name), or when the kernel refuses a watch or an inotify
+ * names (the index costs ~180 bytes per name), or when the kernel refuses a watch or an inotify
  * instance, the watcher drops its index and watches and falls back to full scans, paced so they
  * take at most a fifth of the time (a scan of T ms runs at most every 5·T ms, and at most once
  * per tick). QuotaStats.degraded says so; the caller should log it once.
@@ -65,7 +65,7 @@
  * not counted (they are freed when the sandbox, their last holder, dies). Between two ticks a
  * writer can add up to (tick period × its write rate) past the limit; through the channels only
  * the sweep sees, up to (sweep period × write rate). Degraded full scans block the caller for
- * their duration (~3-6 µs per name on a warm ext4, see tests/bench/bench-quota.c). Hence
+ * their duration (~2.5-6 µs per name on a warm ext4, see tests/bench/bench-quota.c). Hence
  * SECURITY.md §5: a per-file RLIMIT_FSIZE or a project quota on top.
  *
  * All functions return 0 or a negative errno; nothing is logged (the caller logs once).
