@@ -280,6 +280,64 @@ static void quota_watch_free_async(QuotaWatch *w) {
         quota_watch_free(w);
 }
 
+/* Take the cached watcher of this workspace directory (same inode), if any. */
+static QuotaWatch *quota_cache_take(Manager *m, const char *ws, int ws_fd) {
+        struct stat st;
+
+        if (fstat(ws_fd, &st) < 0)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(m->quota_cache); i++) {
+                struct QuotaCacheEntry *c = &m->quota_cache[i];
+
+                if (!c->watch || !streq(c->ws, ws))
+                        continue;
+                if (c->dev == (uint64_t) st.st_dev && c->ino == (uint64_t) st.st_ino) {
+                        QuotaWatch *w = c->watch;
+                        *c = (struct QuotaCacheEntry) {};
+                        return w;
+                }
+                /* The directory was replaced (a restore): that index is of no use any more. */
+                quota_watch_free_async(c->watch);
+                *c = (struct QuotaCacheEntry) {};
+        }
+        return NULL;
+}
+
+/* Keep the watcher for the next run in this workspace; evict the least recently used. */
+static void quota_cache_put(Manager *m, const char *ws, int ws_fd, QuotaWatch *w) {
+        struct QuotaCacheEntry *slot = NULL;
+        struct stat st;
+
+        if (!w)
+                return;
+        if (ws_fd < 0 || fstat(ws_fd, &st) < 0 || strlen(ws) >= sizeof(slot->ws)) {
+                quota_watch_free_async(w);
+                return;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(m->quota_cache); i++) {
+                struct QuotaCacheEntry *c = &m->quota_cache[i];
+                if (!c->watch) {
+                        slot = c;
+                        break;
+                }
+                if (!slot || c->last_used < slot->last_used)
+                        slot = c;
+        }
+        if (slot->watch)
+                quota_watch_free_async(slot->watch);
+        *slot = (struct QuotaCacheEntry) {
+                .dev = (uint64_t) st.st_dev, .ino = (uint64_t) st.st_ino, .last_used = now_mono(), .watch = w,
+        };
+        strcpy(slot->ws, ws);
+}
+
+void execution_quota_cache_flush(Manager *m) {
+        for (size_t i = 0; i < ELEMENTSOF(m->quota_cache); i++) {
+                quota_watch_free(m->quota_cache[i].watch);
+                m->quota_cache[i] = (struct QuotaCacheEntry) {};
+        }
+}
+
 /* Everything of the sandbox: after this no process of the run exists. */
 static void execution_release_sandbox(Execution *e) {
         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
@@ -290,7 +348,8 @@ static void execution_release_sandbox(Execution *e) {
         e->lease_source = sd_event_source_disable_unref(e->lease_source);
         e->kill_source = sd_event_source_disable_unref(e->kill_source);
         e->quota_source = sd_event_source_disable_unref(e->quota_source);
-        quota_watch_free_async(e->quota);
+        /* The watcher stays with the workspace for the next run (it keeps following changes). */
+        quota_cache_put(e->manager, e->req->workspace_id, e->ws_fd, e->quota);
         e->quota = NULL;
         egress_epoch_release(e->egress);
         e->egress = NULL;
@@ -846,9 +905,12 @@ static int execution_quota_begin(Execution *e) {
 
         if (e->workspace_limit == 0)
                 return 0;
-        r = quota_watch_new(e->ws_fd, &e->quota);
-        if (r < 0)
-                return r;
+        e->quota = quota_cache_take(e->manager, e->req->workspace_id, e->ws_fd);
+        if (!e->quota) {
+                r = quota_watch_new(e->ws_fd, &e->quota);
+                if (r < 0)
+                        return r;
+        }
         r = quota_watch_tick(e->quota, &bytes);
         if (r < 0)
                 return r;

@@ -45,6 +45,8 @@ void execution_detach(Execution *e);
 /* execution_free_later() - free from the event loop (safe inside callbacks). */
 void execution_free_later(Execution *e);
 Execution *execution_free(Execution *e);
+/* execution_quota_cache_flush() - drop the quota watchers kept between runs (shutdown). */
+void execution_quota_cache_flush(Manager *m);
 
 Execution *execution_next(const Execution *e);
 const char *execution_id(const Execution *e);

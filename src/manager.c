@@ -273,6 +273,7 @@ Manager *manager_free(Manager *m) {
         m->http = http_server_free(m->http);
         while (m->executions)
                 execution_free(m->executions);
+        execution_quota_cache_flush(m);
         egress_teardown(m);
         m->gc_task = child_task_free(m->gc_task);
         m->usage_task = child_task_free(m->usage_task);

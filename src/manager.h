@@ -40,6 +40,12 @@ typedef struct Manager {
         uint64_t n_snapshots;
         uint64_t n_snapshots_at_gc;
         struct ChildTask *gc_task;
+        /* Quota watchers kept between runs (the index of a big workspace costs a full scan). */
+        struct QuotaCacheEntry {
+                char ws[129];
+                uint64_t dev, ino, last_used;
+                struct QuotaWatch *watch;
+        } quota_cache[16];
         /* /health's workspace usage: measured in a child, at most every 30 s. */
         struct ChildTask *usage_task;
         uint64_t usage_bytes, usage_count, usage_at_usec;
