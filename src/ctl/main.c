@@ -152,9 +152,33 @@ static const char *credential_error(int r, bool text) {
         }
 }
 
+/* Find one secret as @spec says; on failure say where we looked (@hint) and why. */
+static int acquire_secret(const CredentialSpec *spec, const char *what, const char *hint,
+                          char **ret, size_t *ret_size) {
+        _cleanup_free_ char *source = NULL;
+        int r;
+
+        r = credential_find(spec, ret, ret_size, &source);
+        if (r == -ENOKEY) {
+                log_error("No %s: use %s.", what, hint);
+                return -r;
+        }
+        if (r == -ENOMEM) {
+                log_error("Out of memory.");
+                return -r;
+        }
+        if (r < 0) {
+                _cleanup_free_ char *esource = NULL;
+
+                (void) output_escape(source ?: "?", &esource);
+                log_error("Cannot use the %s from %s: %s.", what, esource ?: "?", credential_error(r, spec->text));
+                return -r;
+        }
+        return 0;
+}
+
 /* The token is needed only by some verbs, so it is looked up only then. */
 static int acquire_token(char **ret) {
-        _cleanup_free_ char *source = NULL;
         const CredentialSpec spec = {
                 .explicit_file = arg_token_file,
                 .option_name = "--token-file",
@@ -164,32 +188,15 @@ static int acquire_token(char **ret) {
                 .fallback_dir = CREDENTIAL_FALLBACK_DIR,
                 .text = true,
         };
-        int r;
 
-        r = credential_find(&spec, ret, NULL, &source);
-        if (r == -ENOKEY) {
-                log_error("No API token: use --token-file FILE, $SANDBOX_RUNNER_TOKEN, "
-                          "$SANDBOX_RUNNER_TOKEN_FILE, $CREDENTIALS_DIRECTORY/api-token or "
-                          CREDENTIAL_FALLBACK_DIR "/api-token.");
-                return -r;
-        }
-        if (r == -ENOMEM) {
-                log_error("Out of memory.");
-                return -r;
-        }
-        if (r < 0) {
-                _cleanup_free_ char *esource = NULL;
-
-                (void) output_escape(source ?: "?", &esource);
-                log_error("Cannot use the API token from %s: %s.", esource ?: "?", credential_error(r, spec.text));
-                return -r;
-        }
-        return 0;
+        return acquire_secret(&spec, "API token",
+                              "--token-file FILE, $SANDBOX_RUNNER_TOKEN, $SANDBOX_RUNNER_TOKEN_FILE, "
+                              "$CREDENTIALS_DIRECTORY/api-token or " CREDENTIAL_FALLBACK_DIR "/api-token",
+                              ret, NULL);
 }
 
 /* For the signed endpoints (POST /execute, /execute-shell). */
 static int acquire_signing_key(char **ret, size_t *ret_size) {
-        _cleanup_free_ char *source = NULL;
         const CredentialSpec spec = {
                 .explicit_file = arg_signing_key_file,
                 .option_name = "--signing-key-file",
@@ -199,27 +206,11 @@ static int acquire_signing_key(char **ret, size_t *ret_size) {
                 .fallback_dir = CREDENTIAL_FALLBACK_DIR,
                 .text = false,
         };
-        int r;
 
-        r = credential_find(&spec, ret, ret_size, &source);
-        if (r == -ENOKEY) {
-                log_error("No signing key: use --signing-key-file FILE, $SANDBOX_RUNNER_SIGNING_KEY, "
-                          "$SANDBOX_RUNNER_SIGNING_KEY_FILE, $CREDENTIALS_DIRECTORY/signing-key or "
-                          CREDENTIAL_FALLBACK_DIR "/signing-key.");
-                return -r;
-        }
-        if (r == -ENOMEM) {
-                log_error("Out of memory.");
-                return -r;
-        }
-        if (r < 0) {
-                _cleanup_free_ char *esource = NULL;
-
-                (void) output_escape(source ?: "?", &esource);
-                log_error("Cannot use the signing key from %s: %s.", esource ?: "?", credential_error(r, spec.text));
-                return -r;
-        }
-        return 0;
+        return acquire_secret(&spec, "signing key",
+                              "--signing-key-file FILE, $SANDBOX_RUNNER_SIGNING_KEY, $SANDBOX_RUNNER_SIGNING_KEY_FILE, "
+                              "$CREDENTIALS_DIRECTORY/signing-key or " CREDENTIAL_FALLBACK_DIR "/signing-key",
+                              ret, ret_size);
 }
 
 /* Parse a whole answer body as one JSON value (whitespace around it allowed).
