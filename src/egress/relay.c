@@ -12,7 +12,7 @@
 #include "egress/relay.h"
 #include "util/macro.h"
 
-#define PUMP_CHUNK (64U * 1024U)
+#define PUMP_CHUNK (1024U * 1024U)
 
 int pump_init(Pump *p, int src, int dst, bool shutdown_dst) {
         *p = (Pump) {
@@ -23,6 +23,8 @@ int pump_init(Pump *p, int src, int dst, bool shutdown_dst) {
         };
         if (pipe2(p->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return negative_errno();
+        /* Bigger pipes, fewer splice() round trips per MiB (best effort). */
+        (void) fcntl(p->pipe[1], F_SETPIPE_SZ, (int) PUMP_CHUNK);
         return 0;
 }
 
