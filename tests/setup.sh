@@ -77,8 +77,14 @@ cmd_run() {
                 fi
         done
 
-        # The embedded defaults, no config file: --config points at an empty one.
+        # The embedded defaults, no config file: --config points at an empty one. Without systemd as
+        # PID 1 (a container) there are no transient scopes: run executions with rlimits only, and
+        # say so (/health reports the weaker limits too).
         : >"$run_dir/dev.conf"
+        if [ ! -d /run/systemd/system ]; then
+                printf '[Execution]\nAllowUnscoped=yes\n' >"$run_dir/dev.conf"
+                echo "No systemd on this machine: executions run without transient scopes (AllowUnscoped=yes)."
+        fi
         CREDENTIALS_DIRECTORY=$state/credentials STATE_DIRECTORY=$state RUNTIME_DIRECTORY=$run_dir \
                 setsid "$top/build/src/sandbox-runnerd" --config "$run_dir/dev.conf" --listen 127.0.0.1:4311 \
                 --log-target console </dev/null >>"$state/dev.log" 2>&1 &
