@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -61,7 +62,6 @@ struct Cas {
                                  * the next ref may name them */
 
         uint64_t tmp_prefix;    /* random, so that tmp names never collide across processes */
-        uint64_t tmp_counter;
         uint64_t hash_seed;     /* digest hash tables: keyed, against engineered collisions */
 };
 
@@ -431,14 +431,17 @@ static int crash_point(Cas *c, const char *point) {
         return 0;
 }
 
+static _Atomic uint64_t tmp_counter;   /* process-wide: threads share the pid and the prefix */
+
 /* A new file in tmp/, created with @mode, its name in @name. Return: a write fd or -errno. */
 static int tmp_open(Cas *c, char name[static 64], mode_t mode) {
         for (unsigned attempt = 0; attempt < 16; attempt++) {
                 int fd, r;
 
-                /* The pid: forked children share the prefix and the counter. */
-                (void) snprintf(name, 64, "%016" PRIx64 "-%d-%" PRIu64, c->tmp_prefix, (int) getpid(),
-                                ++c->tmp_counter);
+                /* The thread id: forked children and snapshot threads share the prefix and the
+                 * counter (the main thread's id is the pid). */
+                (void) snprintf(name, 64, "%016" PRIx64 "-%d-%" PRIu64, c->tmp_prefix, (int) gettid(),
+                                atomic_fetch_add(&tmp_counter, 1) + 1);
                 fd = openat(c->tmp_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
                 if (fd >= 0)
                         return fd;
@@ -457,9 +460,12 @@ static void tmp_unlink(Cas *c, const char *name) {
                 (void) unlinkat(c->tmp_fd, name, 0);
 }
 
-/* Write @data to tmp/, fsync, rename to @name in @dir_fd, fsync @dir_fd. */
-static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
-                             const char *crash_written, const char *crash_renamed) {
+/*
+ * Write @data to tmp/, fsync, rename to @name in @dir_fd, fsync @dir_fd. Without @durable, no
+ * fsync at all: for what is only a cache, which a crash may lose or leave empty (readers check it).
+ */
+static int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *data, size_t size,
+                                  mode_t mode, bool durable, const char *crash_written, const char *crash_renamed) {
         _cleanup_close_ int fd = -EBADF;
         char tmp[64];
         int r;
@@ -468,7 +474,7 @@ static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *d
         if (fd < 0)
                 return fd;
         r = write_full(fd, data, size);
-        if (r >= 0 && fsync(fd) < 0)
+        if (r >= 0 && durable && fsync(fd) < 0)
                 r = negative_errno();
         fd = safe_close(fd);
         if (r >= 0 && crash_written)
@@ -484,9 +490,14 @@ static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *d
                 if (r < 0)
                         return r;
         }
-        if (fsync(dir_fd) < 0)
+        if (durable && fsync(dir_fd) < 0)
                 return negative_errno();
         return 0;
+}
+
+static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
+                             const char *crash_written, const char *crash_renamed) {
+        return write_file_atomic_full(c, dir_fd, name, data, size, mode, true, crash_written, crash_renamed);
 }
 
 /* A shared or exclusive flock() on the store root, on a file description of its own. */
@@ -1224,8 +1235,11 @@ static int stat_cache_parse(const char *data, size_t size, StatCache *ret) {
         return 0;
 }
 
-/* A missing or damaged cache is an empty one: it only saves work. */
-static int stat_cache_load(Cas *c, const char *ws_id, StatCache *ret) {
+/*
+ * A missing or damaged cache is an empty one: it only saves work. @ret_raw: the file's bytes if
+ * it parsed (NULL otherwise), so that an unchanged cache is not written again.
+ */
+static int stat_cache_load(Cas *c, const char *ws_id, StatCache *ret, Buf *ret_raw) {
         _cleanup_free_ char *data = NULL;
         size_t size;
         int r;
@@ -1233,12 +1247,20 @@ static int stat_cache_load(Cas *c, const char *ws_id, StatCache *ret) {
         r = read_file_at(c->cache_fd, ws_id, CACHE_MAX_BYTES, &data, &size);
         if (r == -ENOMEM)
                 return r;
-        if (r < 0 || stat_cache_parse(data, size, ret) < 0)
+        if (r < 0 || stat_cache_parse(data, size, ret) < 0) {
                 *ret = (StatCache) {};
+                return 0;
+        }
+        *ret_raw = (Buf) { .data = STEAL(data), .size = size, .alloc = size };
         return 0;
 }
 
-static int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc) {
+/*
+ * Not made durable (no fsync): a crash may lose the new cache or leave the file short or empty,
+ * which stat_cache_parse() refuses (the trailer counts the rows), and every row it keeps still
+ * has its object checked before use. The objects it names were synced before the ref.
+ */
+static int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc, const Buf *old_raw) {
         _cleanup_(buf_done) Buf b = {};
         int r;
 
@@ -1259,7 +1281,9 @@ static int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc) {
                 r = buf_printf(&b, "end %zu\n", sc->n);
         if (r < 0)
                 return r;
-        return write_file_atomic(c, c->cache_fd, ws_id, b.data, b.size, 0600, NULL, NULL);
+        if (old_raw->data && old_raw->size == b.size && memcmp(old_raw->data, b.data, b.size) == 0)
+                return 0;   /* nothing changed: a run that wrote nothing costs no write here */
+        return write_file_atomic_full(c, c->cache_fd, ws_id, b.data, b.size, 0600, false, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1500,6 +1524,7 @@ typedef struct Snapshot {
         uint64_t entries;
         Buf path;                       /* relative path of the entry being visited */
         StatCache old_cache, new_cache;
+        Buf old_cache_raw;
         Pending blobs, trees;
         uint8_t *buf;                   /* IO_BUFFER_SIZE */
         struct timespec racy;           /* entries changed at or after this may not be cached */
@@ -1509,6 +1534,7 @@ static void snapshot_done(Snapshot *s) {
         buf_done(&s->path);
         stat_cache_done(&s->old_cache);
         stat_cache_done(&s->new_cache);
+        buf_done(&s->old_cache_raw);
         pending_done(s->cas, &s->blobs);
         pending_done(s->cas, &s->trees);
         s->buf = mfree(s->buf);
@@ -1805,8 +1831,8 @@ static int snapshot_dir(Snapshot *s, int dfd, unsigned depth, Digest *ret, uint6
         return 0;
 }
 
-int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
-                 char **ret_digest, CasSnapshotStats *ret_stats) {
+static int snapshot_run(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
+                        char **ret_digest, CasSnapshotStats *ret_stats) {
         /* The lock is declared first so that it is released last, after tmp files are removed. */
         _cleanup_close_ int lock = -EBADF;
         _cleanup_(snapshot_done) Snapshot s = { .cas = c };
@@ -1839,7 +1865,7 @@ int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint
         if (r < 0)
                 return r;
         s.racy = now_coarse();
-        r = stat_cache_load(c, ws_id, &s.old_cache);
+        r = stat_cache_load(c, ws_id, &s.old_cache, &s.old_cache_raw);
         if (r < 0)
                 return r;
 
@@ -1869,7 +1895,7 @@ int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint
                 return r;
 
         /* The snapshot is published: a cache that cannot be written only costs the next one time. */
-        (void) stat_cache_write(c, ws_id, &s.new_cache);
+        (void) stat_cache_write(c, ws_id, &s.new_cache, &s.old_cache_raw);
 
         if (ret_digest) {
                 digest_str = malloc(72);
@@ -1882,6 +1908,20 @@ int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint
         if (ret_stats)
                 *ret_stats = s.stats;
         return 0;
+}
+
+int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
+                 char **ret_digest, CasSnapshotStats *ret_stats) {
+        /* The walk changes nothing in @c but its flags: on a copy, it may run in a thread of its
+         * own next to the store's other users (snapshots of other workspaces, lookups). */
+        Cas local = *c;
+        int r;
+
+        assert(c);
+        r = snapshot_run(&local, ws_fd, ws_id, exec_id, created_ms, ret_digest, ret_stats);
+        if (c->crash_hook)
+                c->crashed = local.crashed;     /* tests (single-threaded) look at it */
+        return r;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2435,7 +2475,7 @@ int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_n
                         free(rs.cache.rows[i].path);
         }
         rs.cache.n = kept;
-        (void) stat_cache_write(c, ws_name, &rs.cache);
+        (void) stat_cache_write(c, ws_name, &rs.cache, &(const Buf) {});
         return 0;
 }
 

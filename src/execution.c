@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "cas.h"
-#include "child-task.h"
 #include "egress.h"
 #include "execution.h"
 #include "log-ids.h"
@@ -36,10 +35,14 @@
 #include "sandbox.h"
 #include "scope.h"
 #include "seccomp-profile.h"
+#include "thread-task.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
 #include "util/strv.h"
 #include "workspace.h"
+
+typedef struct SnapshotJob SnapshotJob;
+static void snapshot_job_free(SnapshotJob *j);
 
 #define READ_CHUNK (64 * 1024)
 #define LEASE_RETRY_USEC (50 * USEC_PER_MSEC)
@@ -94,7 +97,8 @@ struct Execution {
         uint64_t workspace_limit;
         EgressEpoch *egress;              /* the policy revision this run uses; NULL = no network */
         char *network;                    /* its revision, kept for the answer and the record */
-        ChildTask *snapshot_task;
+        ThreadTask *snapshot_task;
+        SnapshotJob *snapshot_job;        /* owned; the thread's input while snapshot_task runs */
         char *snapshot;                   /* "sha256:…" of the published tree */
         char *snapshot_error;
         bool snapshot_done;
@@ -338,9 +342,12 @@ void execution_quota_cache_flush(Manager *m) {
         }
 }
 
-/* Everything of the sandbox: after this no process of the run exists. */
-static void execution_release_sandbox(Execution *e) {
-        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
+/*
+ * Everything of the sandbox goes: after this no process of the run exists. The keeper (ours, outside the sandbox: bwrap and the whole pid
+ * namespace are gone once it reported) is killed; with @wait it is reaped here, else its exit
+ * source reaps it and finishes the execution, while the snapshot runs.
+ */
+static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->report_source = sd_event_source_disable_unref(e->report_source);
         e->stdout_source = sd_event_source_disable_unref(e->stdout_source);
         e->stderr_source = sd_event_source_disable_unref(e->stderr_source);
@@ -356,19 +363,36 @@ static void execution_release_sandbox(Execution *e) {
         if (e->proc.keeper_pid > 0 && !e->keeper_gone) {
                 /* Still ours to reap: make sure nothing survives us. */
                 (void) kill(e->proc.keeper_pid, SIGKILL);
-                (void) waitpid(e->proc.keeper_pid, NULL, 0);
-                e->keeper_gone = true;
+                if (wait || !e->keeper_source) {
+                        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
+                        (void) waitpid(e->proc.keeper_pid, NULL, 0);
+                        e->keeper_gone = true;
+                }
         }
-        sandbox_process_done(&e->proc);
+        if (e->keeper_gone) {
+                e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
+                sandbox_process_done(&e->proc);
+        } else {
+                /* The exit source watches the pidfd: that one stays until the keeper is reaped. */
+                int pidfd = STEAL_FD(e->proc.keeper_pidfd);
+                sandbox_process_done(&e->proc);
+                e->proc.keeper_pidfd = pidfd;
+        }
         if (e->scope) {
                 (void) scope_kill(e->scope);
                 e->scope = scope_free(e->scope);
         }
 }
 
+static void execution_release_sandbox(Execution *e) {
+        execution_release_sandbox_full(e, true);
+}
+
 static void execution_release_resources(Execution *e) {
         execution_release_sandbox(e);
-        e->snapshot_task = child_task_free(e->snapshot_task);
+        e->snapshot_task = thread_task_free(e->snapshot_task);   /* waits for a thread still running */
+        snapshot_job_free(e->snapshot_job);
+        e->snapshot_job = NULL;
         e->lease_fd = safe_close(e->lease_fd);
         e->ws_fd = safe_close(e->ws_fd);
         for (int s = 0; s < _RECORD_STREAM_MAX; s++)
@@ -558,37 +582,83 @@ static void execution_write_record(Execution *e) {
 
 static void execution_finish(Execution *e);
 
-static int snapshot_child(int out_fd, void *userdata) {
-        Execution *e = userdata;
-        _cleanup_free_ char *digest = NULL;
-        CasSnapshotStats st = {};
-        char line[256];
-        int r;
+/* What the snapshot thread works on: its own copies, nothing the loop may change meanwhile. */
+struct SnapshotJob {
+        Cas *cas;                         /* cas_snapshot() works on a copy of it */
+        int ws_fd;
+        char *workspace_id, *execution_id;
+        uint64_t created_ms;
+};
 
-        r = cas_snapshot(e->manager->cas, e->ws_fd, e->req->workspace_id, e->id, e->created_realtime_usec / 1000,
-                         &digest, &st);
-        if (r < 0)
-                return r;
-        (void) snprintf(line, sizeof(line), "%s %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", digest, st.files, st.bytes,
-                        st.hashed_bytes);
-        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
+static void snapshot_job_free(SnapshotJob *j) {
+        if (!j)
+                return;
+        safe_close(j->ws_fd);
+        free(j->workspace_id);
+        free(j->execution_id);
+        free(j);
 }
 
-static void on_snapshot_done(ChildTask *t, int error, const char *out, void *userdata) {
+static int snapshot_work(void *userdata, char **ret_out) {
+        SnapshotJob *j = userdata;
+        _cleanup_free_ char *digest = NULL;
+        CasSnapshotStats st = {};
+        int r;
+
+        r = cas_snapshot(j->cas, j->ws_fd, j->workspace_id, j->execution_id, j->created_ms, &digest, &st);
+        if (r < 0)
+                return r;
+        *ret_out = STEAL(digest);
+        return 0;
+}
+
+static void on_snapshot_done(ThreadTask *t, int error, const char *out, void *userdata) {
         Execution *e = userdata;
 
-        e->snapshot_task = child_task_free(e->snapshot_task);
         e->snapshot_done = true;
         if (error < 0) {
                 log_warning_errno(error, "Failed to snapshot workspace '%s' after execution '%s': %m",
                                   e->req->workspace_id, e->id);
                 e->snapshot_error = strdup(strerror(-error));
         } else {
-                e->snapshot = strndup(out, strcspn(out, " \n"));
+                e->snapshot = strdup(out);
                 e->manager->n_snapshots++;
                 manager_snapshot_published(e->manager);
         }
+        /* @out belongs to the task. */
+        e->snapshot_task = thread_task_free(e->snapshot_task);
+        snapshot_job_free(e->snapshot_job);
+        e->snapshot_job = NULL;
         execution_finish(e);
+}
+
+/* The snapshot, in a thread (the answer waits for it; a fork would cost more than a small walk). */
+static int execution_snapshot_start(Execution *e) {
+        SnapshotJob *j;
+        int r;
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        *j = (SnapshotJob) {
+                .cas = e->manager->cas,
+                .ws_fd = fcntl(e->ws_fd, F_DUPFD_CLOEXEC, 3),
+                .workspace_id = strdup(e->req->workspace_id),
+                .execution_id = strdup(e->id),
+                .created_ms = e->created_realtime_usec / 1000,
+        };
+        if (j->ws_fd < 0 || !j->workspace_id || !j->execution_id) {
+                r = j->ws_fd < 0 ? negative_errno() : -ENOMEM;
+                snapshot_job_free(j);
+                return r;
+        }
+        r = thread_task_start(e->manager->event, snapshot_work, j, on_snapshot_done, e, &e->snapshot_task);
+        if (r < 0) {
+                snapshot_job_free(j);
+                return r;
+        }
+        e->snapshot_job = j;
+        return 0;
 }
 
 static bool execution_wants_snapshot(const Execution *e) {
@@ -610,17 +680,20 @@ static void execution_finish(Execution *e) {
         }
 
         /* The sandbox goes first (no process of the run is left: nothing can still write), then
-         * the snapshot is published while we still hold the lease, then the lease goes. */
-        execution_release_sandbox(e);
+         * the snapshot is published while we still hold the lease, then the lease goes. The
+         * keeper is reaped while the snapshot runs; the answer waits for both. */
+        execution_release_sandbox_full(e, false);
         if (execution_wants_snapshot(e)) {
                 if (e->snapshot_task)
                         return;   /* in progress */
-                r = child_task_start(e->manager->event, snapshot_child, on_snapshot_done, e, &e->snapshot_task);
+                r = execution_snapshot_start(e);
                 if (r >= 0)
                         return;
                 log_warning_errno(r, "Failed to start the snapshot of '%s', ignoring: %m", e->id);
                 e->snapshot_done = true;
         }
+        if (!e->keeper_gone && e->keeper_source)
+                return;   /* on_keeper_exit() comes back here */
         execution_release_resources(e);
         e->state = STATE_FINISHED;
         execution_write_record(e);
@@ -692,9 +765,8 @@ static void execution_log_append(Execution *e, RecordStream s, const char *p, si
         execution_notify_watches(e);
 }
 
-static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Execution *e = userdata;
-        bool is_out = s == e->stdout_source;
+/* Read what @fd (stdout or stderr) has, up to a few chunks; at EOF, close it and maybe finish. */
+static void drain_output(Execution *e, bool is_out, int fd) {
         OutputBuffer *b = is_out ? e->out : e->err;
         char buf[READ_CHUNK];
 
@@ -704,7 +776,7 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0 && errno == EAGAIN)
-                        return 0;
+                        return;
                 if (n <= 0) {
                         if (is_out) {
                                 e->stdout_eof = true;
@@ -716,13 +788,19 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdat
                                 e->proc.stderr_fd = safe_close(e->proc.stderr_fd);
                         }
                         maybe_finish(e);
-                        return 0;
+                        return;
                 }
                 if (output_buffer_append(b, buf, (size_t) n) < 0)
                         log_oom();
                 if (e->managed)
                         execution_log_append(e, is_out ? RECORD_STREAM_STDOUT : RECORD_STREAM_STDERR, buf, (size_t) n);
         }
+}
+
+static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Execution *e = userdata;
+
+        drain_output(e, s == e->stdout_source, fd);
         return 0;
 }
 
@@ -752,6 +830,12 @@ static void handle_report_line(Execution *e, const char *line) {
                 /* The keeper still holds the scope: read what it used now. */
                 if (e->scope && scope_read_accounting(e->scope, &e->acct) >= 0)
                         e->have_acct = true;
+                /* bwrap is gone, and with it every writer of stdout and stderr: what is left in the
+                 * pipes is there now, so read it without another trip through the loop. */
+                if (!e->stdout_eof && e->proc.stdout_fd >= 0)
+                        drain_output(e, true, e->proc.stdout_fd);
+                if (!e->stderr_eof && e->proc.stderr_fd >= 0 && e->state != STATE_FINISHED)
+                        drain_output(e, false, e->proc.stderr_fd);
                 maybe_finish(e);
         }
 }
@@ -788,7 +872,10 @@ static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdat
 
         e->keeper_gone = true;
         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
-        maybe_finish(e);
+        if (e->end_usec != 0)
+                execution_finish(e);    /* it was finishing, and waited for this */
+        else
+                maybe_finish(e);
         return 0;
 }
 
@@ -808,8 +895,8 @@ static int on_kill_grace(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 static void execution_kill(Execution *e, ExecutionStatus reason) {
-        if (e->state == STATE_FINISHED || e->kill_reason != EXECUTION_STATUS_RUNNING)
-                return;
+        if (e->state == STATE_FINISHED || e->end_usec != 0 || e->kill_reason != EXECUTION_STATUS_RUNNING)
+                return;   /* finished or finishing (its status is decided): nothing left to kill */
         e->kill_reason = reason;
         if (e->state == STATE_WAITING_LEASE || e->state == STATE_NEW) {
                 execution_finish(e);

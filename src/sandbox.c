@@ -267,19 +267,44 @@ static void write_all(int fd, const char *s) {
         }
 }
 
+/* "<tag><v>\n" into @buf (at least 16 bytes): no stdio, which is not async-signal-safe. */
+static void format_report(char *buf, char tag, int v) {
+        char digits[12];
+        unsigned u = v < 0 ? 0U - (unsigned) v : (unsigned) v;
+        size_t n = 0, i = 0;
+
+        do
+                digits[n++] = (char) ('0' + u % 10);
+        while ((u /= 10) > 0);
+        buf[i++] = tag;
+        if (v < 0)
+                buf[i++] = '-';
+        while (n > 0)
+                buf[i++] = digits[--n];
+        buf[i++] = '\n';
+        buf[i] = '\0';
+}
+
 static void set_limit(int resource, uint64_t v) {
         struct rlimit rl = { .rlim_cur = (rlim_t) v, .rlim_max = (rlim_t) v };
         (void) setrlimit(resource, &rl);
 }
 
-/* The keeper: runs in the forked child, never returns. Only async-signal-safe calls matter
- * little here (the daemon is single-threaded), but it stays small on purpose. */
+/* The keeper: runs in the forked child, never returns. The daemon has threads (snapshots), so only
+ * async-signal-safe calls here: no malloc, no stdio. */
 static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const SandboxLimits *limits, pid_t parent) {
         char c, line[48];
         pid_t pid;
         int pidfd, status;
 
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                _exit(126);
+        /* bwrap exits as soon as its pid 1 in the sandbox has told it the payload's status, which
+         * is before that pid 1 has exited, and so before the kernel has killed what was left in
+         * the pid namespace. As a subreaper we inherit that pid 1 and reap it ourselves: once it
+         * is gone, the whole namespace is, and only then is the run over (nothing can still write
+         * to the workspace when the snapshot starts). */
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 _exit(126);
 
         /* Wait for the go: the scope exists and we are in it. */
@@ -292,7 +317,10 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
                 break;
         }
 
-        pid = fork();
+        /* vfork(): the keeper is a copy of the daemon, and copying its page tables again only to
+         * exec bwrap costs a good part of a millisecond. The child shares our memory until the
+         * exec: it only closes fds (its own table), sets limits and execs or _exit()s. */
+        pid = vfork();
         if (pid < 0)
                 _exit(124);
         if (pid == 0) {
@@ -314,7 +342,7 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
         for (int fd = 0; fd <= SANDBOX_FD_CODE; fd++)
                 (void) close(fd);
 
-        (void) snprintf(line, sizeof(line), "S%d\n", (int) pid);
+        format_report(line, 'S', (int) pid);
         write_all(KEEPER_FD_REPORT, line);
 
         pidfd = pidfd_open_(pid);
@@ -334,7 +362,10 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
                 }
                 if (pidfd < 0 || p[1].revents) {
                         if (waitpid(pid, &status, WNOHANG) == pid) {
-                                (void) snprintf(line, sizeof(line), "X%d\n", status);
+                                /* The sandbox's pid 1, if it outlived bwrap (see above). */
+                                while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                                        ;
+                                format_report(line, 'X', status);
                                 write_all(KEEPER_FD_REPORT, line);
                                 /* Hold the cgroup (and so the accounting) until released. */
                                 while (read(KEEPER_FD_CONTROL, &c, 1) > 0)

@@ -2,7 +2,8 @@
 /*
  * Latency and throughput of POST /execute-shell running `true`, next to the floors measured in
  * the same run: a bare fork+exec of `true`, and a bare bwrap with the daemon's own arguments
- * (same probe, same argv builder, same seccomp program, same keeper-less fd layout).
+ * (same probe, same argv builder, same seccomp program, same keeper-less fd layout). The three
+ * take turns in runs of INTERLEAVE, so that load from elsewhere weighs on them alike.
  *
  *   bench-execute --url http://127.0.0.1:PORT --token-file F --key-file F --state-dir D [-n 500]
  */
@@ -72,6 +73,8 @@ static char *read_secret(const char *path) {
         return strdup(buf);
 }
 
+#define INTERLEAVE 20   /* runs of each kind in a row */
+
 /* ---- floors ---------------------------------------------------------------------------------- */
 
 static void floor_fork_exec(uint64_t *lat, size_t n) {
@@ -90,10 +93,10 @@ static void floor_fork_exec(uint64_t *lat, size_t n) {
         }
 }
 
-static int floor_bwrap(const char *bwrap, const char *workspace, uint64_t *lat, size_t n) {
+/* The daemon's argv for `true` in @workspace, built once (the probe runs bwrap a few times). */
+static int bwrap_prepare(const char *bwrap, const char *workspace, char ***ret_argv) {
         SandboxProbeReport probe = {};
         char *payload[] = { (char *) "true", NULL };
-        char **argv = NULL;
         int r;
 
         r = sandbox_probe(bwrap, &probe);
@@ -106,10 +109,12 @@ static int floor_bwrap(const char *bwrap, const char *workspace, uint64_t *lat, 
                 .seccomp_fd = SANDBOX_FD_SECCOMP, .passwd_fd = SANDBOX_FD_PASSWD, .group_fd = SANDBOX_FD_GROUP,
                 .hosts_fd = SANDBOX_FD_HOSTS, .code_fd = -1,
         };
-        r = sandbox_argv_build(&spec, &probe.probe, &argv);
-        if (r < 0)
-                return r;
+        r = sandbox_argv_build(&spec, &probe.probe, ret_argv);
+        sandbox_probe_report_done(&probe);
+        return r;
+}
 
+static int floor_bwrap(const char *bwrap, char **argv, uint64_t *lat, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 /* Like the daemon: a fresh seccomp memfd and identity files per launch. */
                 uint64_t t0 = now_ns();
@@ -143,8 +148,6 @@ static int floor_bwrap(const char *bwrap, const char *workspace, uint64_t *lat, 
                         return -EIO;
                 }
         }
-        strv_free(argv);
-        sandbox_probe_report_done(&probe);
         return 0;
 }
 
@@ -306,20 +309,33 @@ int main(int argc, char *argv[]) {
         (void) snprintf(workspace, sizeof(workspace), "%s/bench-floor", state);
         (void) mkdir(workspace, 0700);
 
+        uint64_t *lat_fork = calloc(n, sizeof(uint64_t)), *lat_bwrap = calloc(n, sizeof(uint64_t));
+        _cleanup_strv_free_ char **bwrap_argv = NULL;
+        double secs1 = 0;
+
+        if (bwrap_prepare(bwrap, workspace, &bwrap_argv) < 0)
+                return 1;
         /* Warm up every path once so that page cache and first-time costs do not skew. */
         floor_fork_exec(lat, 10);
-        if (floor_bwrap(bwrap, workspace, lat, 10) < 0 || run_http(1, 10, NULL, &secs) < 0)
+        if (floor_bwrap(bwrap, bwrap_argv, lat, 10) < 0 || run_http(1, 10, NULL, &secs) < 0)
                 return 1;
 
-        floor_fork_exec(lat, n);
-        Stats fork_s = stats(lat, n);
-        if (floor_bwrap(bwrap, workspace, lat, n) < 0)
-                return 1;
-        Stats bwrap_s = stats(lat, n);
-        if (run_http(1, n, lat, &secs) < 0)
-                return 1;
+        /* The floors and the HTTP path take turns, a few runs each, so that whatever else the
+         * machine does at the time weighs on all three alike. */
+        for (size_t done = 0; done < n; done += INTERLEAVE) {
+                size_t k = n - done < INTERLEAVE ? n - done : INTERLEAVE;
+
+                floor_fork_exec(lat_fork + done, k);
+                if (floor_bwrap(bwrap, bwrap_argv, lat_bwrap + done, k) < 0)
+                        return 1;
+                if (run_http(1, k, lat + done, &secs) < 0)
+                        return 1;
+                secs1 += secs;
+        }
+        Stats fork_s = stats(lat_fork, n);
+        Stats bwrap_s = stats(lat_bwrap, n);
         Stats http_s = stats(lat, n);
-        double rps1 = (double) n / secs;
+        double rps1 = (double) n / secs1;
         if (run_http(2, n, NULL, &secs) < 0)
                 return 1;
         double rps2 = (double) n / secs;
@@ -339,6 +355,8 @@ int main(int argc, char *argv[]) {
                label, n, fork_s.median_ms, bwrap_s.median_ms, bwrap_s.p99_ms, http_s.median_ms, http_s.p99_ms,
                http_s.median_ms / bwrap_s.median_ms, rps1, rps2, rps8);
         free(lat);
+        free(lat_fork);
+        free(lat_bwrap);
         curl_global_cleanup();
         return 0;
 }

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Start a daemon by hand (no systemd, AllowUnscoped=yes) on an ephemeral loopback port and run
 # bench-execute against it. Usage: run-bench.sh BUILDDIR [REQUESTS]
+# BENCH_EXTRA_CONF: more runner.conf lines (sections included), for experiments.
 set -euo pipefail
 build=$(cd "${1:?usage: run-bench.sh BUILDDIR [REQUESTS]}" && pwd)
 n=${2:-500}
@@ -21,6 +22,7 @@ cat >"$tmp/runner.conf" <<CONF
 IdleExitSec=0
 LogLevel=warning
 MaxConnectionsPerClient=64
+${BENCH_EXTRA_CONF:-}
 [Execution]
 AllowUnscoped=yes
 CONF

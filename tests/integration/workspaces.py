@@ -345,6 +345,32 @@ def c_revisions(ctx, res):
     res.check(r is not None and r.status == 404, "revisions of '.bad': expected 404, got %s" % (r.brief() if r else err))
 
 
+@case("3 snapshots wait for the whole sandbox: a writer that closed its stdio and outlives the payload's main "
+      "process is gone before the snapshot (snapshot == workspace; nothing changes after the answer)")
+def c_snapshot_after_all(ctx, res):
+    ws = "bgwriter"
+    cmd = ("rm -f bg.txt; (exec </dev/null >/dev/null 2>&1; i=0; while :; do i=$((i+1)); echo $i >> bg.txt; done) & "
+           "sleep 0.2")
+    live = os.path.join(ctx.d.state, "workspaces", ws, "bg.txt")
+    for k in range(5):
+        j = run_sync(res, ctx, ctx.body(ws, cmd, ctx.new_id("bg")))
+        if not expect_exited0(res, j, "background writer"):
+            return
+        with open(live, "rb") as f:
+            first = f.read()
+        time.sleep(0.2)
+        with open(live, "rb") as f:
+            later = f.read()
+        res.check(len(first) > 0 and first == later, "run %d: bg.txt still changed after the answer (%d -> %d bytes)" %
+                  (k, len(first), len(later)))
+        r, err = ctx.c.get("/workspaces/%s/revisions/%s/files/bg.txt" % (ws, j["executionId"]))
+        if r is None or r.status != 200:
+            res.fail("GET revision file bg.txt: %s" % (r.brief() if r else err))
+            return
+        res.check(r.body == later, "run %d: the snapshot's bg.txt (%d bytes, last line %r) is not the workspace's "
+                  "(%d bytes, last line %r)" % (k, len(r.body), r.body[-12:], len(later), later[-12:]))
+
+
 @case("3 snapshots: identical content stored once (no new object for an unchanged tree; 2 same files -> 1 blob)")
 def c_dedup(ctx, res):
     ws = "dedup"

@@ -548,8 +548,15 @@ static void test_stat_cache(void **state) {
         assert_int_equal(st.hashed_bytes, st.bytes);
         assert_true(st.bytes > (3 << 17));
 
-        /* Unchanged: nothing is read, nothing written. */
-        d2 = snapshot_ok(f, "e2", 2, &st);
+        /* Unchanged: nothing is read, nothing written, not even the cache file (same inode). */
+        {
+                struct stat c1, c2;
+
+                assert_int_equal(fstatat(f->store_fd, "cache/ws", &c1, 0), 0);
+                d2 = snapshot_ok(f, "e2", 2, &st);
+                assert_int_equal(fstatat(f->store_fd, "cache/ws", &c2, 0), 0);
+                assert_int_equal(c1.st_ino, c2.st_ino);
+        }
         print_message("# unchanged snapshot: %" PRIu64 " files, %" PRIu64 " bytes, hashed %" PRIu64 "\n",
                       st.files, st.bytes, st.hashed_bytes);
         assert_int_equal(st.hashed_bytes, 0);
@@ -563,9 +570,16 @@ static void test_stat_cache(void **state) {
         assert_int_equal(st.hashed_bytes, 0);
         assert_string_equal(d1, d3);
 
-        /* One file changed in place, same size: only it is read again. */
+        /* One file changed in place, same size: only it is read again, and the cache is replaced. */
         overwrite_str(f->ws_fd, "src/main.c", "int main(void) { return 1; }\n");
-        d4 = snapshot_ok(f, "e4", 4, &st);
+        {
+                struct stat c1, c2;
+
+                assert_int_equal(fstatat(f->store_fd, "cache/ws", &c1, 0), 0);
+                d4 = snapshot_ok(f, "e4", 4, &st);
+                assert_int_equal(fstatat(f->store_fd, "cache/ws", &c2, 0), 0);
+                assert_int_not_equal(c1.st_ino, c2.st_ino);
+        }
         assert_int_equal(st.hashed_bytes, strlen("int main(void) { return 1; }\n"));
         assert_int_equal(st.new_objects, 3);            /* the file, src, root */
         assert_string_not_equal(d3, d4);
@@ -609,6 +623,31 @@ static void test_stat_cache(void **state) {
         write_str(f->store_fd, "cache/ws", "sr-statcache 1\n1 2 3\n");
         free(snapshot_ok(f, "e8", 8, &st));
         assert_int_equal(st.hashed_bytes, st.bytes);
+
+        /* The cache is not synced: a crash may leave it cut short (or empty). Such a file is
+         * ignored, not half used. */
+        {
+                char *data;
+                int fd;
+                struct stat cs;
+
+                pass_clock_tick();
+                free(snapshot_ok(f, "e9", 9, &st));    /* a complete cache again */
+                fd = openat(f->store_fd, "cache/ws", O_RDONLY | O_CLOEXEC);
+                assert_true(fd >= 0);
+                assert_int_equal(fstat(fd, &cs), 0);
+                data = read_all_fd(fd, (uint64_t) cs.st_size);
+                close(fd);
+                assert_non_null(strstr(data, "\nend "));
+                *strstr(data, "\nend ") = '\0';            /* all rows, no trailer */
+                write_str(f->store_fd, "cache/ws", data);
+                free(data);
+                free(snapshot_ok(f, "e10", 10, &st));
+                assert_int_equal(st.hashed_bytes, st.bytes);
+                write_str(f->store_fd, "cache/ws", "");
+                free(snapshot_ok(f, "e11", 11, &st));
+                assert_int_equal(st.hashed_bytes, st.bytes);
+        }
 
         free(d1);
         free(d2);
