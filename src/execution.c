@@ -41,8 +41,13 @@
 #include "util/strv.h"
 #include "workspace.h"
 
+SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
+
 typedef struct SnapshotJob SnapshotJob;
 static void snapshot_job_free(SnapshotJob *j);
+typedef struct Execution Execution;
+static void execution_scope_start(Execution *e);
+static int on_info(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 
 #define READ_CHUNK (64 * 1024)
 #define LEASE_RETRY_USEC (50 * USEC_PER_MSEC)
@@ -74,6 +79,13 @@ struct Execution {
         int lease_fd;
         SandboxProcess proc;
         pid_t bwrap_pid;
+        /* Early start (with a scope): bwrap builds the sandbox while systemd makes the scope. */
+        bool early;
+        int info_fd;                      /* bwrap's --info-fd JSON, read until EOF */
+        sd_event_source *info_source;
+        char info_buf[256];
+        size_t info_len;
+        pid_t init_pid;                   /* the sandbox's pid 1, from that JSON */
         sd_event_source *keeper_source, *report_source, *stdout_source, *stderr_source;
         sd_event_source *timeout_source, *lease_source, *kill_source, *free_source;
         char report_buf[64];
@@ -230,6 +242,7 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                 .req = req,
                 .ws_fd = -EBADF,
                 .lease_fd = -EBADF,
+                .info_fd = -EBADF,
                 .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
                           .stdout_fd = -EBADF, .stderr_fd = -EBADF },
                 .status = EXECUTION_STATUS_RUNNING,
@@ -348,6 +361,8 @@ void execution_quota_cache_flush(Manager *m) {
  * source reaps it and finishes the execution, while the snapshot runs.
  */
 static void execution_release_sandbox_full(Execution *e, bool wait) {
+        e->info_source = sd_event_source_disable_unref(e->info_source);
+        e->info_fd = safe_close(e->info_fd);
         e->report_source = sd_event_source_disable_unref(e->report_source);
         e->stdout_source = sd_event_source_disable_unref(e->stdout_source);
         e->stderr_source = sd_event_source_disable_unref(e->stderr_source);
@@ -372,15 +387,21 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
         if (e->keeper_gone) {
                 e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
                 sandbox_process_done(&e->proc);
+                if (e->scope) {
+                        /* After the exit report only the keeper was left in the scope (it reaped
+                         * bwrap and the sandbox's pid 1, and with it the pid namespace), and it is
+                         * gone now: the scope is empty, no KillUnit (which would cost another polkit
+                         * check per run). Else kill whatever may be left. */
+                        if (!e->reported_exit)
+                                (void) scope_kill(e->scope);
+                        e->scope = scope_free(e->scope);
+                }
         } else {
-                /* The exit source watches the pidfd: that one stays until the keeper is reaped. */
+                /* The exit source watches the pidfd: that one stays until the keeper is reaped, and
+                 * the scope until then too (see above). */
                 int pidfd = STEAL_FD(e->proc.keeper_pidfd);
                 sandbox_process_done(&e->proc);
                 e->proc.keeper_pidfd = pidfd;
-        }
-        if (e->scope) {
-                (void) scope_kill(e->scope);
-                e->scope = scope_free(e->scope);
         }
 }
 
@@ -821,8 +842,12 @@ static void log_started(Execution *e) {
 static void handle_report_line(Execution *e, const char *line) {
         if (line[0] == 'S') {
                 e->bwrap_pid = (pid_t) atoi(line + 1);
-                e->state = STATE_RUNNING;
-                log_started(e);
+                if (e->early)
+                        execution_scope_start(e);   /* once the sandbox's pid 1 is known too */
+                else {
+                        e->state = STATE_RUNNING;
+                        log_started(e);
+                }
         } else if (line[0] == 'X') {
                 e->wait_status = atoi(line + 1);
                 e->reported_exit = true;
@@ -929,8 +954,15 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 static void go(Execution *e) {
         char g = 'G';
 
-        if (write(e->proc.control_fd, &g, 1) != 1)
+        if (write(e->proc.control_fd, &g, 1) != 1) {
                 execution_fail(e, negative_errno(), "the sandbox keeper went away before start");
+                return;
+        }
+        if (e->early) {
+                /* bwrap was waiting for its seccomp program: the payload starts now. */
+                e->state = STATE_RUNNING;
+                log_started(e);
+        }
 }
 
 static void on_scope_started(Scope *s, int error, const char *message, void *userdata) {
@@ -1018,11 +1050,15 @@ static int execution_launch(Execution *e) {
         _cleanup_close_ int seccomp_fd = -EBADF, passwd_fd = -EBADF, group_fd = -EBADF, hosts_fd = -EBADF;
         _cleanup_close_ int code_fd = -EBADF, stdin_fd = -EBADF;
         _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_free_ char *seccomp_error = NULL, *workspace_path = NULL, *description = NULL;
+        _cleanup_free_ char *seccomp_error = NULL, *workspace_path = NULL;
+        _cleanup_close_ int info_r = -EBADF, info_w = -EBADF;
         SandboxSpec spec;
         SandboxFds fds;
         SandboxLimits limits;
         int r;
+
+        /* With a scope: start bwrap at once and make the scope meanwhile (sandbox_spawn()). */
+        e->early = m->scopes_available;
 
         r = seccomp_program_for_variant(e->egress ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE, &seccomp_fd,
                                         &seccomp_error);
@@ -1055,6 +1091,7 @@ static int execution_launch(Execution *e) {
                 .group_fd = SANDBOX_FD_GROUP,
                 .hosts_fd = SANDBOX_FD_HOSTS,
                 .code_fd = e->req->code ? SANDBOX_FD_CODE : -1,
+                .info_fd = e->early ? SANDBOX_FD_INFO : -1,
                 .egress_socket = e->egress ? egress_epoch_socket(e->egress) : NULL,
                 .bridge = e->egress ? egress_bridge_path(m) : NULL,
         };
@@ -1062,6 +1099,16 @@ static int execution_launch(Execution *e) {
         if (r < 0) {
                 execution_fail(e, r, "could not build the sandbox command line");
                 return 0;
+        }
+        if (e->early) {
+                int info[2];
+
+                if (pipe2(info, O_CLOEXEC) < 0) {
+                        execution_fail(e, negative_errno(), "could not prepare the sandbox's files");
+                        return 0;
+                }
+                info_r = info[0];
+                info_w = info[1];
         }
         if (!isempty(e->req->cwd)) {
                 /* The working directory must exist in the workspace (bwrap would fail obscurely). */
@@ -1075,6 +1122,7 @@ static int execution_launch(Execution *e) {
         fds = (SandboxFds) {
                 .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = passwd_fd,
                 .group_fd = group_fd, .hosts_fd = hosts_fd, .code_fd = e->req->code ? code_fd : -1,
+                .info_fd = e->early ? info_w : -1,
         };
         limits = (SandboxLimits) {
                 .fsize = e->workspace_limit,
@@ -1102,6 +1150,16 @@ static int execution_launch(Execution *e) {
                 execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));
                 return 0;
         }
+        if (e->early) {
+                info_w = safe_close(info_w);
+                e->info_fd = STEAL_FD(info_r);
+                (void) fd_nonblock(e->info_fd, 1);
+                r = sd_event_add_io(m->event, &e->info_source, e->info_fd, EPOLLIN, on_info, e);
+                if (r < 0) {
+                        execution_fail(e, r, "could not watch the sandbox: %s", strerror(-r));
+                        return 0;
+                }
+        }
         e->start_usec = now_mono();
         e->state = STATE_STARTING;
 
@@ -1125,15 +1183,27 @@ static int execution_launch(Execution *e) {
         }
         (void) sd_event_source_set_description(e->keeper_source, "execution-keeper");
 
-        if (!m->scopes_available) {
+        if (!e->early)
                 go(e);
-                return 0;
-        }
+        /* else: the scope starts once bwrap told us its pid and its pid 1's (execution_scope_start()). */
+        return 0;
+}
 
+/* Early start: keeper, bwrap and the sandbox's pid 1 into the scope, all in one job. */
+static void execution_scope_start(Execution *e) {
+        Manager *m = e->manager;
+        _cleanup_free_ char *description = NULL;
+        int r;
+
+        if (!e->early || e->scope || e->bwrap_pid <= 0 || e->init_pid <= 0 ||
+            e->kill_reason != EXECUTION_STATUS_RUNNING || e->state == STATE_FINISHED)
+                return;
         if (asprintf(&e->unit, SCOPE_PREFIX "%s.scope", e->id) < 0 ||
-            asprintf(&description, "sandbox-runner execution %s (workspace %s)", e->id, e->req->workspace_id) < 0)
-                return -ENOMEM;
-        r = scope_start(m->scopes, e->unit, e->proc.keeper_pid,
+            asprintf(&description, "sandbox-runner execution %s (workspace %s)", e->id, e->req->workspace_id) < 0) {
+                execution_fail(e, -ENOMEM, "out of memory");
+                return;
+        }
+        r = scope_start_pids(m->scopes, e->unit, (pid_t[]) { e->proc.keeper_pid, e->bwrap_pid, e->init_pid }, 3,
                         &(ScopeLimits) {
                                 .memory_max = e->req->memory_max,
                                 .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
@@ -1142,6 +1212,38 @@ static int execution_launch(Execution *e) {
                         description, on_scope_started, e, &e->scope);
         if (r < 0)
                 execution_fail(e, r, "could not ask systemd for a scope: %s", strerror(-r));
+}
+
+/* bwrap's --info-fd: {"child-pid": N} (N = the sandbox's pid 1, as we see it), then EOF. */
+static int on_info(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Execution *e = userdata;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *v;
+        ssize_t n;
+        int64_t pid;
+
+        n = read(fd, e->info_buf + e->info_len, sizeof(e->info_buf) - 1 - e->info_len);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n > 0) {
+                e->info_len += (size_t) n;
+                if (e->info_len < sizeof(e->info_buf) - 1)
+                        return 0;
+        }
+        /* EOF (or more than it ever writes): the whole text is there. */
+        e->info_source = sd_event_source_disable_unref(e->info_source);
+        e->info_fd = safe_close(e->info_fd);
+        if (n < 0 || e->info_len == 0)
+                return 0;   /* bwrap failed before it cloned: its exit report follows */
+        e->info_buf[e->info_len] = '\0';
+        o = json_tokener_parse(e->info_buf);
+        if (!o || !json_object_object_get_ex(o, "child-pid", &v) || !json_object_is_type(v, json_type_int) ||
+            (pid = json_object_get_int64(v)) <= 1 || pid > INT32_MAX) {
+                execution_fail(e, -EPROTO, "bwrap's --info-fd output is not the expected {\"child-pid\": N}");
+                return 0;
+        }
+        e->init_pid = (pid_t) pid;
+        execution_scope_start(e);
         return 0;
 }
 

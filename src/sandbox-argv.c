@@ -195,6 +195,8 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
                 r = add(&a, "--setenv", name, eq + 1, NULL);
         }
 
+        if (r >= 0 && spec->info_fd > 2)
+                r = add_fd(&a, "--info-fd", spec->info_fd, NULL);
         if (r >= 0)
                 r = add_fd(&a, "--seccomp", spec->seccomp_fd, NULL);
         if (r >= 0)

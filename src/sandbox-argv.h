@@ -33,6 +33,7 @@ typedef struct SandboxSpec {
         int group_fd;             /* fd with the single-record group file, or -1 */
         int hosts_fd;             /* fd with a minimal hosts file, or -1 */
         int code_fd;              /* fd with the code, bound at SANDBOX_CODE_PATH; ≤ 2 = none */
+        int info_fd;              /* fd for bwrap's --info-fd (early start); ≤ 2 = none */
         /* Egress (both or neither): the gateway's socket and the bridge binary on the host. The
          * payload then runs under the bridge, with the proxy variables set. */
         const char *egress_socket;

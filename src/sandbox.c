@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -292,10 +293,37 @@ static void set_limit(int resource, uint64_t v) {
 
 /* The keeper: runs in the forked child, never returns. The daemon has threads (snapshots), so only
  * async-signal-safe calls here: no malloc, no stdio. */
-static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const SandboxLimits *limits, pid_t parent) {
+/* close() for the keeper (no logging, nothing but the syscall). Return: -1. */
+static int safe_close_keeper(int fd) {
+        if (fd >= 0)
+                (void) close(fd);
+        return -1;
+}
+
+/* Early start: the whole seccomp program (the memfd at SANDBOX_FD_SECCOMP) into @fd in one
+ * write(), which a pipe with room for all of it takes whole: bwrap never sees a part of it. */
+static int keeper_release_program(int fd) {
+        struct stat st;
+        void *p;
+        ssize_t k;
+
+        if (fstat(SANDBOX_FD_SECCOMP, &st) < 0 || st.st_size <= 0)
+                return -1;
+        p = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, SANDBOX_FD_SECCOMP, 0);
+        if (p == MAP_FAILED)
+                return -1;
+        do
+                k = write(fd, p, (size_t) st.st_size);
+        while (k < 0 && errno == EINTR);
+        (void) munmap(p, (size_t) st.st_size);
+        return k == (ssize_t) st.st_size ? 0 : -1;
+}
+
+static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const SandboxLimits *limits, pid_t parent,
+                                  bool early) {
         char c, line[48];
         pid_t pid;
-        int pidfd, status;
+        int pidfd, status, program[2] = { -1, -1 };
 
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
                 _exit(126);
@@ -307,8 +335,27 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 _exit(126);
 
-        /* Wait for the go: the scope exists and we are in it. */
-        for (;;) {
+        if (early) {
+                /* The program's pipe: its read end becomes bwrap's SANDBOX_FD_SECCOMP, only we
+                 * hold the write end (close-on-exec), sized to take the program in one write. */
+                struct stat st;
+
+                if (pipe2(program, O_CLOEXEC) < 0 || fstat(SANDBOX_FD_SECCOMP, &st) < 0)
+                        _exit(124);
+                /* Above the layout: a free slot of it (no code fd, say) is closed again below. */
+                for (int i = 0; i < 2; i++) {
+                        int fd = fcntl(program[i], F_DUPFD_CLOEXEC, SANDBOX_FD_INFO + 1);
+                        if (fd < 0)
+                                _exit(124);
+                        (void) close(program[i]);
+                        program[i] = fd;
+                }
+                if (st.st_size > 65536 && fcntl(program[1], F_SETPIPE_SZ, (int) st.st_size) < 0)
+                        _exit(124);
+        }
+
+        /* Wait for the go: the scope exists and we are in it. (Early start: later, see below.) */
+        for (; !early;) {
                 ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -324,6 +371,8 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
         if (pid < 0)
                 _exit(124);
         if (pid == 0) {
+                if (early && dup2(program[0], SANDBOX_FD_SECCOMP) < 0)
+                        _exit(124);
                 (void) close(KEEPER_FD_CONTROL);
                 (void) close(KEEPER_FD_REPORT);
                 set_limit(RLIMIT_CORE, 0);
@@ -338,9 +387,13 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
                 _exit(127);
         }
 
-        /* The keeper holds no end of the payload's stdio. */
+        /* The keeper holds no end of the payload's stdio (early start: it keeps the program). */
         for (int fd = 0; fd <= SANDBOX_FD_CODE; fd++)
-                (void) close(fd);
+                if (!early || fd != SANDBOX_FD_SECCOMP)
+                        (void) close(fd);
+        (void) close(SANDBOX_FD_INFO);
+        if (early)
+                (void) close(program[0]);
 
         format_report(line, 'S', (int) pid);
         write_all(KEEPER_FD_REPORT, line);
@@ -355,14 +408,27 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
                         break;
                 if (p[0].revents) {
                         ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
-                        if (k <= 0 || c == 'K')
+                        if (k <= 0 || c == 'K') {
                                 (void) kill(pid, SIGKILL);
+                                /* The pid 1 waits for its program, and is not yet bound to bwrap's
+                                 * life: an empty program ends it. */
+                                program[1] = safe_close_keeper(program[1]);
+                        }
                         if (k <= 0)
                                 break;
+                        if (c == 'G' && program[1] >= 0) {
+                                /* Everything is in the scope: let the sandbox's pid 1 go on. */
+                                if (keeper_release_program(program[1]) < 0)
+                                        (void) kill(pid, SIGKILL);
+                                program[1] = safe_close_keeper(program[1]);
+                                (void) close(SANDBOX_FD_SECCOMP);
+                        }
                 }
                 if (pidfd < 0 || p[1].revents) {
                         if (waitpid(pid, &status, WNOHANG) == pid) {
-                                /* The sandbox's pid 1, if it outlived bwrap (see above). */
+                                /* The sandbox's pid 1, if it outlived bwrap (see above); if it
+                                 * still waits for its program, an empty one ends it. */
+                                program[1] = safe_close_keeper(program[1]);
                                 while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
                                         ;
                                 format_report(line, 'X', status);
@@ -375,7 +441,9 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
                 }
         }
         (void) kill(pid, SIGKILL);
-        (void) waitpid(pid, &status, 0);
+        program[1] = safe_close_keeper(program[1]);
+        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
         _exit(0);
 }
 
@@ -399,14 +467,14 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
         }
         if (pid == 0) {
                 /* target fd → source fd; move every source out of the way first. */
-                int src[10] = {
+                int src[11] = {
                         fds->stdin_fd, out[1], err[1], fds->seccomp_fd, fds->passwd_fd, fds->group_fd,
-                        fds->hosts_fd, fds->code_fd, ctl[0], rep[1],
+                        fds->hosts_fd, fds->code_fd, ctl[0], rep[1], fds->info_fd,
                 };
-                int high[10];
+                int high[11];
 
                 child_reset_signals();
-                for (int i = 0; i < 10; i++) {
+                for (int i = 0; i < 11; i++) {
                         high[i] = -1;
                         if (src[i] < 0)
                                 continue;
@@ -414,7 +482,7 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                         if (high[i] < 0)
                                 _exit(123);
                 }
-                for (int i = 0; i < 10; i++) {
+                for (int i = 0; i < 11; i++) {
                         if (high[i] < 0) {
                                 (void) close(i);
                                 continue;
@@ -425,8 +493,8 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 /* Only the keeper's own two pipes stay close-on-exec. */
                 (void) fcntl(KEEPER_FD_CONTROL, F_SETFD, FD_CLOEXEC);
                 (void) fcntl(KEEPER_FD_REPORT, F_SETFD, FD_CLOEXEC);
-                (void) syscall(SYS_close_range, 10U, ~0U, 0U);
-                keeper_main(bwrap, argv, limits, parent);
+                (void) syscall(SYS_close_range, 11U, ~0U, 0U);
+                keeper_main(bwrap, argv, limits, parent, fds->info_fd >= 0);
         }
 
         safe_close(out[1]);

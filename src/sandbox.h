@@ -14,6 +14,7 @@
 #define SANDBOX_FD_GROUP   5
 #define SANDBOX_FD_HOSTS   6
 #define SANDBOX_FD_CODE    7
+#define SANDBOX_FD_INFO    10     /* bwrap --info-fd (early start only) */
 
 typedef struct SandboxProbeReport {
         SandboxProbe probe;
@@ -41,6 +42,9 @@ typedef struct SandboxFds {
         int stdin_fd;            /* becomes fd 0 (a memfd or /dev/null) */
         int seccomp_fd;
         int passwd_fd, group_fd, hosts_fd, code_fd;   /* -1 = none */
+        /* The write end of a pipe for bwrap's --info-fd, or -1. With it, the keeper starts bwrap at
+         * once (early start, see sandbox_spawn()). */
+        int info_fd;
 } SandboxFds;
 
 typedef struct SandboxProcess {
@@ -56,6 +60,14 @@ typedef struct SandboxProcess {
  * sandbox_spawn() - fork the keeper, which waits for 'G' on its control pipe, then forks and
  * execs bwrap with @argv (fds laid out as SANDBOX_FD_*), an explicit minimal environment and
  * @limits, reports its pid and, later, its wait status, then waits to be released.
+ *
+ * Early start (@fds->info_fd set, @argv has --info-fd SANDBOX_FD_INFO): the keeper execs bwrap at
+ * once, but bwrap gets its seccomp program through a pipe, not the memfd: bwrap reads it to EOF
+ * in the sandbox's pid 1 after it has built the whole sandbox and before it forks the payload,
+ * so the sandbox is built while systemd makes the scope, and nothing runs until 'G', on which the
+ * keeper writes the program in one write() and closes the pipe. If the keeper dies first, bwrap
+ * reads an empty program, which it refuses: it fails closed. The caller puts the keeper, bwrap
+ * ("S<pid>") and the pid 1 (from the --info-fd JSON) into the scope before 'G'.
  * Return: 0 or -errno.
  */
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,

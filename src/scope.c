@@ -30,7 +30,8 @@ struct Scope {
         ScopeManager *manager;
         Scope *prev, *next;
         char *name;
-        pid_t pid;
+        pid_t pids[SCOPE_PIDS_MAX];
+        size_t n_pids;
         ScopeLimits limits;
         char *description;
         sd_bus_slot *start_slot;
@@ -152,7 +153,21 @@ static int append_properties(sd_bus_message *m, const Scope *s, bool oom_policy)
                                   "CPUAccounting", "b", 1);
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(m, "(sv)", "PIDs", "au", 1, (uint32_t) s->pid);
+        r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", "PIDs");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'v', "au");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "u");
+        for (size_t i = 0; r >= 0 && i < s->n_pids; i++)
+                r = sd_bus_message_append(m, "u", (uint32_t) s->pids[i]);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
         if (r >= 0 && s->limits.memory_max > 0)
                 r = sd_bus_message_append(m, "(sv)(sv)", "MemoryMax", "t", s->limits.memory_max,
                                           "MemorySwapMax", "t", (uint64_t) 0);
@@ -228,18 +243,21 @@ static int start_send(Scope *s) {
         return r;
 }
 
-int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits *limits,
-                const char *description, ScopeStartedFn cb, void *userdata, Scope **ret) {
+int scope_start_pids(ScopeManager *sm, const char *name, const pid_t *pids, size_t n_pids, const ScopeLimits *limits,
+                     const char *description, ScopeStartedFn cb, void *userdata, Scope **ret) {
         Scope *s;
         int r;
 
+        if (n_pids == 0 || n_pids > SCOPE_PIDS_MAX)
+                return -EINVAL;
         r = ensure_subscribed(sm);
         if (r < 0)
                 return r;
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
-        *s = (Scope) { .manager = sm, .pid = pid, .limits = *limits, .cb = cb, .userdata = userdata };
+        *s = (Scope) { .manager = sm, .n_pids = n_pids, .limits = *limits, .cb = cb, .userdata = userdata };
+        memcpy(s->pids, pids, n_pids * sizeof(pid_t));
         s->name = strdup(name);
         s->description = strdup(description);
         if (!s->name || !s->description) {
@@ -260,6 +278,11 @@ int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits
         }
         *ret = s;
         return 0;
+}
+
+int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits *limits,
+                const char *description, ScopeStartedFn cb, void *userdata, Scope **ret) {
+        return scope_start_pids(sm, name, &pid, 1, limits, description, cb, userdata, ret);
 }
 
 int scope_kill_by_name(ScopeManager *sm, const char *name) {

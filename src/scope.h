@@ -49,6 +49,10 @@ int scope_manager_probe(ScopeManager *sm, char **ret_reason);
  */
 int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits *limits,
                 const char *description, ScopeStartedFn cb, void *userdata, Scope **ret);
+/* scope_start_pids() - the same around up to SCOPE_PIDS_MAX processes, moved in one job. */
+#define SCOPE_PIDS_MAX 4
+int scope_start_pids(ScopeManager *sm, const char *name, const pid_t *pids, size_t n_pids, const ScopeLimits *limits,
+                     const char *description, ScopeStartedFn cb, void *userdata, Scope **ret);
 /* scope_kill_by_name() - SIGKILL every process of a unit we did not start (recovery). */
 int scope_kill_by_name(ScopeManager *sm, const char *name);
 /* scope_kill() - SIGKILL every process of the scope (asynchronous). */

@@ -285,6 +285,46 @@ static void test_some_fds(void **state) {
         strv_free(a);
 }
 
+/* Early start (with a scope): --info-fd just before --seccomp; an info fd of 0..2 means none. */
+static void test_info_fd(void **state) {
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.info_fd = 10;
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--info-fd", "10",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+
+        spec.info_fd = 2;
+        a = build_ok(&spec, &probe);
+        for (char **p = a; *p; p++)
+                assert_string_not_equal(*p, "--info-fd");
+        strv_free(a);
+}
+
 /* A /tmp size (just before its --tmpfs) and a working directory below /workspace. */
 static void test_tmp_size_and_cwd(void **state) {
         SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
@@ -652,6 +692,7 @@ int main(void) {
                 cmocka_unit_test(test_robind_proc_no_userns_unmerged),
                 cmocka_unit_test(test_merged_lib_dirs_etc_files_all_fds),
                 cmocka_unit_test(test_some_fds),
+                cmocka_unit_test(test_info_fd),
                 cmocka_unit_test(test_tmp_size_and_cwd),
                 cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_payload_argv_verbatim),

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sandbox_spawn() with real bwrap, in early-start mode (what runs with a scope): bwrap builds the
+ * sandbox at once but runs nothing until the keeper gets 'G'; if the keeper dies or is told 'K'
+ * first, the payload never runs (bwrap reads an empty seccomp program and refuses it). Without
+ * a scope in sight: the test plays the daemon's part (reads "S<pid>" and the --info-fd JSON).
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "sandbox.h"
+#include "seccomp-profile.h"
+#include "util/fd-util.h"
+#include "util/macro.h"
+#include "util/strv.h"
+
+typedef struct Fixture {
+        char dir[64];
+        SandboxProbeReport probe;
+        SandboxProcess proc;
+        int info_fd;            /* read end */
+        pid_t bwrap_pid, init_pid;
+} Fixture;
+
+static int setup(void **state) {
+        Fixture *f = calloc(1, sizeof(*f));
+
+        assert_non_null(f);
+        strcpy(f->dir, "/tmp/test-sandbox-spawn.XXXXXX");
+        assert_non_null(mkdtemp(f->dir));
+        assert_int_equal(chmod(f->dir, 0777), 0);   /* the sandbox's uid writes here */
+        assert_int_equal(sandbox_probe("/usr/bin/bwrap", &f->probe), 0);
+        assert_true(f->probe.usable);
+        f->info_fd = -1;
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+        char path[128];
+
+        (void) snprintf(path, sizeof(path), "%s/ran", f->dir);
+        (void) unlink(path);
+        (void) rmdir(f->dir);
+        sandbox_process_done(&f->proc);
+        safe_close(f->info_fd);
+        sandbox_probe_report_done(&f->probe);
+        free(f);
+        return 0;
+}
+
+/* Read one line from @fd (blocking, 10 s at most) into @buf. */
+static void read_line(int fd, char *buf, size_t size) {
+        size_t n = 0;
+
+        while (n < size - 1) {
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                ssize_t k;
+
+                assert_int_equal(poll(&p, 1, 10000), 1);
+                k = read(fd, buf + n, 1);
+                assert_int_equal(k, 1);
+                if (buf[n] == '\n')
+                        break;
+                n++;
+        }
+        buf[n] = '\0';
+}
+
+/* Start `sh -c 'touch /workspace/ran'` early; wait for "S" and the sandbox's pid 1. */
+static void spawn_early(Fixture *f) {
+        char *payload[] = { (char *) "/bin/sh", (char *) "-c", (char *) "touch /workspace/ran", NULL };
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_free_ char *err = NULL;
+        _cleanup_close_ int seccomp_fd = -EBADF, stdin_fd = -EBADF;
+        int info[2];
+        char line[64], json[256];
+        size_t n = 0;
+        json_object *o, *v;
+
+        SandboxSpec spec = {
+                .workspace = f->dir, .cwd = "", .argv = payload, .tmp_size = 16ULL << 20,
+                .seccomp_fd = SANDBOX_FD_SECCOMP, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
+                .code_fd = -1, .info_fd = SANDBOX_FD_INFO,
+        };
+        assert_int_equal(sandbox_argv_build(&spec, &f->probe.probe, &argv), 0);
+        assert_int_equal(seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &seccomp_fd, &err), 0);
+        stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(stdin_fd >= 0);
+        assert_int_equal(pipe2(info, O_CLOEXEC), 0);
+        SandboxFds fds = {
+                .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = -1, .group_fd = -1,
+                .hosts_fd = -1, .code_fd = -1, .info_fd = info[1],
+        };
+        assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 },
+                                       &f->proc), 0);
+        safe_close(info[1]);
+        f->info_fd = info[0];
+
+        /* No 'G' was sent, and yet bwrap runs: it reports at once. */
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_int_equal(line[0], 'S');
+        f->bwrap_pid = atoi(line + 1);
+        assert_true(f->bwrap_pid > 1);
+
+        for (;;) {
+                struct pollfd p = { .fd = f->info_fd, .events = POLLIN };
+                ssize_t k;
+
+                assert_int_equal(poll(&p, 1, 10000), 1);
+                k = read(f->info_fd, json + n, sizeof(json) - 1 - n);
+                assert_true(k >= 0);
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+        }
+        json[n] = '\0';
+        o = json_tokener_parse(json);
+        assert_non_null(o);
+        assert_true(json_object_object_get_ex(o, "child-pid", &v));
+        f->init_pid = (pid_t) json_object_get_int(v);
+        json_object_put(o);
+        assert_true(f->init_pid > 1);
+        assert_int_not_equal(f->init_pid, f->bwrap_pid);
+}
+
+/* Reap whatever comes to us (we are a subreaper: the sandbox's pid 1 too, if orphaned) until
+ * nothing of the spawn is left; 10 s at most. */
+static void reap_all(void) {
+        for (unsigned i = 0; i < 1000; i++) {
+                pid_t p = waitpid(-1, NULL, WNOHANG);
+                if (p < 0 && errno == ECHILD)
+                        return;
+                if (p == 0)
+                        (void) nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        fail_msg("children still running after 10 s");
+}
+
+static bool ran(const Fixture *f) {
+        char path[128];
+
+        (void) snprintf(path, sizeof(path), "%s/ran", f->dir);
+        return access(path, F_OK) == 0;
+}
+
+/* The sandbox is built and waits: after a while, still nothing ran. */
+static void assert_waiting(const Fixture *f) {
+        (void) nanosleep(&(struct timespec) { .tv_nsec = 200 * 1000 * 1000 }, NULL);
+        assert_false(ran(f));
+        if (kill(f->init_pid, 0) < 0) {
+                char buf[4096];
+                ssize_t k;
+
+                (void) fd_nonblock(f->proc.stderr_fd, 1);
+                k = read(f->proc.stderr_fd, buf, sizeof(buf) - 1);
+                buf[k > 0 ? k : 0] = '\0';
+                fail_msg("the sandbox's pid 1 is gone (%m); bwrap said: %s", buf);
+        }
+}
+
+static void test_go_runs_the_payload(void **state) {
+        Fixture *f = *state;
+        char line[64];
+
+        spawn_early(f);
+        assert_waiting(f);
+        assert_int_equal(write(f->proc.control_fd, "G", 1), 1);
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_string_equal(line, "X0");
+        assert_true(ran(f));
+        f->proc.control_fd = safe_close(f->proc.control_fd);   /* release the keeper */
+        reap_all();
+}
+
+static void test_keeper_killed_before_go(void **state) {
+        Fixture *f = *state;
+
+        spawn_early(f);
+        assert_waiting(f);
+        /* What happens when the daemon dies, or releases the sandbox before the scope exists. */
+        assert_int_equal(kill(f->proc.keeper_pid, SIGKILL), 0);
+        reap_all();
+        assert_int_equal(kill(f->init_pid, 0), -1);
+        assert_false(ran(f));
+}
+
+static void test_kill_before_go(void **state) {
+        Fixture *f = *state;
+        char line[64];
+        int status;
+
+        spawn_early(f);
+        assert_waiting(f);
+        assert_int_equal(write(f->proc.control_fd, "K", 1), 1);
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_int_equal(line[0], 'X');
+        status = atoi(line + 1);
+        assert_false(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        f->proc.control_fd = safe_close(f->proc.control_fd);
+        reap_all();
+        assert_false(ran(f));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_go_runs_the_payload, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_keeper_killed_before_go, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_kill_before_go, setup, teardown),
+        };
+
+        /* Orphans of the spawn (the keeper's children when it is killed) come to us. */
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                return 1;
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
