@@ -276,6 +276,7 @@ Manager *manager_free(Manager *m) {
         execution_quota_cache_flush(m);
         egress_teardown(m);
         m->gc_task = child_task_free(m->gc_task);
+        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
         m->usage_task = child_task_free(m->usage_task);
         m->cas = cas_free(m->cas);
         m->scopes = scope_manager_free(m->scopes);
@@ -527,6 +528,10 @@ int manager_recover(Manager *m) {
 }
 
 #define GC_EVERY_SNAPSHOTS 20
+/* The gc holds the store exclusively while it sweeps, and snapshots wait for it: it runs once
+ * no snapshot was published for a moment, or, under steady load, after this many anyway. */
+#define GC_QUIET_USEC (2 * USEC_PER_SEC)
+#define GC_FORCE_SNAPSHOTS 2000
 
 static int gc_child(int out_fd, void *userdata) {
         Manager *m = userdata;
@@ -556,12 +561,39 @@ static void on_gc_done(ChildTask *t, int error, const char *out, void *userdata)
                   m->config.snapshot_retention, out);
 }
 
-void manager_snapshot_published(Manager *m) {
-        if (m->config.snapshot_retention == 0 || m->gc_task ||
-            m->n_snapshots - m->n_snapshots_at_gc < GC_EVERY_SNAPSHOTS)
+static void gc_start(Manager *m) {
+        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
+        if (m->gc_task)
                 return;
         if (child_task_start(m->event, gc_child, on_gc_done, m, &m->gc_task) < 0)
                 log_warning("Failed to start pruning the snapshot store, ignoring.");
+}
+
+static int on_gc_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        gc_start(userdata);
+        return 0;
+}
+
+void manager_snapshot_published(Manager *m) {
+        int r;
+
+        if (m->config.snapshot_retention == 0 || m->gc_task ||
+            m->n_snapshots - m->n_snapshots_at_gc < GC_EVERY_SNAPSHOTS)
+                return;
+        if (m->n_snapshots - m->n_snapshots_at_gc >= GC_FORCE_SNAPSHOTS) {
+                gc_start(m);
+                return;
+        }
+        /* (Re)arm: it fires once snapshots paused for GC_QUIET_USEC. */
+        if (m->gc_timer)
+                r = sd_event_source_set_time_relative(m->gc_timer, GC_QUIET_USEC);
+        else
+                r = sd_event_add_time_relative(m->event, &m->gc_timer, CLOCK_MONOTONIC, GC_QUIET_USEC,
+                                               100 * USEC_PER_MSEC, on_gc_timer, m);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->gc_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                gc_start(m);
 }
 
 #define USAGE_MAX_AGE_USEC (30 * USEC_PER_SEC)

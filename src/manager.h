@@ -40,6 +40,7 @@ typedef struct Manager {
         uint64_t n_snapshots;
         uint64_t n_snapshots_at_gc;
         struct ChildTask *gc_task;
+        sd_event_source *gc_timer;       /* the gc waits for a pause in snapshots */
         /* Quota watchers kept between runs (the index of a big workspace costs a full scan). */
         struct QuotaCacheEntry {
                 char ws[129];

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -138,6 +139,11 @@ static int floor_bwrap(const char *bwrap, char **argv, uint64_t *lat, size_t n) 
                 }
                 int status;
                 (void) waitpid(pid, &status, 0);
+                /* bwrap exits once its pid 1 has reported the payload's status, before that pid 1
+                 * (and so the pid namespace) is gone; as a subreaper we get and reap it, as the
+                 * daemon's keeper does: the floor is the sandbox run to its end. */
+                while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                        ;
                 lat[i] = now_ns() - t0;
                 safe_close(sfd);
                 safe_close(pfd);
@@ -304,6 +310,10 @@ int main(int argc, char *argv[]) {
                 return 2;
         }
         curl_global_init(CURL_GLOBAL_DEFAULT);
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+                perror("PR_SET_CHILD_SUBREAPER");
+                return 1;
+        }
 
         uint64_t *lat = calloc(n, sizeof(uint64_t));
         (void) snprintf(workspace, sizeof(workspace), "%s/bench-floor", state);

@@ -371,6 +371,48 @@ def c_snapshot_after_all(ctx, res):
                   "(%d bytes, last line %r)" % (k, len(r.body), r.body[-12:], len(later), later[-12:]))
 
 
+@case("3 snapshot retention: with SnapshotRetention=3, 25 runs in one workspace leave the 3 newest revisions once "
+      "the runs pause (the gc waits for a quiet moment); their files still read")
+def c_retention(ctx, res):
+    d3 = W.Daemon(ctx.daemon_path, keep_tmp=ctx.d.keep_tmp, run_as=ctx.d.run_as)
+    ctx.extra_daemons.append(d3)
+    with open(d3.conf, "a") as f:
+        f.write("SnapshotRetention=3\n")   # CONFIG_TEXT ends in [Quota]
+    try:
+        d3.start()
+    except (L.DaemonError, OSError) as e:
+        res.fail("daemon with SnapshotRetention=3 did not start: %s" % e)
+        return
+    c3 = W.Client(d3, ctx.budget)
+    ws, ids = "retain", []
+    for i in range(25):
+        j = run_sync(res, ctx, ctx.body(ws, "echo %d > n.txt" % i, ctx.new_id("rt")), client=c3)
+        if not expect_exited0(res, j, "run %d" % i):
+            return
+        ids.append(j["executionId"])
+    r, err = c3.get("/workspaces/%s/revisions" % ws)
+    n_busy = len((r.json() or {}).get("revisions") or []) if r is not None and r.status == 200 else None
+    res.note("revisions right after the 25th run: %s (the gc waits for a pause)" % n_busy)
+    deadline, revs = now() + 10, None
+    while now() < deadline:
+        time.sleep(0.5)
+        r, err = c3.get("/workspaces/%s/revisions" % ws)
+        if r is None or r.status != 200:
+            res.fail("GET revisions: %s" % (r.brief() if r else err))
+            return
+        revs = [x.get("executionId") for x in (r.json() or {}).get("revisions") or []]
+        if len(revs) <= 3:
+            break
+    res.note("revisions after the pause: %s" % revs)
+    if not res.check(revs is not None and sorted(revs) == sorted(ids[-3:]),
+                     "expected exactly the 3 newest revisions %s, got %s" % (ids[-3:], revs)):
+        return
+    for k, eid in enumerate(ids[-3:]):
+        r, err = c3.get("/workspaces/%s/revisions/%s/files/n.txt" % (ws, eid))
+        res.check(r is not None and r.status == 200 and r.body == b"%d\n" % (22 + k),
+                  "n.txt of kept revision %s: %s" % (eid, r.brief() if r else err))
+
+
 @case("3 snapshots: identical content stored once (no new object for an unchanged tree; 2 same files -> 1 blob)")
 def c_dedup(ctx, res):
     ws = "dedup"
