@@ -1,11 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* sandbox-runner-bridge: inside an egress sandbox, relays TCP connections on loopback to the bind-mounted
- * egress gateway socket, and runs the workload as its child, passing its exit status on. */
+/* sandbox-runner-bridge: inside an egress sandbox, hands TCP connections on loopback over to the
+ * bind-mounted egress gateway socket, and runs the workload as its child, passing its exit status on. */
 
 /*
  * Static, libc only, single-threaded: one epoll loop carries a signalfd (SIGCHLD and the signals
- * forwarded to the workload), the listening socket and both ends of every relay. A relay never looks
- * at the bytes. Each direction ("flow") reads once from its source (splice() into a pipe, or read()
+ * forwarded to the workload), the listening socket and, while they are set up, its connections.
+ *
+ * By default each accepted connection is handed over: the bridge connects to the gateway's AF_UNIX
+ * socket, sends one NUL byte with the accepted TCP socket attached (SCM_RIGHTS) and closes both;
+ * the gateway identifies the execution from the AF_UNIX connection and then reads the request from,
+ * and relays on, the TCP socket itself (src/egress/handoff.h). No byte of the workload's passes
+ * through the bridge, and the data path has one hop less.
+ *
+ * With --relay, the bridge relays the bytes itself instead (the original protocol: the gateway sees
+ * a plain byte-stream client). A relay never looks at the bytes. Each direction ("flow") reads once from its source (splice() into a pipe, or read()
  * into a 64 KiB buffer) and writes all of it to its destination before it reads again, so memory
  * is bounded per relay, and the number of relays is capped. An fd is in the epoll set only while the
  * relay waits for it (relay_update()), so a level-triggered EPOLLHUP/EPOLLERR cannot spin.
@@ -37,7 +45,9 @@
 
 #include "../util/macro.h"
 
-#define MAX_RELAYS 256                          /* beyond this, connections are accepted and closed */
+#define MAX_RELAYS 256                          /* relayed (or being handed over) at once; beyond this,
+                                                 * connections are accepted and closed */
+#define HANDOFF_MARKER '\0'                     /* the one byte that carries the socket (src/egress/handoff.h) */
 #define COPY_BUFFER_SIZE (64U * 1024U)          /* per flow in read/write mode */
 #define SPLICE_CHUNK (1U << 20)                 /* asked for; the pipe's capacity bounds it */
 #define RETRY_MSEC 10                           /* gateway backlog full: connect() again this often */
@@ -67,7 +77,7 @@ typedef struct Relay {
 typedef struct Bridge {
         int epoll_fd, signal_fd, listen_fd;
         pid_t child;
-        bool splice, listen_paused, gateway_warned;
+        bool splice, relay, listen_paused, gateway_warned;
         struct sockaddr_un gateway;
         socklen_t gateway_len;
         unsigned n_relays, max_relays, n_connecting;
@@ -225,7 +235,38 @@ fail:
         relay_close(b, r);
 }
 
-/* 0 = connected, or to be retried; <0 = give up. */
+/* Sends the client's socket to the gateway: one marker byte with the fd attached. */
+static int relay_handoff(Relay *r) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control = {};
+        char marker = HANDOFF_MARKER;
+        struct iovec iov = { .iov_base = &marker, .iov_len = 1 };
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = &control,
+                .msg_controllen = sizeof(control),
+        };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &r->fd[0], sizeof(int));
+        for (;;) {
+                ssize_t n = sendmsg(r->fd[1], &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+                if (n == 1)
+                        return 0;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                return n < 0 ? -errno : -EIO;
+        }
+}
+
+/* 0 = connected (and, unless relaying, handed over and closed), or to be retried; <0 = give up. */
 static int relay_connect(Bridge *b, Relay *r) {
         int k;
 
@@ -233,7 +274,20 @@ static int relay_connect(Bridge *b, Relay *r) {
                 if (r->connect_deadline > 0)
                         b->n_connecting--;
                 r->connect_deadline = 0;
-                return relay_update(b, r);
+                if (b->relay)
+                        return relay_update(b, r);
+                /* The gateway owns the connection now; our copies go. */
+                k = relay_handoff(r);
+                if (k < 0) {
+                        if (!b->gateway_warned)
+                                (void) log_errno(k, "Failed to hand a connection over to the egress gateway "
+                                                 "'%s', closing it (further failures are not reported): %m",
+                                                 b->gateway.sun_path);
+                        b->gateway_warned = true;
+                        return k;
+                }
+                relay_close(b, r);
+                return 0;
         }
         k = -errno;
         if (k == -EAGAIN) {
@@ -264,8 +318,8 @@ static void relay_start(Bridge *b, int client_fd) {
 
         r->fd[1] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (r->fd[1] < 0 ||
-            flow_init(&r->flow[0], r->fd[0], r->fd[1], b->splice) < 0 ||
-            flow_init(&r->flow[1], r->fd[1], r->fd[0], b->splice) < 0 ||
+            (b->relay && flow_init(&r->flow[0], r->fd[0], r->fd[1], b->splice) < 0) ||
+            (b->relay && flow_init(&r->flow[1], r->fd[1], r->fd[0], b->splice) < 0) ||
             relay_connect(b, r) < 0)
                 relay_close(b, r);
 }
@@ -352,6 +406,7 @@ static int parse_argv(int argc, char *argv[], Bridge *b, const char **ret_listen
                 { "gateway",   required_argument, NULL, 'g' },
                 { "listen",    required_argument, NULL, 'l' },
                 { "no-splice", no_argument,       NULL, 'S' },
+                { "relay",     no_argument,       NULL, 'R' },
                 { "help",      no_argument,       NULL, 'h' },
                 {}
         };
@@ -370,11 +425,15 @@ static int parse_argv(int argc, char *argv[], Bridge *b, const char **ret_listen
                 case 'S':
                         b->splice = false;
                         break;
+                case 'R':
+                        b->relay = true;
+                        break;
                 case 'h':
-                        printf("%s --gateway PATH [--listen IPV4:PORT] [--no-splice] -- COMMAND [ARGS...]\n\n"
-                               "Runs COMMAND and relays TCP connections on IPV4:PORT (default\n"
-                               "127.0.0.1:18118) to the egress gateway's unix socket PATH. Started by\n"
-                               "sandbox-runnerd inside a sandbox; not meant to be run by hand.\n",
+                        printf("%s --gateway PATH [--listen IPV4:PORT] [--relay [--no-splice]] -- COMMAND [ARGS...]\n\n"
+                               "Runs COMMAND and hands TCP connections on IPV4:PORT (default\n"
+                               "127.0.0.1:18118) over to the egress gateway's unix socket PATH (with\n"
+                               "--relay: relays their bytes to it). Started by sandbox-runnerd inside a\n"
+                               "sandbox; not meant to be run by hand.\n",
                                program_invocation_short_name);
                         return 0;
                 default:
@@ -437,9 +496,10 @@ static void bridge_size(Bridge *b, struct rlimit *ret_saved) {
                 rl = *ret_saved;
         if (rl.rlim_cur == RLIM_INFINITY)
                 return;
-        /* 6 fds per relay with splice (2 sockets, 2 pipes), 2 without; 16 kept for the rest. */
+        /* 6 fds per relay with splice (2 sockets, 2 pipes), 2 without or when handing over; 16 kept
+         * for the rest. */
         fds = rl.rlim_cur > 16 ? rl.rlim_cur - 16 : 0;
-        b->max_relays = MIN((rlim_t) MAX_RELAYS, fds / (b->splice ? 6 : 2));
+        b->max_relays = MIN((rlim_t) MAX_RELAYS, fds / (b->relay && b->splice ? 6 : 2));
 }
 
 static int bridge_loop(Bridge *b, int *ret_status) {

@@ -18,6 +18,7 @@
 #include "egress-policy.h"
 #include "egress/connection.h"
 #include "egress/egress-log-ids.h"
+#include "egress/handoff.h"
 #include "egress/proxy-request.h"
 #include "egress/relay.h"
 #include "egress/resolver.h"
@@ -54,8 +55,10 @@ struct Connection {
         char *execution_id;
         uint64_t last_activity_usec;
 
-        int client_fd;
+        int client_fd;                  /* the AF_UNIX connection, or the TCP socket handed over on it */
         int upstream_fd;
+        bool client_checked;            /* the first read (hand-over or not) is done */
+        bool client_passed;             /* client_fd was handed over: its file is shared with the sender */
         sd_event_source *client_source;
         sd_event_source *upstream_source;
         sd_event_source *timer;
@@ -278,8 +281,16 @@ static int on_linger_readable(Connection *c) {
 static int connection_run_relay(Connection *c) {
         int a, b;
 
+        /* splice() on a handed-over socket follows flags its sender can change: see handoff.h. */
+        if (c->client_passed)
+                handoff_guard_arm();
         a = pump_run(&c->up);
         b = pump_run(&c->down);
+        if (c->client_passed && handoff_guard_disarm() && handoff_socket_blocking(c->client_fd)) {
+                log_notice("Connection of execution %s to %s:%u: the client made its handed-over socket "
+                           "blocking, closing.", c->execution_id, connection_host(c), connection_port(c));
+                return -EPERM;
+        }
         if (a > 0 || b > 0)
                 c->last_activity_usec = now_usec(c);
 
@@ -557,6 +568,48 @@ static int connection_decide(Connection *c) {
         return connection_update_events(c);
 }
 
+/* The first read of an AF_UNIX connection: a hand-over from the bridge (see handoff.h), or the start
+ * of a plain client's request. Return: as recv(), with errno set; a hand-over reads 0 bytes but
+ * is not the end (c->client_passed is then set and client_fd is the TCP socket). */
+static ssize_t connection_first_read(Connection *c) {
+        size_t n = 0;
+        int passed = -EBADF, r;
+
+        r = handoff_receive(c->client_fd, c->head, PROXY_REQUEST_HEAD_MAX, &n, &passed);
+        if (r == -EAGAIN) {
+                errno = EAGAIN;
+                return -1;
+        }
+        if (r > 0 && !handoff_guard_available()) {
+                safe_close(passed);
+                r = -EOPNOTSUPP;
+        }
+        if (r < 0) {
+                log_notice_errno(r, "Refusing a connection of execution %s: %s: %m", c->execution_id,
+                                 r == -EBADMSG ? "malformed hand-over (not exactly one descriptor behind the marker)" :
+                                 r == -EOPNOTSUPP ? "cannot guard handed-over sockets here" :
+                                 "the handed-over descriptor is not a connected TCP socket");
+                errno = -r;
+                return -1;
+        }
+        c->client_checked = true;
+        if (r == 0)
+                return (ssize_t) n;
+
+        /* From now on the client is the TCP socket; the AF_UNIX connection has done its job. */
+        r = sd_event_source_set_io_fd(c->client_source, passed);
+        if (r < 0) {
+                safe_close(passed);
+                errno = -r;
+                return -1;
+        }
+        safe_close(c->client_fd);
+        c->client_fd = passed;
+        c->client_passed = true;
+        errno = EAGAIN;
+        return -1;
+}
+
 static int on_head_readable(Connection *c) {
         for (;;) {
                 size_t end;
@@ -566,7 +619,13 @@ static int on_head_readable(Connection *c) {
                 if (c->head_fill >= PROXY_REQUEST_HEAD_MAX)
                         return connection_refuse(c, DECISION_DENIED, 431, "request head too large");
 
-                n = recv(c->client_fd, c->head + c->head_fill, PROXY_REQUEST_HEAD_MAX - c->head_fill, 0);
+                if (!c->client_checked) {
+                        n = connection_first_read(c);
+                        if (n < 0 && errno == EAGAIN && c->client_passed)
+                                continue;       /* read the head from the handed-over socket right away */
+                } else
+                        n = recv(c->client_fd, c->head + c->head_fill, PROXY_REQUEST_HEAD_MAX - c->head_fill,
+                                 MSG_DONTWAIT);
                 if (n < 0)
                         return errno == EAGAIN || errno == EINTR ? 0 : negative_errno();
                 if (n == 0)
@@ -798,7 +857,10 @@ Connection *connection_free(Connection *c) {
         sd_event_source_disable_unref(c->client_source);
         sd_event_source_disable_unref(c->upstream_source);
         sd_event_source_disable_unref(c->timer);
-        safe_close(c->client_fd);
+        if (c->client_passed)
+                handoff_guard_close(c->client_fd);      /* its sender may have set SO_LINGER */
+        else
+                safe_close(c->client_fd);
         safe_close(c->upstream_fd);
         pump_done(&c->up);
         pump_done(&c->down);
@@ -839,7 +901,15 @@ void connection_unlink(Connection **head, Connection *c) {
 
 void connection_reply_busy(int fd, const char *why) {
         char buf[512];
-        int n;
+        size_t size;
+        int n, passed = -EBADF;
+
+        /* A bridge hands the client's socket over right after connecting: if it is here already,
+         * answer there (the bridge does not read the AF_UNIX connection). */
+        if (handoff_guard_available() && handoff_receive(fd, buf, sizeof(buf), &size, &passed) > 0) {
+                safe_close(fd);
+                fd = passed;
+        }
 
         n = snprintf(buf, sizeof(buf),
                      "HTTP/1.1 503 Service Unavailable\r\n"
@@ -853,5 +923,8 @@ void connection_reply_busy(int fd, const char *why) {
         if (n > 0)
                 (void) send(fd, buf, MIN((size_t) n, sizeof(buf) - 1), MSG_NOSIGNAL | MSG_DONTWAIT);
         (void) shutdown(fd, SHUT_WR);
-        safe_close(fd);
+        if (passed >= 0)
+                handoff_guard_close(fd);
+        else
+                safe_close(fd);
 }

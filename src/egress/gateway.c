@@ -23,6 +23,7 @@
 #include "egress-policy.h"
 #include "egress/connection.h"
 #include "egress/egress-log-ids.h"
+#include "egress/handoff.h"
 #include "egress/peer.h"
 #include "egress/resolver.h"
 #include "log.h"
@@ -568,6 +569,11 @@ static int run(int argc, char *argv[]) {
         sigaddset(&mask, SIGINT);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals: %m");
+        /* Before any resolver thread exists: the guard's timer signals this thread only. */
+        r = handoff_guard_setup();
+        if (r < 0)
+                log_warning_errno(r, "Failed to set up the guard for handed-over sockets, refusing hand-overs "
+                                  "(plain clients still work): %m");
 
         r = sd_event_default(&g->event);
         if (r < 0)

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "egress/handoff.h"
 #include "egress/proxy-request.h"
 #include "egress/relay.h"
 #include "util/macro.h"
@@ -78,7 +79,7 @@ static int flush_queue(Pump *p) {
 
         if (queue_empty(p))
                 return 0;
-        n = send(p->dst, p->queue + p->queue_offset, p->queue_size - p->queue_offset, MSG_NOSIGNAL);
+        n = send(p->dst, p->queue + p->queue_offset, p->queue_size - p->queue_offset, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0)
                 return errno_is_transient(errno) ? 0 : negative_errno();
         p->queue_offset += (size_t) n;
@@ -102,7 +103,7 @@ static int run_body(Pump *p) {
         buf = malloc(PUMP_CHUNK);
         if (!buf)
                 return -ENOMEM;
-        n = recv(p->src, buf, PUMP_CHUNK, 0);
+        n = recv(p->src, buf, PUMP_CHUNK, MSG_DONTWAIT);
         if (n < 0)
                 return errno_is_transient(errno) ? 0 : negative_errno();
         if (n == 0)
@@ -127,7 +128,7 @@ static int copy_chunk(Pump *p) {
         buf = malloc(PUMP_CHUNK);
         if (!buf)
                 return -ENOMEM;
-        n = recv(p->src, buf, PUMP_CHUNK, 0);
+        n = recv(p->src, buf, PUMP_CHUNK, MSG_DONTWAIT);
         if (n < 0)
                 return errno_is_transient(errno) ? 0 : negative_errno();
         if (n == 0) {
@@ -207,7 +208,8 @@ static int pump_step(Pump *p) {
 int pump_run(Pump *p) {
         bool any = false;
 
-        while (p->state == PUMP_RUNNING) {
+        /* A guard that fired (see handoff.h) ends the round: back to the event loop. */
+        while (p->state == PUMP_RUNNING && !handoff_guard_fired()) {
                 int r = pump_step(p);
 
                 if (r < 0) {

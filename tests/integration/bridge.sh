@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # sandbox-runner-bridge inside a real bwrap sandbox (DESIGN.md section 8), against a tiny test
-# gateway (a Python socketserver on a unix socket that answers "GW:" and echoes what it gets):
+# gateway (a Python socketserver on a unix socket that answers "GW:" and echoes what it gets), in
+# two flavours: one that takes the hand-over (the default: one NUL byte carrying the client's TCP
+# socket, then "GW:" and the echo on that socket) and one for --relay (a plain byte stream):
 #  - the binary is static ("not a dynamic executable");
-#  - exact bytes both ways with half-close, 10 MiB each way, 50 concurrent connections, with
-#    splice() and with --no-splice; the 256-connection cap (the 257th is closed, a freed slot is
-#    reused); a missing gateway closes the connection and says so once; a gateway with a full
-#    backlog gets connect() retried for up to 5 s;
+#  - exact bytes both ways with half-close, 10 MiB each way, 50 concurrent connections, handed
+#    over, relayed with splice() and relayed with --no-splice; handed over, 300 connections at
+#    once (nothing of the bridge's stays per connection); relayed, the 256-connection cap (the
+#    257th is closed, a freed slot is reused); a missing gateway closes the connection and says so
+#    once; a gateway with a full backlog gets connect() retried for up to 5 s;
 #  - exit status passthrough: exit 7, SIGKILL (bwrap: 137; the bridge's own wait status: signal 9),
 #    SIGABRT without a core file of the bridge, a missing command (127), usage errors (125);
 #  - SIGTERM/SIGINT/SIGHUP sent to the bridge reach the workload;
@@ -41,10 +44,12 @@ BRIDGE=$(realpath "$BRIDGE")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bridge-test.XXXXXX") || exit 1
 MARKER="bridge-test-marker-$$-$RANDOM"
 GW_PID=
+GW2_PID=
 slow_pid=
 
 cleanup() {
         [[ -n "$GW_PID" ]] && kill "$GW_PID" 2>/dev/null
+        [[ -n "$GW2_PID" ]] && kill "$GW2_PID" 2>/dev/null
         [[ -n "$slow_pid" ]] && kill "$slow_pid" 2>/dev/null
         wait 2>/dev/null
         rm -rf "$WORK"
@@ -72,28 +77,47 @@ check() {
 # ---------------------------------------------------------------------------
 # The test gateway: "GW:" on connect, then an echo until EOF, then close. Logs open/close.
 cat >"$WORK/gw.py" <<'EOF'
-import os, socketserver, sys
+import os, socket, socketserver, sys
 
 LOG = sys.argv[2]
+HANDOFF = sys.argv[3] == "handoff"
 
 def log(word):
     fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.write(fd, (word + "\n").encode())
     os.close(fd)
 
+def take_over(conn):
+    """The hand-over: exactly one NUL byte with exactly one TCP socket attached."""
+    msg, fds, _, _ = socket.recv_fds(conn, 16, 4)
+    if msg != b"\0" or len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise OSError(f"bad hand-over: {msg!r} with {len(fds)} descriptors")
+    s = socket.socket(fileno=fds[0])
+    if s.family != socket.AF_INET or s.type != socket.SOCK_STREAM:
+        raise OSError("the handed-over socket is not TCP")
+    s.setblocking(True)
+    return s
+
 class Handler(socketserver.BaseRequestHandler):
     def handle(self):
-        log("open")
+        s = self.request
         try:
-            self.request.sendall(b"GW:")
+            if HANDOFF:
+                s = take_over(self.request)
+                self.request.close()
+            log("open")
+            s.sendall(b"GW:")
             while True:
-                data = self.request.recv(65536)
+                data = s.recv(65536)
                 if not data:
                     break
-                self.request.sendall(data)
-        except OSError:
-            pass
+                s.sendall(data)
+        except OSError as e:
+            log(f"error {e}")
         finally:
+            s.close()
             log("close")
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -102,11 +126,13 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 Server(sys.argv[1], Handler).serve_forever()
 EOF
-"$PYTHON" "$WORK/gw.py" "$WORK/gw.sock" "$WORK/gw.log" &
+"$PYTHON" "$WORK/gw.py" "$WORK/gw.sock" "$WORK/gw.log" handoff &
 GW_PID=$!
-for _ in $(seq 50); do [[ -S "$WORK/gw.sock" ]] && break; sleep 0.1; done
-if [[ ! -S "$WORK/gw.sock" ]]; then
-        echo "Bail out! the test gateway did not start"
+"$PYTHON" "$WORK/gw.py" "$WORK/gw-relay.sock" "$WORK/gw-relay.log" stream &
+GW2_PID=$!
+for _ in $(seq 50); do [[ -S "$WORK/gw.sock" && -S "$WORK/gw-relay.sock" ]] && break; sleep 0.1; done
+if [[ ! -S "$WORK/gw.sock" || ! -S "$WORK/gw-relay.sock" ]]; then
+        echo "Bail out! the test gateways did not start"
         exit 1
 fi
 
@@ -195,6 +221,16 @@ again.settimeout(5)
 expect(again.recv(3) == b"GW:", "cap: a freed slot is not reused")
 EOF
 
+wl >"$WORK/w-many.py" <<'EOF'
+socks = [socket.create_connection(ADDR) for _ in range(300)]
+for s in socks:
+    s.settimeout(10)
+    expect(s.recv(3) == b"GW:", "many: no greeting")
+for i, s in enumerate(socks):
+    s.sendall(b"%d" % i)
+    expect(s.recv(16) == b"%d" % i, "many: wrong echo")
+EOF
+
 wl >"$WORK/w-idle.py" <<'EOF'
 s = socket.create_connection(ADDR)
 expect(s.recv(3) == b"GW:", "idle: no greeting")
@@ -222,6 +258,10 @@ s.bind(path)
 s.listen(1)
 time.sleep(delay)
 def handle(c):
+    msg, fds, _, _ = socket.recv_fds(c, 16, 1)   # the hand-over
+    c.close()
+    c = socket.socket(fileno=fds[0])
+    c.setblocking(True)
     c.sendall(b"GW:")
     while (d := c.recv(65536)):
         c.sendall(d)
@@ -285,7 +325,7 @@ sandbox() {
                 --uid 1000 --gid 1000 \
                 --ro-bind /usr /usr --symlink usr/lib64 /lib64 --symlink usr/lib /lib \
                 --symlink usr/bin /bin --proc /proc --dev /dev --tmpfs /tmp \
-                --bind "$WORK/gw.sock" /run/sandbox-egress.sock --ro-bind "$BRIDGE" /bridge \
+                --bind "$WORK/${GW_SOCK:-gw.sock}" /run/sandbox-egress.sock --ro-bind "$BRIDGE" /bridge \
                 "${SECCOMP[@]}" \
                 -- /bridge --gateway /run/sandbox-egress.sock "${opts[@]}" -- "$@" 9<"$BPF"
 }
@@ -298,7 +338,7 @@ run_py() {     # run_py SCRIPT [BRIDGE_OPTIONS...]
         sandbox "$@" -- "${argv[@]}"
 }
 
-echo "1..24"
+echo "1..27"
 if (( ${#SECCOMP[@]} )); then
         echo "# sandboxes run under the network seccomp profile"
 else
@@ -316,23 +356,30 @@ rc=$?
 (( rc == 7 ))
 check "exact bytes both ways with half-close; workload exit 7 -> 7 (got $rc)" $? "$WORK/err"
 
-# 3-6
-for mode in splice no-splice; do
+# 3-8
+for mode in handoff relay-splice relay-no-splice; do
         opt=()
-        [[ $mode == no-splice ]] && opt=(--no-splice)
-        run_py w-bulk.py "${opt[@]}" >"$WORK/out" 2>"$WORK/err"
+        sock=gw-relay.sock
+        case $mode in
+        handoff) sock=gw.sock ;;
+        relay-splice) opt=(--relay) ;;
+        relay-no-splice) opt=(--relay --no-splice) ;;
+        esac
+        GW_SOCK=$sock run_py w-bulk.py "${opt[@]}" >"$WORK/out" 2>"$WORK/err"
         rc=$?
         [[ $rc == 0 ]] && diag <"$WORK/out"
         check "$mode: 10 MiB each way, sha256 equal" $rc "$WORK/err" "$WORK/out"
-        run_py w-concurrent.py "${opt[@]}" >"$WORK/out" 2>"$WORK/err"
+        GW_SOCK=$sock run_py w-concurrent.py "${opt[@]}" >"$WORK/out" 2>"$WORK/err"
         check "$mode: 50 concurrent connections, 256 KiB each way, exact bytes" $? "$WORK/err" "$WORK/out"
 done
 
-# 7
-run_py w-cap.py >"$WORK/out" 2>"$WORK/err"
-check "connection 257 is accepted and closed; a freed slot is reused" $? "$WORK/err"
+# 9-10
+GW_SOCK=gw-relay.sock run_py w-cap.py --relay >"$WORK/out" 2>"$WORK/err"
+check "relay: connection 257 is accepted and closed; a freed slot is reused" $? "$WORK/err"
+run_py w-many.py >"$WORK/out" 2>"$WORK/err"
+check "handoff: 300 connections at once, all handed over and served" $? "$WORK/err"
 
-# 8-9
+# 11-12
 sandbox -- python3 -c 'import os; os.kill(os.getpid(), 9)' "$MARKER" 2>"$WORK/err"
 rc=$?
 (( rc == 137 ))
@@ -342,8 +389,14 @@ rc=$?
 (( rc == 127 )) && grep -q "Failed to execute '/nonexistent/command'" "$WORK/err"
 check "missing command: 127 and a message (got $rc)" $? "$WORK/err"
 
-# 10
-# Idle relay open when the workload exits: the bridge (so bwrap) must be gone within 1 s.
+# 13
+# Idle connection open when the workload exits: the bridge (so bwrap) must be gone within 1 s.
+# Connections of earlier tests end asynchronously (their test-gateway threads see EOF late): let
+# them all close before counting.
+for _ in $(seq 100); do
+        (( $(grep -c '^open$' "$WORK/gw.log") == $(grep -c '^close$' "$WORK/gw.log") )) && break
+        sleep 0.1
+done
 : >"$WORK/gw.log"
 run_py w-idle.py >"$WORK/out" 2>"$WORK/err"
 rc=$?
@@ -351,14 +404,14 @@ t_end=$EPOCHREALTIME
 t_exit=$(head -n1 "$WORK/out")
 delay=$(awk -v a="$t_exit" -v b="$t_end" 'BEGIN { printf "%.3f", b - a }')
 (( rc == 0 )) && awk -v d="$delay" 'BEGIN { exit !(d < 1.0) }'
-check "exits ${delay}s after the workload, with an idle relay open" $? "$WORK/err"
+check "exits ${delay}s after the workload, with an idle connection open" $? "$WORK/err"
 
-# 11
+# 14
 sleep 0.3
 opens=$(grep -c '^open$' "$WORK/gw.log")
 closes=$(grep -c '^close$' "$WORK/gw.log")
 (( opens == 1 && closes == 1 ))
-check "the gateway saw the idle relay closed (opens $opens, closes $closes)" $?
+check "the gateway saw the idle connection closed (opens $opens, closes $closes)" $?
 
 # Outside bwrap, in a fresh user+network namespace where lo starts down, to see the bridge's
 # own wait status and to signal it directly. unshare execs the bridge: $! is the bridge.
@@ -371,7 +424,7 @@ DFL_EXEC='import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])'
 
-# 12
+# 15
 if (( UNSHARE_OK )); then
         mapfile -d '' argv < <(py w-echo.py)
         ns_bridge -- "${argv[@]}" >"$WORK/out" 2>"$WORK/err"
@@ -382,13 +435,13 @@ else
         nok "unshare -rn does not work here"
 fi
 
-# 13
+# 16
 unshare -Un "$BRIDGE" --gateway "$WORK/gw.sock" -- true 2>"$WORK/err"
 rc=$?
 (( rc == 125 )) && grep -q "loopback interface 'lo' is down" "$WORK/err"
 check "lo down, no capabilities (unshare -Un): 125 and a clear message (got $rc)" $? "$WORK/err"
 
-# 14-15
+# 17-18
 st=$("$PYTHON" "$WORK/waitstatus.py" unshare -rn "$BRIDGE" --gateway "$WORK/gw.sock" -- \
         "$PYTHON" -c 'import os; os.kill(os.getpid(), 9)' "$MARKER" 2>"$WORK/err")
 [[ "$st" == "signal 9" ]]
@@ -401,7 +454,7 @@ st=$(<"$WORK/st")
 [[ "$st" == "signal 6" ]] && ! compgen -G "$WORK/core*" >/dev/null
 check "workload aborts: the bridge's wait status is signal 6, no core file (got '$st')" $? "$WORK/err"
 
-# 16-18
+# 19-21
 for sig in TERM INT HUP; do
         rm -f "$WORK/ready"
         "$PYTHON" -c "$DFL_EXEC" unshare -rn "$BRIDGE" --gateway "$WORK/gw.sock" -- \
@@ -416,7 +469,7 @@ for sig in TERM INT HUP; do
         check "SIG$sig sent to the bridge reaches the workload (exit $rc, want $want)" $? "$WORK/err"
 done
 
-# 19
+# 22
 mapfile -d '' argv < <(py w-nogw.py)
 unshare -rn "$BRIDGE" --gateway "$WORK/no-such.sock" -- "${argv[@]}" 2>"$WORK/err"
 rc=$?
@@ -424,7 +477,7 @@ count=$(grep -c 'Failed to connect to the egress gateway' "$WORK/err")
 (( rc == 0 && count == 1 ))
 check "no gateway: connections are closed, reported once (exit $rc, $count messages)" $? "$WORK/err"
 
-# 20-21
+# 23-24
 # The gateway's backlog is full for 1.5 s: connect() is retried until it is accepted ...
 "$PYTHON" "$WORK/slow-gw.py" "$WORK/slow1.sock" 1.5 &
 slow_pid=$!
@@ -444,7 +497,7 @@ waited=$(<"$WORK/out")
 check "gateway never accepts: connection closed after 5 s (${waited}s)" $? "$WORK/err" "$WORK/out"
 kill "$slow_pid"
 
-# 22
+# 25
 "$BRIDGE" -- true 2>"$WORK/err"
 rc1=$?
 "$BRIDGE" --gateway "$WORK/gw.sock" 2>>"$WORK/err"
@@ -454,7 +507,7 @@ rc3=$?
 (( rc1 == 125 && rc2 == 125 && rc3 == 125 ))
 check "usage errors exit 125 (got $rc1 $rc2 $rc3)" $? "$WORK/err"
 
-# 23
+# 26
 sleep 0.2
 left=()
 for f in /proc/[0-9]*/cmdline; do
@@ -466,8 +519,8 @@ for p in "${left[@]}"; do tr '\0' ' ' </proc/"$p"/cmdline; echo; done >"$WORK/ou
 (( ${#left[@]} == 0 ))
 check "no bridge or workload process left (${#left[@]})" $? "$WORK/out"
 
-# 24
-kill -0 "$GW_PID" 2>/dev/null
-check "the test gateway is still running" $?
+# 27
+kill -0 "$GW_PID" 2>/dev/null && kill -0 "$GW2_PID" 2>/dev/null
+check "the test gateways are still running" $?
 
 exit $(( failed > 0 ))

@@ -613,6 +613,208 @@ def test_head_deadline(gw):
        f"an unfinished head is answered 408 and closed after the 10 s deadline ({elapsed:.1f} s)", data[:200])
 
 
+# ------------------------------------------------------------------------------------------------
+# Hand-over (what sandbox-runner-bridge does): one NUL byte on the AF_UNIX connection carrying the
+# client's TCP socket; the gateway then serves that socket and drops the AF_UNIX connection.
+
+
+def tcp_pair():
+    """A connected TCP pair on loopback: (client, accepted)."""
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+    c = socket.create_connection(ls.getsockname(), timeout=15)
+    s, _ = ls.accept()
+    ls.close()
+    c.settimeout(15)
+    return c, s
+
+
+def hand_over(gw, fds, data=b"\0"):
+    u = connect(gw)
+    socket.send_fds(u, [data], fds)
+    return u
+
+
+def closed_soon(s, timeout=5):
+    """True if the peer closes s (EOF or reset) within timeout, with nothing sent first."""
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except OSError:
+        return False
+
+
+def pipe_released(r, timeout=5):
+    """True once every write end of the pipe whose read end is r is closed (EOF on r)."""
+    import select
+    ready, _, _ = select.select([r], [], [], timeout)
+    return bool(ready) and os.read(r, 1) == b""
+
+
+def gateway_fds(gw):
+    try:
+        return len(os.listdir(f"/proc/{gw.proc.pid}/fd"))
+    except OSError:
+        return -1
+
+
+def test_handoff(gw):
+    base = gateway_fds(gw)
+
+    # A well-formed hand-over: the tunnel runs on the TCP socket; the AF_UNIX connection is closed.
+    c, s = tcp_pair()
+    u = hand_over(gw, [s.fileno()])
+    s.close()
+    ok(closed_soon(u), "hand-over: the gateway closes the AF_UNIX connection once it has the TCP socket")
+    u.close()
+    c.sendall(f"CONNECT allowed.test:{ECHO_PORT} HTTP/1.1\r\nHost: x\r\n\r\nearly|".encode())
+    head, rest = read_head(c)
+    got = recv_exactly(c, len(b"early|"), rest)
+    c.sendall(b"ping")
+    echo = recv_exactly(c, 4)
+    c.shutdown(socket.SHUT_WR)
+    ok(status_of(head) == 200 and got == b"early|" and echo == b"ping" and read_all(c) == b"",
+       "hand-over: CONNECT on the handed-over TCP socket, early bytes, echo, half-close", (head, got, echo))
+    c.close()
+
+    # A refusal is answered on the TCP socket too.
+    c, s = tcp_pair()
+    u = hand_over(gw, [s.fileno()])
+    s.close()
+    c.sendall(b"CONNECT notlisted.test:443 HTTP/1.1\r\n\r\n")
+    head, _ = read_head(c)
+    ok(status_of(head) == 403, "hand-over: a denied CONNECT is answered 403 on the TCP socket", head)
+    c.close()
+    u.close()
+
+    # Plain clients may send descriptors along: they are closed, the request is served as usual.
+    r, w = os.pipe()
+    u = connect(gw)
+    socket.send_fds(u, [f"CONNECT allowed.test:{ECHO_PORT} HTTP/1.1\r\n\r\n".encode()], [w, w])
+    os.close(w)
+    head, _ = read_head(u)
+    u.sendall(b"plain")
+    good = status_of(head) == 200 and recv_exactly(u, 5) == b"plain"
+    ok(good and pipe_released(r), "plain client sending descriptors with its request: served, descriptors closed",
+       head)
+    u.close()
+    os.close(r)
+
+    # Refusals: the AF_UNIX connection is closed without an answer, every descriptor is closed.
+    r, w = os.pipe()
+    u = hand_over(gw, [w])
+    os.close(w)
+    ok(closed_soon(u) and pipe_released(r), "hand-over of a pipe: refused, closed")
+    u.close()
+    os.close(r)
+
+    a, b = socket.socketpair()
+    u = hand_over(gw, [a.fileno()])
+    a.close()
+    ok(closed_soon(u) and closed_soon(b), "hand-over of an AF_UNIX stream socket: refused, closed")
+    u.close()
+    b.close()
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as d:
+        d.connect(("127.0.0.2", ECHO_PORT))
+        u = hand_over(gw, [d.fileno()])
+    ok(closed_soon(u), "hand-over of a connected UDP socket: refused")
+    u.close()
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as ls:
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(1)
+        u = hand_over(gw, [ls.fileno()])
+    ok(closed_soon(u), "hand-over of a listening TCP socket: refused")
+    u.close()
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as un:
+        u = hand_over(gw, [un.fileno()])
+    ok(closed_soon(u), "hand-over of an unconnected TCP socket: refused")
+    u.close()
+
+    c, s = tcp_pair()
+    r, w = os.pipe()
+    u = hand_over(gw, [s.fileno(), w])
+    s.close()
+    os.close(w)
+    ok(closed_soon(u) and closed_soon(c) and pipe_released(r),
+       "hand-over of a TCP socket plus a second descriptor: refused, both closed")
+    u.close()
+    c.close()
+    os.close(r)
+
+    r, w = os.pipe()
+    u = hand_over(gw, [w] * 12)     # more than the gateway makes room for: the rest is cut off
+    os.close(w)
+    ok(closed_soon(u) and pipe_released(r), "hand-over of 12 descriptors: refused, all closed")
+    u.close()
+    os.close(r)
+
+    c, s = tcp_pair()
+    u = hand_over(gw, [s.fileno()], data=b"\0GET / HTTP/1.1\r\n\r\n")
+    s.close()
+    ok(closed_soon(u) and closed_soon(c), "hand-over with bytes after the marker: refused, socket closed")
+    u.close()
+    c.close()
+
+    u = connect(gw)
+    u.sendall(b"\0")
+    ok(closed_soon(u), "the marker without a descriptor: refused")
+    u.close()
+
+    # The sender keeps a copy of the socket and makes it blocking: the gateway must not stall on it.
+    c, s = tcp_pair()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    u = hand_over(gw, [s.fileno()])
+    c.sendall(f"CONNECT allowed.test:{ECHO_PORT} HTTP/1.1\r\n\r\n".encode())
+    head, _ = read_head(c)
+    s.setblocking(True)             # clears O_NONBLOCK on the file the gateway shares
+    c.setblocking(False)
+    blob = os.urandom(1 << 16)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:   # never read: the echo backs up into the gateway
+        try:
+            c.send(blob)
+        except BlockingIOError:
+            time.sleep(0.01)
+        except OSError:
+            break
+    t0 = time.monotonic()
+    st, _, _ = request(gw, b"CONNECT notlisted.test:443 HTTP/1.1\r\n\r\n")
+    elapsed = time.monotonic() - t0
+    time.sleep(0.3)
+    ok(status_of(head) == 200 and st == 403 and elapsed < 2,
+       f"a handed-over socket made blocking by its sender does not stall the gateway ({elapsed:.2f} s)",
+       (head, st))
+    ok("made its handed-over socket blocking" in gw.log_text(),
+       "log: the connection whose socket was made blocking is closed", gw.log_text()[-1500:])
+    c.close()
+    s.close()
+    u.close()
+
+    time.sleep(0.5)
+    now = gateway_fds(gw)
+    ok(base > 0 and 0 < now <= base,
+       f"hand-over: no descriptor left behind in the gateway ({base} before, {now} after)")
+
+
+CLIENT_HANDOFF_IN_CGROUP = (
+    "import socket, sys\n"
+    "open(sys.argv[1] + '/cgroup.procs', 'w').write('0')\n"   # move ourselves in
+    "ls = socket.socket(); ls.bind(('127.0.0.1', 0)); ls.listen(1)\n"
+    "c = socket.create_connection(ls.getsockname(), timeout=15); t, _ = ls.accept()\n"
+    "u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+    "u.connect(sys.argv[2])\n"
+    "socket.send_fds(u, [b'\\0'], [t.fileno()])\n"
+    "t.close(); u.close()\n"
+    "c.sendall(b'CONNECT notlisted.test:444 HTTP/1.1\\r\\n\\r\\n')\n"
+    "print(c.recv(4096).split(b'\\r\\n')[0].decode())\n")
+
+
 CLIENT_IN_CGROUP = (
     "import socket, sys\n"
     "open(sys.argv[1] + '/cgroup.procs', 'w').write('0')\n"   # move ourselves in
@@ -664,6 +866,15 @@ def test_execution_id(gw):
         ok(re.search(r"denied: CONNECT notlisted\.test:443 for execution egresstest42:", log),
            "log: the execution id comes from the client's cgroup (sandbox-runner-x-egresstest42.scope)",
            log[-2000:])
+        # Handed over, the TCP socket says nothing about the execution: the AF_UNIX peer does.
+        p = subprocess.run([sys.executable, "-c", CLIENT_HANDOFF_IN_CGROUP, scope, gw.path], capture_output=True,
+                           timeout=30)
+        out = p.stdout.decode().strip()
+        time.sleep(0.2)
+        log = gw.log_text()
+        ok(p.returncode == 0 and out.startswith("HTTP/1.1 403") and
+           re.search(r"denied: CONNECT notlisted\.test:444 for execution egresstest42:", log),
+           "hand-over: the execution id comes from the cgroup of the AF_UNIX peer", out + p.stderr.decode())
     finally:
         for d in (scope, parent):
             try:
@@ -787,6 +998,7 @@ def main():
             test_execution_id(gw)
             for t in slow:
                 t.join(30)
+            test_handoff(gw)
             test_logs(gw)
             ok(gw.proc.poll() is None, "the gateway is still running after all of that")
         finally:
