@@ -86,6 +86,7 @@ struct Execution {
         char info_buf[256];
         size_t info_len;
         pid_t init_pid;                   /* the sandbox's pid 1, from that JSON */
+        int record_fd;                    /* the final record's file, made while the sandbox runs */
         sd_event_source *keeper_source, *report_source, *stdout_source, *stderr_source;
         sd_event_source *timeout_source, *lease_source, *kill_source, *free_source;
         char report_buf[64];
@@ -243,6 +244,7 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                 .ws_fd = -EBADF,
                 .lease_fd = -EBADF,
                 .info_fd = -EBADF,
+                .record_fd = -EBADF,
                 .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
                           .stdout_fd = -EBADF, .stderr_fd = -EBADF },
                 .status = EXECUTION_STATUS_RUNNING,
@@ -356,9 +358,11 @@ void execution_quota_cache_flush(Manager *m) {
 }
 
 /*
- * Everything of the sandbox goes: after this no process of the run exists. The keeper (ours, outside the sandbox: bwrap and the whole pid
- * namespace are gone once it reported) is killed; with @wait it is reaped here, else its exit
- * source reaps it and finishes the execution, while the snapshot runs.
+ * Everything of the sandbox goes: after this no process of the run exists. The keeper (ours,
+ * outside the sandbox: bwrap and the whole pid namespace are gone once it reported) is killed and
+ * reaped here with @wait. Without: before the exit report it is killed and its exit source reaps
+ * it (the finish waits for that); after the report it is left alone until the answer is out
+ * (execution_finish()), so that its exit does not compete with the snapshot and the answer.
  */
 static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->info_source = sd_event_source_disable_unref(e->info_source);
@@ -375,8 +379,10 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->quota = NULL;
         egress_epoch_release(e->egress);
         e->egress = NULL;
-        if (e->proc.keeper_pid > 0 && !e->keeper_gone) {
-                /* Still ours to reap: make sure nothing survives us. */
+        if (e->proc.keeper_pid > 0 && !e->keeper_gone && (wait || !e->reported_exit || !e->keeper_source)) {
+                /* Still ours to reap: make sure nothing survives us. (After the exit report, on
+                 * the way to the answer, the keeper holds nothing of the sandbox any more: it is
+                 * released after the answer, execution_finish().) */
                 (void) kill(e->proc.keeper_pid, SIGKILL);
                 if (wait || !e->keeper_source) {
                         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
@@ -398,19 +404,17 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
                 }
         } else {
                 /* The exit source watches the pidfd: that one stays until the keeper is reaped, and
-                 * the scope until then too (see above). */
-                int pidfd = STEAL_FD(e->proc.keeper_pidfd);
+                 * the scope until then too (see above); the control pipe as well while the keeper
+                 * is kept (closing it releases the keeper). */
+                int pidfd = STEAL_FD(e->proc.keeper_pidfd), control = STEAL_FD(e->proc.control_fd);
                 sandbox_process_done(&e->proc);
                 e->proc.keeper_pidfd = pidfd;
+                e->proc.control_fd = control;
         }
 }
 
-static void execution_release_sandbox(Execution *e) {
-        execution_release_sandbox_full(e, true);
-}
-
-static void execution_release_resources(Execution *e) {
-        execution_release_sandbox(e);
+static void execution_release_resources_full(Execution *e, bool wait) {
+        execution_release_sandbox_full(e, wait);
         e->snapshot_task = thread_task_free(e->snapshot_task);   /* waits for a thread still running */
         snapshot_job_free(e->snapshot_job);
         e->snapshot_job = NULL;
@@ -426,6 +430,10 @@ static void execution_release_resources(Execution *e) {
         }
 }
 
+static void execution_release_resources(Execution *e) {
+        execution_release_resources_full(e, true);
+}
+
 Execution *execution_free(Execution *e) {
         Manager *m;
 
@@ -433,6 +441,7 @@ Execution *execution_free(Execution *e) {
                 return NULL;
         m = e->manager;
         execution_release_resources(e);
+        record_prepared_discard(m->records_fd, e->id, &e->record_fd);   /* a run that never finished */
         if (e->prev)
                 e->prev->next = e->next;
         else if (m->executions == e)
@@ -595,7 +604,7 @@ static void execution_write_record(Execution *e) {
                 log_oom();
                 return;
         }
-        r = record_write(e->manager->records_fd, e->id, o, e->managed);
+        r = record_write_prepared(e->manager->records_fd, e->id, &e->record_fd, o, e->managed);
         if (r < 0)
                 log_warning_errno(r, "Failed to write the record of execution '%s', ignoring: %m", e->id);
         json_object_put(o);
@@ -701,8 +710,17 @@ static void execution_finish(Execution *e) {
         }
 
         /* The sandbox goes first (no process of the run is left: nothing can still write), then
-         * the snapshot is published while we still hold the lease, then the lease goes. The
-         * keeper is reaped while the snapshot runs; the answer waits for both. */
+         * the snapshot is published while we still hold the lease, then the lease goes. After
+         * the exit report the sandbox is gone already (the keeper reaped bwrap and its pid 1):
+         * the snapshot starts before we kill the keeper, whose exit would otherwise delay it.
+         * The keeper is reaped while the snapshot runs; the answer waits for both. */
+        if (e->reported_exit && execution_wants_snapshot(e) && !e->snapshot_task) {
+                r = execution_snapshot_start(e);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to start the snapshot of '%s', ignoring: %m", e->id);
+                        e->snapshot_done = true;
+                }
+        }
         execution_release_sandbox_full(e, false);
         if (execution_wants_snapshot(e)) {
                 if (e->snapshot_task)
@@ -713,9 +731,9 @@ static void execution_finish(Execution *e) {
                 log_warning_errno(r, "Failed to start the snapshot of '%s', ignoring: %m", e->id);
                 e->snapshot_done = true;
         }
-        if (!e->keeper_gone && e->keeper_source)
+        if (!e->keeper_gone && e->keeper_source && !e->reported_exit)
                 return;   /* on_keeper_exit() comes back here */
-        execution_release_resources(e);
+        execution_release_resources_full(e, false);
         e->state = STATE_FINISHED;
         execution_write_record(e);
         log_finished(e);
@@ -730,6 +748,9 @@ static void execution_finish(Execution *e) {
                 e->done = NULL;
                 done(e, e->userdata);
         }
+        /* The answer is out: now the keeper goes (and with it the scope, on_keeper_exit()). */
+        if (e->proc.keeper_pid > 0 && !e->keeper_gone)
+                (void) kill(e->proc.keeper_pid, SIGKILL);
 }
 
 static void execution_fail(Execution *e, int error, const char *fmt, ...) _printf_(3, 4);
@@ -897,7 +918,9 @@ static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdat
 
         e->keeper_gone = true;
         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
-        if (e->end_usec != 0)
+        if (e->state == STATE_FINISHED)
+                execution_release_sandbox_full(e, false);   /* after the answer: its pidfd, the scope */
+        else if (e->end_usec != 0)
                 execution_finish(e);    /* it was finishing, and waited for this */
         else
                 maybe_finish(e);
@@ -1186,6 +1209,11 @@ static int execution_launch(Execution *e) {
         if (!e->early)
                 go(e);
         /* else: the scope starts once bwrap told us its pid and its pid 1's (execution_scope_start()). */
+
+        /* The final record's file, now that the sandbox runs (on a busy file system, creating a
+         * file can take a millisecond, which would otherwise come after the run). */
+        if (m->records_fd >= 0 && e->state != STATE_FINISHED)
+                e->record_fd = record_prepare(m->records_fd, e->id);
         return 0;
 }
 

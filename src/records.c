@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "records.h"
@@ -83,6 +84,63 @@ int record_write(int dir_fd, const char *id, json_object *o, bool durable) {
         if (durable)
                 (void) fsync(dir_fd);
         return 0;
+}
+
+static int prepared_name(const char *id, char name[static 192]) {
+        if (!workspace_id_valid(id))
+                return -EINVAL;
+        (void) snprintf(name, 192, ".%s.json.pre", id);
+        return 0;
+}
+
+int record_prepare(int dir_fd, const char *id) {
+        char tmp[192];
+        int fd, r;
+
+        r = prepared_name(id, tmp);
+        if (r < 0)
+                return r;
+        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        return fd < 0 ? negative_errno() : fd;
+}
+
+int record_write_prepared(int dir_fd, const char *id, int *fd, json_object *o, bool durable) {
+        char tmp[192], name[160];
+        const char *s;
+        int r;
+
+        if (*fd < 0)
+                return record_write(dir_fd, id, o, durable);
+        r = prepared_name(id, tmp);
+        if (r < 0) {
+                *fd = safe_close(*fd);
+                return r;
+        }
+        (void) snprintf(name, sizeof(name), "%s.json", id);
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        r = write_all(*fd, s, strlen(s));
+        if (r >= 0 && durable && fsync(*fd) < 0)
+                r = negative_errno();
+        *fd = safe_close(*fd);
+        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                (void) unlinkat(dir_fd, tmp, 0);
+                return r;
+        }
+        if (durable)
+                (void) fsync(dir_fd);
+        return 0;
+}
+
+void record_prepared_discard(int dir_fd, const char *id, int *fd) {
+        char tmp[192];
+
+        if (*fd < 0)
+                return;
+        *fd = safe_close(*fd);
+        if (prepared_name(id, tmp) >= 0)
+                (void) unlinkat(dir_fd, tmp, 0);
 }
 
 int record_read(int dir_fd, const char *id, json_object **ret) {
@@ -214,6 +272,15 @@ int records_prune(int dir_fd, unsigned keep) {
                 size_t l = strlen(de->d_name);
                 struct stat st;
 
+                if (de->d_name[0] == '.' && l > 9 &&
+                    (streq(de->d_name + l - 9, ".json.tmp") || streq(de->d_name + l - 9, ".json.pre"))) {
+                        /* A temporary file that a daemon died with (an hour old: another daemon on
+                         * the same state directory may be writing a young one). */
+                        if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode) &&
+                            st.st_mtim.tv_sec + 3600 < time(NULL))
+                                (void) unlinkat(dir_fd, de->d_name, 0);
+                        continue;
+                }
                 if (de->d_name[0] == '.' || l <= 5 || !streq(de->d_name + l - 5, ".json"))
                         continue;
                 if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)

@@ -25,6 +25,16 @@ int records_open(const char *state_dir);
  * @durable also fsync the file and the directory. Return: 0 or -errno.
  */
 int record_write(int dir_fd, const char *id, json_object *o, bool durable);
+/*
+ * record_prepare() - create the temporary file of @id's final record ahead of time (creating a
+ * file is the slow part of record_write() on a busy file system; a run does it while its sandbox
+ * runs). Return: its fd or -errno.
+ * record_write_prepared() - record_write() through that file (*@fd is closed, set to -EBADF).
+ * record_prepared_discard() - remove it unused (*@fd is closed, set to -EBADF).
+ */
+int record_prepare(int dir_fd, const char *id);
+int record_write_prepared(int dir_fd, const char *id, int *fd, json_object *o, bool durable);
+void record_prepared_discard(int dir_fd, const char *id, int *fd);
 /* record_read() - Return: 0, -ENOENT, -EBADMSG (unparsable), other -errno. */
 int record_read(int dir_fd, const char *id, json_object **ret);
 
