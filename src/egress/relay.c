@@ -13,9 +13,60 @@
 #include "egress/relay.h"
 #include "util/macro.h"
 
-#define PUMP_CHUNK (1024U * 1024U)
+#define PUMP_PIPE_MAX (1024U * 1024U)   /* what the pipe of a busy direction grows to */
+#define PUMP_PIPE_DEFAULT (64U * 1024U)
+#define COPY_CHUNK (64U * 1024U)        /* read()/recv() into user space: request bodies, no-splice fallback */
+
+/*
+ * Pipe sizes. The kernel charges a pipe's capacity to its user, and once a user holds more than
+ * fs.pipe-user-pages-soft (16384 pages, 64 MiB, by default) every new pipe of that user gets just
+ * two pages. So pipes start at the default size and only a direction that fills its pipe (a bulk
+ * transfer) grows it to PUMP_PIPE_MAX, while the grown pipes of the whole process stay within half
+ * of that limit; the others keep 64 KiB, which is slower but never starves new connections.
+ */
+static size_t pipes_grown_bytes;
+static size_t pipes_grow_budget;
+
+static size_t pump_grow_budget(void) {
+        _cleanup_close_ int fd = -EBADF;
+        unsigned long long pages = 16384;       /* the kernel's default */
+        char buf[32] = {};
+
+        if (pipes_grow_budget > 0)
+                return pipes_grow_budget;
+        /* Not readable under ProcSubset=pid: the default stands. */
+        fd = open("/proc/sys/fs/pipe-user-pages-soft", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0) {
+                char *end;
+                unsigned long long v = strtoull(buf, &end, 10);
+
+                if (end != buf)
+                        pages = v;
+        }
+        pipes_grow_budget = pages == 0 ? SIZE_MAX :
+                (size_t) MIN(pages * (unsigned long long) sysconf(_SC_PAGESIZE) / 2, (unsigned long long) SIZE_MAX);
+        return pipes_grow_budget;
+}
+
+static void pump_grow_pipe(Pump *p) {
+        int r;
+
+        if (p->pipe_size >= PUMP_PIPE_MAX || p->pipe_grow_failed ||
+            pipes_grown_bytes + PUMP_PIPE_MAX > pump_grow_budget())
+                return;         /* (the budget may allow it later) */
+        r = fcntl(p->pipe[1], F_SETPIPE_SZ, (int) PUMP_PIPE_MAX);
+        if (r < 0 || (size_t) r <= p->pipe_size) {
+                p->pipe_grow_failed = true;     /* fs.pipe-max-size or the user limit says no */
+                return;
+        }
+        pipes_grown_bytes += (size_t) r;
+        p->pipe_grown = (size_t) r;
+        p->pipe_size = (size_t) r;
+}
 
 int pump_init(Pump *p, int src, int dst, bool shutdown_dst) {
+        int r;
+
         *p = (Pump) {
                 .src = src,
                 .dst = dst,
@@ -24,12 +75,15 @@ int pump_init(Pump *p, int src, int dst, bool shutdown_dst) {
         };
         if (pipe2(p->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return negative_errno();
-        /* Bigger pipes, fewer splice() round trips per MiB (best effort). */
-        (void) fcntl(p->pipe[1], F_SETPIPE_SZ, (int) PUMP_CHUNK);
+        /* What the pipe really holds (a user over its limit gets less than the default). */
+        r = fcntl(p->pipe[1], F_GETPIPE_SZ);
+        p->pipe_size = r > 0 ? (size_t) r : PUMP_PIPE_DEFAULT;
         return 0;
 }
 
 void pump_done(Pump *p) {
+        pipes_grown_bytes -= MIN(p->pipe_grown, pipes_grown_bytes);
+        p->pipe_grown = 0;
         p->pipe[0] = safe_close(p->pipe[0]);
         p->pipe[1] = safe_close(p->pipe[1]);
         p->queue = mfree(p->queue);
@@ -100,10 +154,10 @@ static int run_body(Pump *p) {
 
         if (!queue_empty(p) || p->src_eof)
                 return 0;
-        buf = malloc(PUMP_CHUNK);
+        buf = malloc(COPY_CHUNK);
         if (!buf)
                 return -ENOMEM;
-        n = recv(p->src, buf, PUMP_CHUNK, MSG_DONTWAIT);
+        n = recv(p->src, buf, COPY_CHUNK, MSG_DONTWAIT);
         if (n < 0)
                 return errno_is_transient(errno) ? 0 : negative_errno();
         if (n == 0)
@@ -125,10 +179,10 @@ static int copy_chunk(Pump *p) {
 
         if (!queue_empty(p) || p->src_eof)
                 return 0;
-        buf = malloc(PUMP_CHUNK);
+        buf = malloc(COPY_CHUNK);
         if (!buf)
                 return -ENOMEM;
-        n = recv(p->src, buf, PUMP_CHUNK, MSG_DONTWAIT);
+        n = recv(p->src, buf, COPY_CHUNK, MSG_DONTWAIT);
         if (n < 0)
                 return errno_is_transient(errno) ? 0 : negative_errno();
         if (n == 0) {
@@ -162,12 +216,14 @@ static int pump_step(Pump *p) {
                 }
                 progress |= r > 0;
         } else {
-                if (!p->src_eof && p->in_pipe < PUMP_CHUNK) {
-                        n = splice(p->src, NULL, p->pipe[1], NULL, PUMP_CHUNK - p->in_pipe,
+                if (!p->src_eof && p->in_pipe < p->pipe_size) {
+                        n = splice(p->src, NULL, p->pipe[1], NULL, p->pipe_size - p->in_pipe,
                                    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                         if (n > 0) {
                                 p->in_pipe += (size_t) n;
                                 progress = true;
+                                if (p->in_pipe >= p->pipe_size)
+                                        pump_grow_pipe(p);      /* a full pipe: a bulk transfer */
                         } else if (n == 0) {
                                 p->src_eof = true;
                                 progress = true;
@@ -228,7 +284,8 @@ bool pump_wants_read(const Pump *p) {
                 return false;
         if (p->body || p->copy_fallback)
                 return queue_empty(p);
-        return p->in_pipe < PUMP_CHUNK;
+        /* Not while the pipe is full: a readable source would wake us for nothing, again and again. */
+        return p->in_pipe < p->pipe_size;
 }
 
 bool pump_wants_write(const Pump *p) {

@@ -26,6 +26,9 @@ typedef struct Pump {
         int dst;
         int pipe[2];
         size_t in_pipe;
+        size_t pipe_size;       /* its capacity: 64 KiB, grown to 1 MiB for bulk transfers (relay.c) */
+        size_t pipe_grown;      /* bytes of the process-wide budget for grown pipes held by this one */
+        bool pipe_grow_failed;
         char *queue;
         size_t queue_size;
         size_t queue_offset;
