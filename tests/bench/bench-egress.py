@@ -11,18 +11,22 @@ started by hand ([Execution] AllowUnscoped=yes, [Network] Mode=allowlist, Allow=
 Mirrors=127.0.0.0/8), which starts the gateway as its child on the first connection.
 
  (a) throughput: a client in a sandbox downloads --mib MiB from a loopback server through
-     CONNECT (bridge on 127.0.0.1:18118 -> gateway -> 127.0.0.2:9000), against the same client
-     outside the sandbox downloading the same bytes from the same server directly; --repeat times
-     each, alternating, median of each;
+     CONNECT (the bridge on 127.0.0.1:18118 hands the connection over to the gateway, which relays
+     between the client's socket and 127.0.0.2:9000), against the same client outside the sandbox
+     downloading the same bytes from the same server directly; --repeat times each, alternating,
+     median of each. The rounds are paired (every path once per round, back to back), so the
+     median of the per-round ratios is printed too: it is less sensitive to load that comes and
+     goes on the machine than the ratio of the medians;
  (b) set-up latency: --connects sequential CONNECTs from inside one sandbox run (connect to the
      bridge, CONNECT allowed.test:7001, read the 200, close) against as many direct TCP connects
      (connect, close) to the same server (it accepts and closes) from outside; medians, p90, p99
      and the difference.
 
 Unless --no-breakdown, both also measure two partial paths, to tell the hops apart: "gateway"
-(the client outside any sandbox, on the gateway's AF_UNIX socket: no bridge, no sandbox) and
-"bridge" (sandbox-runner-bridge run by hand outside any sandbox on 127.0.0.1:18119, forwarding to
-the same gateway: bridge + gateway without the sandbox). CPU seconds per GiB of each process
+(the client outside any sandbox, a plain byte-stream client on the gateway's AF_UNIX socket: no
+bridge, no sandbox, the gateway relays between AF_UNIX and TCP) and "bridge"
+(sandbox-runner-bridge run by hand outside any sandbox on 127.0.0.1:18119, handing connections
+over to the same gateway: bridge + gateway without the sandbox). CPU seconds per GiB of each process
 (client, bridge, gateway, server) come from /proc.
 
 Targets (from the issue): throughput >= 80% of direct; set-up adds < 1 ms at the median.
@@ -340,9 +344,13 @@ def main():
         mib = nbytes / (1 << 20)
         rate = {k: mib / statistics.median([r["seconds"] for r in v]) for k, v in runs.items()}
         ratio = rate["full"] / rate["direct"]
+        paired = statistics.median(d["seconds"] / f["seconds"] for d, f in zip(runs["direct"], runs["full"]))
         print("throughput (%d MiB, median of %d): direct %.0f MiB/s; sandbox via bridge + gateway %.0f MiB/s: "
               "%.1f%% of direct (target >= 80%%: %s)" % (mib, args.repeat, rate["direct"], rate["full"], 100 * ratio,
                                                         "met" if ratio >= 0.8 else "NOT met"), flush=True)
+        print("  per round, full / direct: %s; median %.1f%%" % (
+            ", ".join("%.1f%%" % (100 * d["seconds"] / f["seconds"]) for d, f in zip(runs["direct"], runs["full"])),
+            100 * paired), flush=True)
         names = {"gateway": "gateway only (client outside, on the gateway's AF_UNIX socket)",
                  "bridge": "bridge + gateway without a sandbox (bridge run by hand on 127.0.0.1:%d)" % BRIDGE_PORT}
         for p in paths:
@@ -389,7 +397,9 @@ def main():
         print("# summary: " + json.dumps({"throughputDirectMiBs": round(rate["direct"]),
                                           "throughputGatewayOnlyMiBs": round(rate["gateway"]),
                                           "throughputProxyMiBs": round(rate["full"]),
-                                          "throughputRatio": round(ratio, 3), "connectDirectMedianUs": round(md),
+                                          "throughputRatio": round(ratio, 3),
+                                          "throughputRatioPairedMedian": round(paired, 3),
+                                          "connectDirectMedianUs": round(md),
                                           "connectProxyMedianUs": round(mp), "connectAddedUs": round(mp - md)}))
         rc, _ = d.terminate()
         bulk.shutdown()
