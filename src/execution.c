@@ -1146,6 +1146,7 @@ static int execution_launch(Execution *e) {
                 .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = passwd_fd,
                 .group_fd = group_fd, .hosts_fd = hosts_fd, .code_fd = e->req->code ? code_fd : -1,
                 .info_fd = e->early ? info_w : -1,
+                .start_now = !m->scopes_available,
         };
         limits = (SandboxLimits) {
                 .fsize = e->workspace_limit,
@@ -1206,9 +1207,8 @@ static int execution_launch(Execution *e) {
         }
         (void) sd_event_source_set_description(e->keeper_source, "execution-keeper");
 
-        if (!e->early)
-                go(e);
-        /* else: the scope starts once bwrap told us its pid and its pid 1's (execution_scope_start()). */
+        /* Without a scope the keeper started bwrap at once; with one, the scope starts once bwrap
+         * told us its pid and its pid 1's (execution_scope_start()), and 'G' follows. */
 
         /* The final record's file, now that the sandbox runs (on a busy file system, creating a
          * file can take a millisecond, which would otherwise come after the run). */

@@ -320,7 +320,7 @@ static int keeper_release_program(int fd) {
 }
 
 static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const SandboxLimits *limits, pid_t parent,
-                                  bool early) {
+                                  bool early, bool start_now) {
         char c, line[48];
         pid_t pid;
         int pidfd, status, program[2] = { -1, -1 };
@@ -354,8 +354,9 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
                         _exit(124);
         }
 
-        /* Wait for the go: the scope exists and we are in it. (Early start: later, see below.) */
-        for (; !early;) {
+        /* Wait for the go: the scope exists and we are in it. (Early start: later, see below. No
+         * scope: no wait.) */
+        for (; !early && !start_now;) {
                 ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -494,7 +495,7 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 (void) fcntl(KEEPER_FD_CONTROL, F_SETFD, FD_CLOEXEC);
                 (void) fcntl(KEEPER_FD_REPORT, F_SETFD, FD_CLOEXEC);
                 (void) syscall(SYS_close_range, 11U, ~0U, 0U);
-                keeper_main(bwrap, argv, limits, parent, fds->info_fd >= 0);
+                keeper_main(bwrap, argv, limits, parent, fds->info_fd >= 0, fds->start_now);
         }
 
         safe_close(out[1]);

@@ -45,6 +45,8 @@ typedef struct SandboxFds {
         /* The write end of a pipe for bwrap's --info-fd, or -1. With it, the keeper starts bwrap at
          * once (early start, see sandbox_spawn()). */
         int info_fd;
+        /* Without a scope to wait for: the keeper starts bwrap at once, no 'G'. */
+        bool start_now;
 } SandboxFds;
 
 typedef struct SandboxProcess {
@@ -57,9 +59,10 @@ typedef struct SandboxProcess {
 } SandboxProcess;
 
 /*
- * sandbox_spawn() - fork the keeper, which waits for 'G' on its control pipe, then forks and
- * execs bwrap with @argv (fds laid out as SANDBOX_FD_*), an explicit minimal environment and
- * @limits, reports its pid and, later, its wait status, then waits to be released.
+ * sandbox_spawn() - fork the keeper, which waits for 'G' on its control pipe (not with
+ * @fds->start_now), then forks and execs bwrap with @argv (fds laid out as SANDBOX_FD_*), an
+ * explicit minimal environment and @limits, reports its pid and, later, its wait status (once the
+ * sandbox's pid 1, and so the pid namespace, is gone too), then waits to be released.
  *
  * Early start (@fds->info_fd set, @argv has --info-fd SANDBOX_FD_INFO): the keeper execs bwrap at
  * once, but bwrap gets its seccomp program through a pipe, not the memfd: bwrap reads it to EOF
