@@ -58,23 +58,20 @@ static int write_all(int fd, const char *p, size_t n) {
         return 0;
 }
 
-int record_write(int dir_fd, const char *id, json_object *o, bool durable) {
-        char tmp[192], name[160];
+/* Write @o into @fd (the temporary file @tmp), optionally fsync, rename to @id's record, optionally
+ * fsync the directory. @fd is closed; @tmp removed on failure. */
+static int record_commit(int dir_fd, const char *id, const char *tmp, int fd, json_object *o, bool durable) {
+        _cleanup_close_ int fd_close = fd;
+        char name[160];
         const char *s;
-        _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (!workspace_id_valid(id))
-                return -EINVAL;
         (void) snprintf(name, sizeof(name), "%s.json", id);
-        (void) snprintf(tmp, sizeof(tmp), ".%s.json.tmp", id);
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return negative_errno();
         r = write_all(fd, s, strlen(s));
         if (r >= 0 && durable && fsync(fd) < 0)
                 r = negative_errno();
+        fd_close = safe_close(fd_close);
         if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
                 r = negative_errno();
         if (r < 0) {
@@ -86,51 +83,41 @@ int record_write(int dir_fd, const char *id, json_object *o, bool durable) {
         return 0;
 }
 
-static int prepared_name(const char *id, char name[static 192]) {
+/* The temporary file of @id's record: ".<id>.json<suffix>", created (truncated). Return: fd or -errno. */
+static int record_tmp_open(int dir_fd, const char *id, const char *suffix, char tmp[static 192]) {
+        int fd;
+
         if (!workspace_id_valid(id))
                 return -EINVAL;
-        (void) snprintf(name, 192, ".%s.json.pre", id);
-        return 0;
-}
-
-int record_prepare(int dir_fd, const char *id) {
-        char tmp[192];
-        int fd, r;
-
-        r = prepared_name(id, tmp);
-        if (r < 0)
-                return r;
+        (void) snprintf(tmp, 192, ".%s.json%s", id, suffix);
         fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         return fd < 0 ? negative_errno() : fd;
 }
 
+int record_write(int dir_fd, const char *id, json_object *o, bool durable) {
+        char tmp[192];
+        int fd;
+
+        fd = record_tmp_open(dir_fd, id, ".tmp", tmp);
+        if (fd < 0)
+                return fd;
+        return record_commit(dir_fd, id, tmp, fd, o, durable);
+}
+
+int record_prepare(int dir_fd, const char *id) {
+        char tmp[192];
+
+        return record_tmp_open(dir_fd, id, ".pre", tmp);
+}
+
 int record_write_prepared(int dir_fd, const char *id, int *fd, json_object *o, bool durable) {
-        char tmp[192], name[160];
-        const char *s;
-        int r;
+        char tmp[192];
 
         if (*fd < 0)
                 return record_write(dir_fd, id, o, durable);
-        r = prepared_name(id, tmp);
-        if (r < 0) {
-                *fd = safe_close(*fd);
-                return r;
-        }
-        (void) snprintf(name, sizeof(name), "%s.json", id);
-        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        r = write_all(*fd, s, strlen(s));
-        if (r >= 0 && durable && fsync(*fd) < 0)
-                r = negative_errno();
-        *fd = safe_close(*fd);
-        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
-                r = negative_errno();
-        if (r < 0) {
-                (void) unlinkat(dir_fd, tmp, 0);
-                return r;
-        }
-        if (durable)
-                (void) fsync(dir_fd);
-        return 0;
+        /* Only ids that record_prepare() took get here. */
+        (void) snprintf(tmp, sizeof(tmp), ".%s.json.pre", id);
+        return record_commit(dir_fd, id, tmp, STEAL_FD(*fd), o, durable);
 }
 
 void record_prepared_discard(int dir_fd, const char *id, int *fd) {
@@ -139,8 +126,8 @@ void record_prepared_discard(int dir_fd, const char *id, int *fd) {
         if (*fd < 0)
                 return;
         *fd = safe_close(*fd);
-        if (prepared_name(id, tmp) >= 0)
-                (void) unlinkat(dir_fd, tmp, 0);
+        (void) snprintf(tmp, sizeof(tmp), ".%s.json.pre", id);
+        (void) unlinkat(dir_fd, tmp, 0);
 }
 
 int record_read(int dir_fd, const char *id, json_object **ret) {

@@ -106,21 +106,6 @@ step_polkit() {
         grep -q "Loading rules from directory ${RULESDIR%/}" <<<"$out" || { echo "$out"; return 1; }
 }
 
-HEALTH=
-health() { HEALTH=$(box_client health); }
-
-# restart_until EXPR: restart the daemon until its /health matches EXPR (polkitd reloads its
-# rules asynchronously, on inotify)
-restart_until() {
-        local _
-        for _ in $(seq 1 20); do
-                bx systemctl restart sandbox-runner.service || return 1
-                health && jtest "$1" <<<"$HEALTH" && return 0
-                sleep 0.25
-        done
-        echo "after 20 restarts /health is still: $HEALTH"
-        return 1
-}
 
 step_socket() {
         bx systemctl start sandbox-runner.socket || return 1

@@ -67,6 +67,8 @@
 #   box_client ARGS       run it: health | get PATH | post PATH BODY-JSON (signed, API.md v1) |
 #                         bench N ID-PREFIX; prints {"http", "elapsedMs", "body"} (bench: its stats)
 #   client ARGS           the same into RES; r EXPR / rt EXPR: jprint / jtest over RES
+#   health                GET /health into HEALTH; restart_until EXPR: restart the service until
+#                         its /health matches EXPR
 #
 # JSON on the host side (python3, not jq): jtest EXPR [ARG], jprint EXPR [ARG] over one document
 # d (ARG as a); jlines EXPR over JSON lines as the list L.
@@ -452,3 +454,20 @@ RES=
 client() { RES=$(box_client "$@") || { echo "client failed: $RES"; return 1; }; }
 r() { jprint "$@" <<<"$RES"; }
 rt() { jtest "$@" <<<"$RES"; }
+
+# health: GET /health through the client into HEALTH
+HEALTH=
+health() { HEALTH=$(box_client health); }
+
+# restart_until EXPR: restart the daemon until its /health matches EXPR (polkitd reloads its
+# rules asynchronously, on inotify)
+restart_until() {
+        local _
+        for _ in $(seq 1 20); do
+                bx systemctl restart sandbox-runner.service || return 1
+                health && jtest "$1" <<<"$HEALTH" && return 0
+                sleep 0.25
+        done
+        echo "after 20 restarts /health is still: $HEALTH"
+        return 1
+}

@@ -226,8 +226,6 @@ timed T_PROVISION t "installed in the box: secrets, [Network] drop-in in $CONFDI
 # -----------------------------------------------------------------------------------------
 # Helpers
 
-HEALTH=
-health() { HEALTH=$(box_client health); }
 # run_ops ID OPS-JSON: POST /execute of the sandbox client (tests/integration/egress-e2e.py) with
 # these operations; RES gets the client's JSON with body.ops = the operations' results.
 run_ops() {

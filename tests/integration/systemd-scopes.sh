@@ -100,8 +100,6 @@ t "polkitd is D-Bus activated in the box and loads the rules in $RULESDIR" step_
 # -----------------------------------------------------------------------------------------
 # Helpers for runs
 
-HEALTH=
-health() { HEALTH=$(box_client health); }
 
 # run PATH BODY-JSON: a signed POST; sets RES (the client's JSON: http, elapsedMs, body)
 run() { client post "$1" "$2"; }
@@ -343,19 +341,6 @@ BENCH_FAILED=
 step_bench_scoped() {
         bench "lat-scoped-$RUN" MED_SCOPED || return 1
         [[ "$BENCH_ENFORCED" == scope ]]
-}
-
-# restart_until EXPR: restart the daemon until its /health matches EXPR (polkitd reloads its
-# rules asynchronously, on inotify)
-restart_until() {
-        local i
-        for i in $(seq 1 20); do
-                bx systemctl restart sandbox-runner.service || return 1
-                health && jtest "$1" <<<"$HEALTH" && return 0
-                sleep 0.25
-        done
-        echo "after 20 restarts /health is still: $HEALTH"
-        return 1
 }
 
 step_no_rule() {
