@@ -387,6 +387,10 @@ static int connection_connected(Connection *c) {
         int r;
 
         (void) setsockopt(c->upstream_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        /* The same towards a handed-over client: what upstream sends goes on at once, the tail of a
+         * burst does not wait for the client's (delayed) ACK. */
+        if (c->client_passed)
+                (void) setsockopt(c->client_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         connection_log_decision(c, DECISION_ALLOWED, proxy_request_is_connect(&c->request) ? 200 : 0,
                                 c->allow_reason ?: "allowed by the policy");
 
