@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +44,10 @@
 #include "workspace.h"
 
 SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
+
+static int pidfd_send_signal_(int fd, int sig) {
+        return (int) syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+}
 
 typedef struct SnapshotJob SnapshotJob;
 static void snapshot_job_free(SnapshotJob *j);
@@ -86,6 +92,8 @@ struct Execution {
         char info_buf[256];
         size_t info_len;
         pid_t init_pid;                   /* the sandbox's pid 1, from that JSON */
+        int init_pidfd;                   /* ... checked to be ours; for a run that ends unreported */
+        sd_event_source *init_source;     /* waiting for that pid 1 to be gone */
         int record_fd;                    /* the final record's file, made while the sandbox runs */
         sd_event_source *keeper_source, *report_source, *stdout_source, *stderr_source;
         sd_event_source *timeout_source, *lease_source, *kill_source, *free_source;
@@ -244,6 +252,7 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                 .ws_fd = -EBADF,
                 .lease_fd = -EBADF,
                 .info_fd = -EBADF,
+                .init_pidfd = -EBADF,
                 .record_fd = -EBADF,
                 .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
                           .stdout_fd = -EBADF, .stderr_fd = -EBADF },
@@ -367,6 +376,8 @@ void execution_quota_cache_flush(Manager *m) {
 static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->info_source = sd_event_source_disable_unref(e->info_source);
         e->info_fd = safe_close(e->info_fd);
+        e->init_source = sd_event_source_disable_unref(e->init_source);
+        e->init_pidfd = safe_close(e->init_pidfd);
         e->report_source = sd_event_source_disable_unref(e->report_source);
         e->stdout_source = sd_event_source_disable_unref(e->stdout_source);
         e->stderr_source = sd_event_source_disable_unref(e->stderr_source);
@@ -697,6 +708,36 @@ static bool execution_wants_snapshot(const Execution *e) {
                 e->proc.keeper_pid > 0;
 }
 
+static int on_init_gone(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Execution *e = userdata;
+
+        e->init_source = sd_event_source_disable_unref(e->init_source);
+        e->init_pidfd = safe_close(e->init_pidfd);
+        execution_finish(e);
+        return 0;
+}
+
+/*
+ * A run that ends without the keeper's exit report (the keeper was killed, or did not answer a
+ * kill): the sandbox may still be dying, and its pid 1 may even outlive bwrap for good if it had
+ * not yet bound itself to bwrap's life. Kill it and wait until it is gone (with it the whole pid
+ * namespace) before anything looks at the workspace. Return: true while waiting.
+ */
+static bool execution_wait_init(Execution *e) {
+        struct pollfd p = { .fd = e->init_pidfd, .events = POLLIN };
+
+        if (e->init_source)
+                return true;
+        if (e->init_pidfd < 0 || poll(&p, 1, 0) != 0)
+                return false;   /* unknown, or gone already */
+        (void) pidfd_send_signal_(e->init_pidfd, SIGKILL);
+        if (sd_event_add_io(e->manager->event, &e->init_source, e->init_pidfd, EPOLLIN, on_init_gone, e) < 0) {
+                log_warning("Execution '%s': cannot wait for its sandbox to be gone; going on.", e->id);
+                return false;
+        }
+        return true;
+}
+
 static void execution_finish(Execution *e) {
         int r;
 
@@ -721,6 +762,8 @@ static void execution_finish(Execution *e) {
                         e->snapshot_done = true;
                 }
         }
+        if (!e->reported_exit && execution_wait_init(e))
+                return;   /* on_init_gone() comes back here */
         execution_release_sandbox_full(e, false);
         if (execution_wants_snapshot(e)) {
                 if (e->snapshot_task)
@@ -1114,7 +1157,7 @@ static int execution_launch(Execution *e) {
                 .group_fd = SANDBOX_FD_GROUP,
                 .hosts_fd = SANDBOX_FD_HOSTS,
                 .code_fd = e->req->code ? SANDBOX_FD_CODE : -1,
-                .info_fd = e->early ? SANDBOX_FD_INFO : -1,
+                .info_fd = SANDBOX_FD_INFO,
                 .egress_socket = e->egress ? egress_epoch_socket(e->egress) : NULL,
                 .bridge = e->egress ? egress_bridge_path(m) : NULL,
         };
@@ -1123,7 +1166,7 @@ static int execution_launch(Execution *e) {
                 execution_fail(e, r, "could not build the sandbox command line");
                 return 0;
         }
-        if (e->early) {
+        {
                 int info[2];
 
                 if (pipe2(info, O_CLOEXEC) < 0) {
@@ -1145,7 +1188,7 @@ static int execution_launch(Execution *e) {
         fds = (SandboxFds) {
                 .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = passwd_fd,
                 .group_fd = group_fd, .hosts_fd = hosts_fd, .code_fd = e->req->code ? code_fd : -1,
-                .info_fd = e->early ? info_w : -1,
+                .info_fd = info_w,
                 .start_now = !m->scopes_available,
         };
         limits = (SandboxLimits) {
@@ -1174,7 +1217,7 @@ static int execution_launch(Execution *e) {
                 execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));
                 return 0;
         }
-        if (e->early) {
+        {
                 info_w = safe_close(info_w);
                 e->info_fd = STEAL_FD(info_r);
                 (void) fd_nonblock(e->info_fd, 1);
@@ -1271,6 +1314,7 @@ static int on_info(sd_event_source *s, int fd, uint32_t revents, void *userdata)
                 return 0;
         }
         e->init_pid = (pid_t) pid;
+        e->init_pidfd = sandbox_pidfd_of_child(e->init_pid, e->proc.keeper_pid);
         execution_scope_start(e);
         return 0;
 }

@@ -448,6 +448,51 @@ static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const Sa
         _exit(0);
 }
 
+/* The parent pid of @pid (field 4 of /proc/PID/stat, after the command name), or -errno. */
+static pid_t proc_ppid(pid_t pid) {
+        char path[64], buf[512], *p;
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+        long v;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return n < 0 ? negative_errno() : -EIO;
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        if (!p || sscanf(p + 1, " %*c %ld", &v) != 1 || v <= 0)
+                return -EIO;
+        return (pid_t) v;
+}
+
+int sandbox_pidfd_of_child(pid_t pid, pid_t keeper) {
+        _cleanup_close_ int fd = -EBADF;
+        pid_t pp;
+
+        if (pid <= 1 || keeper <= 1)
+                return -EINVAL;
+        fd = pidfd_open_(pid);
+        if (fd < 0)
+                return negative_errno();
+        /* Opened first, checked after: if @pid was reused in between, the fd refers to the old,
+         * dead process, and signals to it fail. */
+        pp = proc_ppid(pid);
+        if (pp < 0)
+                return pp;
+        if (pp != keeper) {
+                pp = proc_ppid(pp);   /* bwrap, whose parent is the keeper */
+                if (pp < 0)
+                        return pp;
+                if (pp != keeper)
+                        return -ESRCH;
+        }
+        return STEAL_FD(fd);
+}
+
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
                   SandboxProcess *ret) {
         int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
@@ -495,7 +540,7 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 (void) fcntl(KEEPER_FD_CONTROL, F_SETFD, FD_CLOEXEC);
                 (void) fcntl(KEEPER_FD_REPORT, F_SETFD, FD_CLOEXEC);
                 (void) syscall(SYS_close_range, 11U, ~0U, 0U);
-                keeper_main(bwrap, argv, limits, parent, fds->info_fd >= 0, fds->start_now);
+                keeper_main(bwrap, argv, limits, parent, fds->info_fd >= 0 && !fds->start_now, fds->start_now);
         }
 
         safe_close(out[1]);

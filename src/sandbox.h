@@ -42,10 +42,10 @@ typedef struct SandboxFds {
         int stdin_fd;            /* becomes fd 0 (a memfd or /dev/null) */
         int seccomp_fd;
         int passwd_fd, group_fd, hosts_fd, code_fd;   /* -1 = none */
-        /* The write end of a pipe for bwrap's --info-fd, or -1. With it, the keeper starts bwrap at
-         * once (early start, see sandbox_spawn()). */
+        /* The write end of a pipe for bwrap's --info-fd, or -1. With it (and not @start_now), the
+         * keeper starts bwrap at once but gated (early start, see sandbox_spawn()). */
         int info_fd;
-        /* Without a scope to wait for: the keeper starts bwrap at once, no 'G'. */
+        /* Without a scope to wait for: the keeper starts bwrap at once, no 'G', no gate. */
         bool start_now;
 } SandboxFds;
 
@@ -76,3 +76,9 @@ typedef struct SandboxProcess {
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
                   SandboxProcess *ret);
 void sandbox_process_done(SandboxProcess *p);
+
+/*
+ * sandbox_pidfd_of_child() - a pidfd of @pid (the sandbox's pid 1, from bwrap's --info-fd),
+ * checked to be a child or grandchild of the keeper @keeper. Return: the fd or -errno.
+ */
+int sandbox_pidfd_of_child(pid_t pid, pid_t keeper);

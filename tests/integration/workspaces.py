@@ -679,6 +679,51 @@ def c_restart(ctx, res):
     res.check(r is not None and r.status == 200 and r.json() == orig, "restoring %s: %s" % (orig, r.brief() if r else err))
 
 
+@case("5 a run's keeper killed from outside: the run ends, and its sandbox is gone before the snapshot "
+      "(a background writer with closed stdio writes nothing after the end; snapshot == workspace)")
+def c_keeper_killed(ctx, res):
+    mark = ctx.mark + "-kk"
+    ws = "keeperkill"
+    cmd = ("rm -f bg.txt; (exec </dev/null >/dev/null 2>&1; while :; do echo x >> bg.txt; done) & "
+           "echo started; sleep 30")
+    eid = started_managed(res, ctx, ctx.body(ws, cmd, ctx.new_id("kk"), marker=mark))
+    if not eid:
+        return
+    if ctx.c.wait_log(eid, b"started", 4) is None:
+        res.fail("the run did not print 'started' within 4 s")
+        return
+    table = L.proc_table()
+    marked = W.marked_pids(mark)
+    keeper = marked[0] if marked else None
+    while keeper in table and table[keeper][2] != ctx.d.pid:
+        keeper = table[keeper][2]
+    if not res.check(keeper in table and table[keeper][2] == ctx.d.pid,
+                     "no keeper (a child of the daemon above the run's processes %s)" % marked):
+        return
+    res.note("killing the keeper: %s" % L.describe_pid(keeper, table))
+    os.kill(keeper, signal.SIGKILL)
+    j, took = ctx.c.wait_final(eid, 10)
+    if not res.check(j is not None and j.get("state") in W.FINAL_STATES,
+                     "the run did not end within 10 s of its keeper's death: %s" % trunc(json.dumps(j), 400)):
+        return
+    res.note("ended %.2f s after the keeper's death: %s" % (took, trunc(json.dumps(j), 600)))
+    left = W.wait_no_marked(mark, 2)
+    res.check(not left, "processes of the run alive after its end: %s" % [L.describe_pid(p) for p in left])
+    live = os.path.join(ctx.d.state, "workspaces", ws, "bg.txt")
+    with open(live, "rb") as f:
+        first = f.read()
+    time.sleep(0.3)
+    with open(live, "rb") as f:
+        later = f.read()
+    res.check(first == later, "bg.txt changed after the run ended (%d -> %d bytes)" % (len(first), len(later)))
+    if res.check(isinstance(j.get("snapshot"), str), "no snapshot for the run: %r" % j.get("snapshot")):
+        r, err = ctx.c.get("/workspaces/%s/revisions/%s/files/bg.txt" % (ws, eid))
+        res.check(r is not None and r.status == 200 and r.body == later,
+                  "the snapshot's bg.txt (%s) is not the workspace's (%d bytes)" %
+                  (("%d bytes" % len(r.body)) if r is not None and r.status == 200 else (r.brief() if r else err),
+                   len(later)))
+
+
 @case("5 SIGKILL mid-run: keeper and bwrap die with the daemon; the next start marks the run 'interrupted'")
 def c_sigkill(ctx, res):
     mark = ctx.mark + "-kill"
