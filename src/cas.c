@@ -431,6 +431,8 @@ static int crash_point(Cas *c, const char *point) {
         return 0;
 }
 
+#define CAS_PREPARED_NAME_MAX 160   /* "." + an id (≤ 128) + ".pre"; also tmp/ names */
+
 static _Atomic uint64_t tmp_counter;   /* process-wide: threads share the pid and the prefix */
 
 /* A new file in tmp/, created with @mode, its name in @name. Return: a write fd or -errno. */
@@ -465,24 +467,33 @@ static void tmp_unlink(Cas *c, const char *name) {
  * fsync at all: for what is only a cache, which a crash may lose or leave empty (readers check it).
  */
 static int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *data, size_t size,
-                                  mode_t mode, bool durable, const char *crash_written, const char *crash_renamed) {
-        _cleanup_close_ int fd = -EBADF;
-        char tmp[64];
+                                  mode_t mode, bool durable, int prepared_fd, const char *prepared_name,
+                                  const char *crash_written, const char *crash_renamed) {
+        _cleanup_close_ int fd = prepared_fd;
+        int src_dir = c->tmp_fd;
+        char tmp[CAS_PREPARED_NAME_MAX];
         int r;
 
-        fd = tmp_open(c, tmp, mode);
-        if (fd < 0)
-                return fd;
+        if (fd >= 0) {
+                /* Made ahead of time in @dir_fd itself (cas_ref_prepare()). */
+                src_dir = dir_fd;
+                (void) snprintf(tmp, sizeof(tmp), "%s", prepared_name);
+        } else {
+                fd = tmp_open(c, tmp, mode);
+                if (fd < 0)
+                        return fd;
+        }
         r = write_full(fd, data, size);
         if (r >= 0 && durable && fsync(fd) < 0)
                 r = negative_errno();
         fd = safe_close(fd);
         if (r >= 0 && crash_written)
                 r = crash_point(c, crash_written);
-        if (r >= 0 && renameat(c->tmp_fd, tmp, dir_fd, name) < 0)
+        if (r >= 0 && renameat(src_dir, tmp, dir_fd, name) < 0)
                 r = negative_errno();
         if (r < 0) {
-                tmp_unlink(c, tmp);
+                if (!c->crashed)
+                        (void) unlinkat(src_dir, tmp, 0);
                 return r;
         }
         if (crash_renamed) {
@@ -497,7 +508,8 @@ static int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const vo
 
 static int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
                              const char *crash_written, const char *crash_renamed) {
-        return write_file_atomic_full(c, dir_fd, name, data, size, mode, true, crash_written, crash_renamed);
+        return write_file_atomic_full(c, dir_fd, name, data, size, mode, true, -EBADF, NULL, crash_written,
+                                      crash_renamed);
 }
 
 /* A shared or exclusive flock() on the store root, on a file description of its own. */
@@ -1283,7 +1295,7 @@ static int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc, cons
                 return r;
         if (old_raw->data && old_raw->size == b.size && memcmp(old_raw->data, b.data, b.size) == 0)
                 return 0;   /* nothing changed: a run that wrote nothing costs no write here */
-        return write_file_atomic_full(c, c->cache_fd, ws_id, b.data, b.size, 0600, false, NULL, NULL);
+        return write_file_atomic_full(c, c->cache_fd, ws_id, b.data, b.size, 0600, false, -EBADF, NULL, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1454,23 +1466,84 @@ static int refs_load(int ws_dir_fd, RefList *ret) {
         return 0;
 }
 
-static int ref_write(Cas *c, const char *ws_id, const char *exec_id, const Digest *tree, uint64_t created_ms,
-                     uint64_t bytes) {
-        _cleanup_free_ char *json = NULL;
+/* The workspace's ref directory, made (and made durable) on first use. Return: fd or -errno. */
+static int ref_dir_open(Cas *c, const char *ws_id) {
         _cleanup_close_ int dfd = -EBADF;
         bool created = false;
-        int r;
 
-        r = ref_format(tree, exec_id, created_ms, bytes, &json);
-        if (r < 0)
-                return r;
         dfd = mkdir_open(c->refs_fd, ws_id, &created);
         if (dfd < 0)
                 return dfd;
         if (created && fsync(c->refs_fd) < 0)
                 return negative_errno();
+        return STEAL_FD(dfd);
+}
+
+static void prepared_name(const char *exec_id, char name[static CAS_PREPARED_NAME_MAX]) {
+        (void) snprintf(name, CAS_PREPARED_NAME_MAX, ".%s.pre", exec_id);
+}
+
+/* @prepared_fd (taken over): cas_ref_prepare()'s file, or -EBADF. */
+static int ref_write(Cas *c, const char *ws_id, const char *exec_id, const Digest *tree, uint64_t created_ms,
+                     uint64_t bytes, int prepared_fd) {
+        _cleanup_close_ int prepared = prepared_fd;
+        _cleanup_free_ char *json = NULL;
+        _cleanup_close_ int dfd = -EBADF;
+        char pre[CAS_PREPARED_NAME_MAX];
+        int r;
+
+        r = ref_format(tree, exec_id, created_ms, bytes, &json);
+        if (r < 0)
+                return r;
+        dfd = ref_dir_open(c, ws_id);
+        if (dfd < 0)
+                return dfd;
+        prepared_name(exec_id, pre);
+        if (prepared >= 0) {
+                struct stat a, b;
+
+                /* Still the file in the directory under that name (not removed meanwhile)? */
+                if (fstat(prepared, &a) >= 0 && fstatat(dfd, pre, &b, AT_SYMLINK_NOFOLLOW) >= 0 &&
+                    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                        return write_file_atomic_full(c, dfd, exec_id, json, strlen(json), 0444, true,
+                                                      STEAL_FD(prepared), pre, CAS_CRASH_REF_WRITTEN,
+                                                      CAS_CRASH_REF_RENAMED);
+                prepared = safe_close(prepared);
+        }
         return write_file_atomic(c, dfd, exec_id, json, strlen(json), 0444,
                                  CAS_CRASH_REF_WRITTEN, CAS_CRASH_REF_RENAMED);
+}
+
+int cas_ref_prepare(Cas *c, const char *ws_id, const char *exec_id) {
+        _cleanup_close_ int dfd = -EBADF;
+        char pre[CAS_PREPARED_NAME_MAX];
+        int fd;
+
+        assert(c);
+        if (!workspace_id_valid(ws_id) || !workspace_id_valid(exec_id))
+                return -EINVAL;
+        dfd = ref_dir_open(c, ws_id);
+        if (dfd < 0)
+                return dfd;
+        prepared_name(exec_id, pre);
+        fd = openat(dfd, pre, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0444);
+        return fd < 0 ? negative_errno() : fd;
+}
+
+void cas_ref_prepared_discard(Cas *c, const char *ws_id, const char *exec_id, int fd) {
+        _cleanup_close_ int dfd = -EBADF;
+        char pre[CAS_PREPARED_NAME_MAX];
+
+        if (fd < 0)
+                return;
+        safe_close(fd);
+        if (!workspace_id_valid(ws_id) || !workspace_id_valid(exec_id))
+                return;
+        dfd = openat(c->refs_fd, ws_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return;
+        prepared_name(exec_id, pre);
+        (void) unlinkat(dfd, pre, 0);
 }
 
 int cas_list_refs(Cas *c, const char *ws_id, CasRef **ret, size_t *ret_n) {
@@ -1832,7 +1905,7 @@ static int snapshot_dir(Snapshot *s, int dfd, unsigned depth, Digest *ret, uint6
 }
 
 static int snapshot_run(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
-                        char **ret_digest, CasSnapshotStats *ret_stats) {
+                        int *prepared_fd, char **ret_digest, CasSnapshotStats *ret_stats) {
         /* The lock is declared first so that it is released last, after tmp files are removed. */
         _cleanup_close_ int lock = -EBADF;
         _cleanup_(snapshot_done) Snapshot s = { .cas = c };
@@ -1887,7 +1960,7 @@ static int snapshot_run(Cas *c, int ws_fd, const char *ws_id, const char *exec_i
                 c->need_sync = false;
         }
 
-        r = ref_write(c, ws_id, exec_id, &root, created_ms, bytes);
+        r = ref_write(c, ws_id, exec_id, &root, created_ms, bytes, STEAL_FD(*prepared_fd));
         if (r < 0)
                 return r;
         r = crash_point(c, CAS_CRASH_REF_PUBLISHED);
@@ -1910,18 +1983,28 @@ static int snapshot_run(Cas *c, int ws_fd, const char *ws_id, const char *exec_i
         return 0;
 }
 
-int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
-                 char **ret_digest, CasSnapshotStats *ret_stats) {
+int cas_snapshot_prepared(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
+                          int prepared_fd, char **ret_digest, CasSnapshotStats *ret_stats) {
         /* The walk changes nothing in @c but its flags: on a copy, it may run in a thread of its
          * own next to the store's other users (snapshots of other workspaces, lookups). */
         Cas local = *c;
         int r;
 
         assert(c);
-        r = snapshot_run(&local, ws_fd, ws_id, exec_id, created_ms, ret_digest, ret_stats);
+        r = snapshot_run(&local, ws_fd, ws_id, exec_id, created_ms, &prepared_fd, ret_digest, ret_stats);
         if (c->crash_hook)
                 c->crashed = local.crashed;     /* tests (single-threaded) look at it */
+        if (prepared_fd >= 0 && !local.crashed)
+                /* Not used (the walk failed before the ref): it goes. */
+                cas_ref_prepared_discard(c, ws_id, exec_id, prepared_fd);
+        else
+                safe_close(prepared_fd);
         return r;
+}
+
+int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
+                 char **ret_digest, CasSnapshotStats *ret_stats) {
+        return cas_snapshot_prepared(c, ws_fd, ws_id, exec_id, created_ms, -EBADF, ret_digest, ret_stats);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -2751,6 +2834,27 @@ static int gc_sweep_objects(Cas *c, const Mark *m, uint64_t *freed) {
         return 0;
 }
 
+/* Ref files prepared by runs that a crash ended (cas_ref_prepare()): a day old. (A run in
+ * progress holds no store lock; one whose file went anyway writes its ref the ordinary way.) */
+static void prepared_prune(int ws_dir_fd) {
+        _cleanup_(names_done) Names names = {};
+        time_t now = time(NULL);
+
+        if (dir_read_names(ws_dir_fd, NULL, 0, &names) < 0)
+                return;
+        for (size_t i = 0; i < names.n; i++) {
+                const char *n = names.v[i];
+                size_t l = strlen(n);
+                struct stat st;
+
+                if (n[0] != '.' || l < 5 || !streq(n + l - 4, ".pre") ||
+                    fstatat(ws_dir_fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+                    st.st_mtim.tv_sec + 86400 > now)
+                        continue;
+                (void) unlinkat(ws_dir_fd, n, 0);
+        }
+}
+
 int cas_gc(Cas *c, unsigned keep_per_workspace, uint64_t *ret_freed_bytes) {
         _cleanup_(mark_done) Mark m = { .cas = c };
         _cleanup_(all_refs_done) AllRefs a = {};
@@ -2776,11 +2880,12 @@ int cas_gc(Cas *c, unsigned keep_per_workspace, uint64_t *ret_freed_bytes) {
                 RefList *l = &a.v[i].refs;
                 _cleanup_close_ int dfd = -EBADF;
 
-                if (keep_per_workspace == 0 || l->n <= keep_per_workspace)
-                        continue;
                 dfd = openat(c->refs_fd, a.v[i].ws_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (dfd < 0)
                         return negative_errno();
+                prepared_prune(dfd);
+                if (keep_per_workspace == 0 || l->n <= keep_per_workspace)
+                        continue;
                 while (l->n > keep_per_workspace) {
                         CasRef *ref = &l->refs[l->n - 1];
                         struct stat st;

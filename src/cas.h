@@ -154,6 +154,20 @@ typedef struct CasSnapshotStats {
 int cas_snapshot(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
                  char **ret_digest, CasSnapshotStats *ret_stats);
 
+/*
+ * cas_ref_prepare() - create, ahead of the snapshot (while the run goes on), the file that will
+ * become the ref workspace/@ws_id/@exec_id: ".<exec_id>.pre" in the workspace's ref directory,
+ * which ref listings and the gc ignore. Creating a file that stays costs about half a millisecond
+ * on a busy ext4; done here, it is not on the way to the answer. Return: its fd or -errno.
+ * cas_snapshot_prepared() - cas_snapshot() writing the ref through that file (@prepared_fd is
+ * taken over, closed, and the file removed if no ref came of it).
+ * cas_ref_prepared_discard() - close @fd and remove the file unused.
+ */
+int cas_ref_prepare(Cas *c, const char *ws_id, const char *exec_id);
+int cas_snapshot_prepared(Cas *c, int ws_fd, const char *ws_id, const char *exec_id, uint64_t created_ms,
+                          int prepared_fd, char **ret_digest, CasSnapshotStats *ret_stats);
+void cas_ref_prepared_discard(Cas *c, const char *ws_id, const char *exec_id, int fd);
+
 typedef struct CasRef {
         char *exec_id;
         char *tree;             /* "sha256:<hex>" */

@@ -95,6 +95,7 @@ struct Execution {
         int init_pidfd;                   /* ... checked to be ours; for a run that ends unreported */
         sd_event_source *init_source;     /* waiting for that pid 1 to be gone */
         int record_fd;                    /* the final record's file, made while the sandbox runs */
+        int ref_fd;                       /* the snapshot ref's file, likewise (cas_ref_prepare()) */
         sd_event_source *keeper_source, *report_source, *stdout_source, *stderr_source;
         sd_event_source *timeout_source, *lease_source, *kill_source, *free_source;
         char report_buf[64];
@@ -254,6 +255,7 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                 .info_fd = -EBADF,
                 .init_pidfd = -EBADF,
                 .record_fd = -EBADF,
+                .ref_fd = -EBADF,
                 .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
                           .stdout_fd = -EBADF, .stderr_fd = -EBADF },
                 .status = EXECUTION_STATUS_RUNNING,
@@ -453,6 +455,9 @@ Execution *execution_free(Execution *e) {
         m = e->manager;
         execution_release_resources(e);
         record_prepared_discard(m->records_fd, e->id, &e->record_fd);   /* a run that never finished */
+        if (m->cas)
+                cas_ref_prepared_discard(m->cas, e->req->workspace_id, e->id, STEAL_FD(e->ref_fd));
+        e->ref_fd = safe_close(e->ref_fd);
         if (e->prev)
                 e->prev->next = e->next;
         else if (m->executions == e)
@@ -627,6 +632,7 @@ static void execution_finish(Execution *e);
 struct SnapshotJob {
         Cas *cas;                         /* cas_snapshot() works on a copy of it */
         int ws_fd;
+        int ref_fd;                       /* cas_ref_prepare()'s file, or -EBADF */
         char *workspace_id, *execution_id;
         uint64_t created_ms;
 };
@@ -635,6 +641,7 @@ static void snapshot_job_free(SnapshotJob *j) {
         if (!j)
                 return;
         safe_close(j->ws_fd);
+        safe_close(j->ref_fd);            /* only if the thread never ran */
         free(j->workspace_id);
         free(j->execution_id);
         free(j);
@@ -646,7 +653,8 @@ static int snapshot_work(void *userdata, char **ret_out) {
         CasSnapshotStats st = {};
         int r;
 
-        r = cas_snapshot(j->cas, j->ws_fd, j->workspace_id, j->execution_id, j->created_ms, &digest, &st);
+        r = cas_snapshot_prepared(j->cas, j->ws_fd, j->workspace_id, j->execution_id, j->created_ms,
+                                  STEAL_FD(j->ref_fd), &digest, &st);
         if (r < 0)
                 return r;
         *ret_out = STEAL(digest);
@@ -684,6 +692,7 @@ static int execution_snapshot_start(Execution *e) {
         *j = (SnapshotJob) {
                 .cas = e->manager->cas,
                 .ws_fd = fcntl(e->ws_fd, F_DUPFD_CLOEXEC, 3),
+                .ref_fd = -EBADF,
                 .workspace_id = strdup(e->req->workspace_id),
                 .execution_id = strdup(e->id),
                 .created_ms = e->created_realtime_usec / 1000,
@@ -693,8 +702,10 @@ static int execution_snapshot_start(Execution *e) {
                 snapshot_job_free(j);
                 return r;
         }
+        j->ref_fd = STEAL_FD(e->ref_fd);
         r = thread_task_start(e->manager->event, snapshot_work, j, on_snapshot_done, e, &e->snapshot_task);
         if (r < 0) {
+                e->ref_fd = STEAL_FD(j->ref_fd);   /* discarded with the execution */
                 snapshot_job_free(j);
                 return r;
         }
@@ -1257,6 +1268,9 @@ static int execution_launch(Execution *e) {
          * file can take a millisecond, which would otherwise come after the run). */
         if (m->records_fd >= 0 && e->state != STATE_FINISHED)
                 e->record_fd = record_prepare(m->records_fd, e->id);
+        /* Likewise the snapshot ref's file. */
+        if (m->cas && e->state != STATE_FINISHED)
+                e->ref_fd = cas_ref_prepare(m->cas, e->req->workspace_id, e->id);
         return 0;
 }
 

@@ -656,6 +656,82 @@ static void test_stat_cache(void **state) {
         free(d5);
 }
 
+/* A ref file prepared during the run (cas_ref_prepare()) becomes the ref; listings never show it;
+ * one removed meanwhile does not stop the ref; a discarded one goes; the gc prunes a day-old one. */
+static void test_prepared_ref(void **state) {
+        Fixture *f = *state;
+        CasRef *refs = NULL;
+        size_t n = 0;
+        char *digest = NULL, *d1;
+        int fd;
+
+        write_str(f->ws_fd, "a", "alpha\n");
+        d1 = snapshot_ok(f, "e0", 1, NULL);
+
+        /* Prepared: invisible to the listing, then the ref itself (same inode), nothing left over. */
+        fd = cas_ref_prepare(f->cas, "ws", "e1");
+        assert_true(fd >= 0);
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/.e1.pre", F_OK, 0), 0);
+        assert_int_equal(cas_list_refs(f->cas, "ws", &refs, &n), 0);
+        assert_int_equal(n, 1);
+        cas_refs_free(refs, n);
+        {
+                struct stat pre, ref;
+
+                assert_int_equal(fstat(fd, &pre), 0);
+                assert_int_equal(cas_snapshot_prepared(f->cas, f->ws_fd, "ws", "e1", 2, fd, &digest, NULL), 0);
+                assert_string_equal(digest, d1);
+                assert_int_equal(fstatat(f->store_fd, "refs/workspace/ws/e1", &ref, 0), 0);
+                assert_int_equal(pre.st_ino, ref.st_ino);
+                assert_int_equal(ref.st_mode & 0777, 0444);
+        }
+        free(digest);
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/.e1.pre", F_OK, 0), -1);
+        assert_int_equal(count_dir(f->store_fd, "tmp"), 0);
+        assert_int_equal(cas_list_refs(f->cas, "ws", &refs, &n), 0);
+        assert_int_equal(n, 2);
+        cas_refs_free(refs, n);
+
+        /* Removed meanwhile: the ref is written the ordinary way. */
+        fd = cas_ref_prepare(f->cas, "ws", "e2");
+        assert_true(fd >= 0);
+        assert_int_equal(unlinkat(f->store_fd, "refs/workspace/ws/.e2.pre", 0), 0);
+        assert_int_equal(cas_snapshot_prepared(f->cas, f->ws_fd, "ws", "e2", 3, fd, &digest, NULL), 0);
+        assert_string_equal(digest, d1);
+        free(digest);
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/e2", F_OK, 0), 0);
+
+        /* A snapshot that fails before its ref removes the prepared file. */
+        fd = cas_ref_prepare(f->cas, "ws", "e3");
+        assert_true(fd >= 0);
+        assert_int_equal(cas_snapshot_prepared(f->cas, f->ws_fd, "ws", "bad/id", 4, fd, &digest, NULL), -EINVAL);
+        /* (bad id: nothing was prepared under it, the e3 file stays for the discard below) */
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/.e3.pre", F_OK, 0), 0);
+        cas_ref_prepared_discard(f->cas, "ws", "e3", -EBADF);   /* nothing to close: no-op */
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/.e3.pre", F_OK, 0), 0);
+        fd = openat(f->store_fd, "refs/workspace/ws/.e3.pre", O_WRONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        cas_ref_prepared_discard(f->cas, "ws", "e3", fd);
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/.e3.pre", F_OK, 0), -1);
+
+        /* Left by a crash: the gc removes it once it is a day old, not before. */
+        fd = cas_ref_prepare(f->cas, "ws", "e4");
+        assert_true(fd >= 0);
+        close(fd);
+        fd = cas_ref_prepare(f->cas, "ws", "e5");
+        assert_true(fd >= 0);
+        close(fd);
+        {
+                struct timespec old[2] = { { .tv_sec = time(NULL) - 2 * 86400 }, { .tv_sec = time(NULL) - 2 * 86400 } };
+                assert_int_equal(utimensat(f->store_fd, "refs/workspace/ws/.e4.pre", old, 0), 0);
+        }
+        assert_int_equal(cas_gc(f->cas, 0, NULL), 0);
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/.e4.pre", F_OK, 0), -1);
+        assert_int_equal(faccessat(f->store_fd, "refs/workspace/ws/.e5.pre", F_OK, 0), 0);
+        assert_fsck_ok(f);
+        free(d1);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Untrusted workspace contents. */
 
@@ -1410,6 +1486,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_strict_tree_decoding, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_identical_content_stored_once, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stat_cache, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_prepared_ref, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_symlinks_not_followed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_special_files_skipped, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
