@@ -4,7 +4,8 @@
 # Set-up for a fresh Debian 12 machine, as root. Idempotent.
 #   tests/setup.sh run    install what is missing, build, (re)start the runner on 127.0.0.1:4311
 #   tests/setup.sh test   install what is missing, build, run the whole test suite
-#                         (plain build, ASan+UBSan build, clang build); fails on any skipped test
+#                         (plain build, ASan+UBSan build, clang build, clang libFuzzer build:
+#                         tests/fuzz, briefly); fails on any skipped test
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +20,8 @@ packages=(
         bubblewrap systemd dbus polkitd
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
+        # fuzz targets: the libFuzzer runtime of Debian 12's clang 14
+        libclang-rt-14-dev
 )
 
 die() { echo "setup.sh: $*" >&2; exit 1; }
@@ -150,6 +153,12 @@ cmd_test() {
         ninja -C build-clang >build-clang/ninja-output.log 2>&1 || { tail -40 build-clang/ninja-output.log; return 1; }
         meson test -C build-clang --print-errorlogs --num-processes 2 --suite unit || rc=1
         logs+=(build-clang/meson-logs/testlog.json)
+
+        echo "== clang libFuzzer build (ASan+UBSan): fuzz, each target briefly over its seed corpus"
+        CC=clang setup_build build-fuzz -Dfuzz=true -Dtests=disabled -Dwerror=true \
+                -Db_sanitize=address,undefined -Db_lundef=false
+        meson test -C build-fuzz --print-errorlogs --num-processes 2 --suite fuzz || rc=1
+        logs+=(build-fuzz/meson-logs/testlog.json)
 
         echo "== install tree"
         rm -rf build/dest
