@@ -52,34 +52,6 @@ struct EgressEpoch {
 
 /* ---- helper binaries ------------------------------------------------------------------------- */
 
-/* Installed, all helpers live in libexecdir next to the daemon; in a build tree they are in
- * subdirectories of the daemon's directory. */
-static char *find_helper(const char *subdir, const char *name) {
-        char self[PATH_MAX], *slash, *p = NULL;
-        ssize_t n;
-
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n > 0) {
-                self[n] = '\0';
-                slash = strrchr(self, '/');
-                if (slash) {
-                        *slash = '\0';
-                        if (asprintf(&p, "%s/%s", self, name) >= 0 && access(p, X_OK) == 0)
-                                return p;
-                        free(p);
-                        p = NULL;
-                        if (asprintf(&p, "%s/%s/%s", self, subdir, name) >= 0 && access(p, X_OK) == 0)
-                                return p;
-                        free(p);
-                        p = NULL;
-                }
-        }
-        if (asprintf(&p, "%s/%s", LIBEXECDIR, name) >= 0 && access(p, X_OK) == 0)
-                return p;
-        free(p);
-        return NULL;
-}
-
 const char *egress_bridge_path(Manager *m) {
         return m->egress_bridge;
 }
@@ -404,8 +376,8 @@ int egress_setup(Manager *m, char **ret_error) {
 
         if (!path)
                 return -ENOMEM;
-        m->egress_gateway = find_helper("egress", "sandbox-runner-egress");
-        m->egress_bridge = find_helper("bridge", "sandbox-runner-bridge");
+        m->egress_gateway = manager_find_helper("egress", "sandbox-runner-egress");
+        m->egress_bridge = manager_find_helper("bridge", "sandbox-runner-bridge");
 
         /* Run as a systemd service, the gateway instances are units (the service itself has no
          * network: PrivateNetwork=yes); started by hand, we run them as children. */

@@ -51,6 +51,7 @@ static int pidfd_send_signal_(int fd, int sig) {
 
 typedef struct SnapshotJob SnapshotJob;
 static void snapshot_job_free(SnapshotJob *j);
+typedef struct KeeperReap KeeperReap;
 typedef struct Execution Execution;
 static void execution_scope_start(Execution *e);
 static int on_info(sd_event_source *s, int fd, uint32_t revents, void *userdata);
@@ -375,6 +376,140 @@ void execution_quota_cache_flush(Manager *m) {
  * it (the finish waits for that); after the report it is left alone until the answer is out
  * (execution_finish()), so that its exit does not compete with the snapshot and the answer.
  */
+/* A keeper killed after the answer, still exiting when its execution goes: the loop reaps it (a
+ * keeper's exit can take most of a millisecond, which the next request would wait for). Its
+ * scope goes when it is gone. */
+struct KeeperReap {
+        Manager *manager;
+        KeeperReap *prev, *next;
+        sd_event_source *source;
+        pid_t pid;
+        int pidfd;
+        Scope *scope;
+};
+
+static KeeperReap *keeper_reap_free(KeeperReap *k, bool wait) {
+        Manager *m = k->manager;
+
+        if (wait && k->source) {
+                (void) kill(k->pid, SIGKILL);
+                (void) waitpid(k->pid, NULL, 0);
+        }
+        k->source = sd_event_source_disable_unref(k->source);
+        safe_close(k->pidfd);
+        k->scope = scope_free(k->scope);
+        if (k->prev)
+                k->prev->next = k->next;
+        else if (m->keeper_reaps == k)
+                m->keeper_reaps = k->next;
+        if (k->next)
+                k->next->prev = k->prev;
+        free(k);
+        return NULL;
+}
+
+static int on_reaped_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        KeeperReap *k = userdata;
+
+        /* sd-event reaped it before calling us. */
+        k->source = sd_event_source_disable_unref(k->source);
+        keeper_reap_free(k, false);
+        return 0;
+}
+
+void execution_keeper_reaps_flush(Manager *m) {
+        while (m->keeper_reaps)
+                keeper_reap_free(m->keeper_reaps, true);
+}
+
+/* Hand the killed keeper of a finished run to the loop. Return: true if it took it. */
+static bool execution_reap_keeper_later(Execution *e) {
+        Manager *m = e->manager;
+        KeeperReap *k;
+
+        if (m->stopping || !e->keeper_source || e->state != STATE_FINISHED || !e->reported_exit)
+                return false;
+        k = calloc(1, sizeof(*k));
+        if (!k)
+                return false;
+        *k = (KeeperReap) { .manager = m, .pid = e->proc.keeper_pid, .pidfd = -EBADF };
+        if (sd_event_add_child_pidfd(m->event, &k->source, e->proc.keeper_pidfd, WEXITED, on_reaped_keeper_exit,
+                                     k) < 0) {
+                free(k);
+                return false;
+        }
+        (void) sd_event_source_set_description(k->source, "execution-keeper-reap");
+        (void) kill(k->pid, SIGKILL);
+        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
+        k->pidfd = STEAL_FD(e->proc.keeper_pidfd);
+        k->scope = STEAL(e->scope);
+        k->next = m->keeper_reaps;
+        if (k->next)
+                k->next->prev = k;
+        m->keeper_reaps = k;
+        e->keeper_gone = true;   /* as far as this execution is concerned */
+        return true;
+}
+
+/* ---- keepers started ahead ------------------------------------------------------------------- */
+
+static int on_keeper_refill(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+        SandboxKeeper k;
+        int r;
+
+        /* One per dispatch: a start blocks the loop for a fork and an exec, and anything else
+         * pending goes first (this source has idle priority). */
+        if (m->n_keeper_spares < ELEMENTSOF(m->keeper_spares) && !m->stopping) {
+                r = sandbox_keeper_start(m->keeper_path, &k);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to start a keeper ahead of its run, ignoring: %m");
+                        return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                }
+                m->keeper_spares[m->n_keeper_spares++] = k;
+        }
+        if (m->n_keeper_spares >= ELEMENTSOF(m->keeper_spares) || m->stopping)
+                return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        return 0;
+}
+
+void execution_keepers_refill(Manager *m) {
+        if (!m->keeper_path || m->stopping)
+                return;
+        if (!m->keeper_refill) {
+                if (sd_event_add_defer(m->event, &m->keeper_refill, on_keeper_refill, m) < 0) {
+                        m->keeper_refill = NULL;
+                        return;
+                }
+                (void) sd_event_source_set_priority(m->keeper_refill, SD_EVENT_PRIORITY_IDLE);
+                (void) sd_event_source_set_description(m->keeper_refill, "keeper-refill");
+        }
+        (void) sd_event_source_set_enabled(m->keeper_refill, SD_EVENT_ON);
+}
+
+void execution_keeper_spares_flush(Manager *m) {
+        m->keeper_refill = sd_event_source_disable_unref(m->keeper_refill);
+        while (m->n_keeper_spares > 0)
+                sandbox_keeper_stop(&m->keeper_spares[--m->n_keeper_spares]);
+}
+
+/* A keeper for a run: one started ahead if there is one alive, else one started now. */
+static int execution_take_keeper(Manager *m, SandboxKeeper *ret) {
+        while (m->n_keeper_spares > 0) {
+                SandboxKeeper k = m->keeper_spares[--m->n_keeper_spares];
+
+                if (sandbox_keeper_alive(&k)) {
+                        *ret = k;
+                        execution_keepers_refill(m);
+                        return 0;
+                }
+                log_debug("A keeper started ahead died while waiting; starting another.");
+                sandbox_keeper_stop(&k);
+        }
+        execution_keepers_refill(m);
+        return sandbox_keeper_start(m->keeper_path, ret);
+}
+
 static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->info_source = sd_event_source_disable_unref(e->info_source);
         e->info_fd = safe_close(e->info_fd);
@@ -392,6 +527,8 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->quota = NULL;
         egress_epoch_release(e->egress);
         e->egress = NULL;
+        if (wait && e->proc.keeper_pid > 0 && !e->keeper_gone)
+                (void) execution_reap_keeper_later(e);
         if (e->proc.keeper_pid > 0 && !e->keeper_gone && (wait || !e->reported_exit || !e->keeper_source)) {
                 /* Still ours to reap: make sure nothing survives us. (After the exit report, on
                  * the way to the answer, the keeper holds nothing of the sandbox any more: it is
@@ -1223,7 +1360,16 @@ static int execution_launch(Execution *e) {
                 return 0;
         }
 
-        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &e->proc);
+        for (unsigned attempt = 0;; attempt++) {
+                SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
+
+                r = execution_take_keeper(m, &keeper);
+                if (r >= 0)
+                        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc);
+                /* A keeper that died between our look and the job: once more, with a new one. */
+                if (attempt > 0 || (r != -ECHILD && r != -EPIPE && r != -ECONNRESET))
+                        break;
+        }
         if (r < 0) {
                 execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));
                 return 0;

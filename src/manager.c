@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "build-config.h"
 #include "cas.h"
@@ -154,6 +156,32 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
+char *manager_find_helper(const char *subdir, const char *name) {
+        char self[PATH_MAX], *slash, *p = NULL;
+        ssize_t n;
+
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                self[n] = '\0';
+                slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = '\0';
+                        if (asprintf(&p, "%s/%s", self, name) >= 0 && access(p, X_OK) == 0)
+                                return p;
+                        free(p);
+                        p = NULL;
+                        if (asprintf(&p, "%s/%s/%s", self, subdir, name) >= 0 && access(p, X_OK) == 0)
+                                return p;
+                        free(p);
+                        p = NULL;
+                }
+        }
+        if (asprintf(&p, "%s/%s", LIBEXECDIR, name) >= 0 && access(p, X_OK) == 0)
+                return p;
+        free(p);
+        return NULL;
+}
+
 int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = NULL;
         HttpServerLimits limits;
@@ -273,6 +301,9 @@ Manager *manager_free(Manager *m) {
         m->http = http_server_free(m->http);
         while (m->executions)
                 execution_free(m->executions);
+        execution_keeper_reaps_flush(m);
+        execution_keeper_spares_flush(m);
+        free(m->keeper_path);
         execution_quota_cache_flush(m);
         egress_teardown(m);
         m->gc_task = child_task_free(m->gc_task);
@@ -406,6 +437,15 @@ int manager_probe(Manager *m) {
         int r;
 
         r = sandbox_probe(m->config.bwrap, &m->probe);
+        if (r >= 0 && m->probe.usable && !m->keeper_path) {
+                m->keeper_path = manager_find_helper("keeper", "sandbox-runner-keeper");
+                if (!m->keeper_path) {
+                        m->probe.usable = false;
+                        free(m->probe.reason);
+                        m->probe.reason = strdup("sandbox-runner-keeper was found neither next to the daemon nor in "
+                                                 LIBEXECDIR);
+                }
+        }
         if (r < 0)
                 return log_oom();
         log_struct(m->probe.usable ? (m->probe.probe.proc_fresh ? LOG_INFO : LOG_WARNING) : LOG_ERR,
@@ -446,6 +486,8 @@ int manager_probe(Manager *m) {
                                                "limits enforced by rlimits only"
                                              : "; executions are refused (set [Execution] AllowUnscoped=yes to run "
                                                "them with rlimits only)"));
+        if (m->probe.usable)
+                execution_keepers_refill(m);
         return 0;
 }
 

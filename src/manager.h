@@ -60,6 +60,11 @@ typedef struct Manager {
         unsigned n_executions_running;
         uint64_t n_executions_total;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
+        struct KeeperReap *keeper_reaps; /* keepers of freed runs, still exiting (execution.c) */
+        char *keeper_path;               /* sandbox-runner-keeper */
+        SandboxKeeper keeper_spares[2];  /* started ahead, waiting for a run (execution.c) */
+        unsigned n_keeper_spares;
+        sd_event_source *keeper_refill;
 
         /* egress.c */
         EgressPolicy *egress_policy;     /* when the mode is "none" */
@@ -71,6 +76,13 @@ typedef struct Manager {
         char *egress_bridge;
         sd_event_source *stop_timer;
 } Manager;
+
+/*
+ * manager_find_helper() - the path of the helper binary @name: installed, all helpers live in
+ * libexecdir next to the daemon; in a build tree, in the subdirectory @subdir of the daemon's
+ * directory. Return: a new string, or NULL if there is none.
+ */
+char *manager_find_helper(const char *subdir, const char *name);
 
 /* manager_new() - build the loop and the HTTP server from a loaded config. Return: 0 or -errno. */
 int manager_new(Config *config, Secrets *secrets, Manager **ret);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Start-up probes of bwrap, and launching one sandbox under a small keeper process. */
+/* Start-up probes of bwrap, and launching one sandbox through a keeper (src/keeper/). */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,6 +21,7 @@
 
 #include "log.h"
 #include "sandbox.h"
+#include "util/fd-util.h"
 #include "util/macro.h"
 #include "util/strv.h"
 
@@ -251,201 +254,131 @@ void sandbox_probe_report_done(SandboxProbeReport *r) {
 
 /* ---- launching ------------------------------------------------------------------------------- */
 
-#define KEEPER_FD_CONTROL 8
-#define KEEPER_FD_REPORT  9
+int sandbox_keeper_start(const char *keeper_path, SandboxKeeper *ret) {
+        _cleanup_close_pair_ int sv[2] = { -EBADF, -EBADF };
+        posix_spawn_file_actions_t fa;
+        posix_spawnattr_t attr;
+        sigset_t none, all;
+        char parent[32];
+        char *const argv[] = { (char *) "sandbox-runner-keeper", parent, NULL };
+        pid_t pid;
+        int r, pidfd;
 
-static void write_all(int fd, const char *s) {
-        size_t n = strlen(s);
-
-        while (n > 0) {
-                ssize_t k = write(fd, s, n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return;
-                s += k;
-                n -= (size_t) k;
+        if (!keeper_path)
+                return -ENOENT;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return negative_errno();
+        (void) snprintf(parent, sizeof(parent), "%d", (int) getpid());
+        sigemptyset(&none);
+        sigfillset(&all);
+        r = posix_spawn_file_actions_init(&fa);
+        if (r != 0)
+                return -r;
+        r = posix_spawnattr_init(&attr);
+        if (r != 0) {
+                posix_spawn_file_actions_destroy(&fa);
+                return -r;
         }
+        /* stdin and stdout /dev/null, stderr ours (the journal) until the job brings its own. */
+        r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        if (r == 0)
+                r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+        if (r == 0)
+                r = posix_spawn_file_actions_adddup2(&fa, sv[1], KEEPER_FD_JOB);
+        if (r == 0)
+                r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+        if (r == 0)
+                r = posix_spawnattr_setsigmask(&attr, &none);
+        if (r == 0)
+                r = posix_spawnattr_setsigdefault(&attr, &all);
+        if (r == 0)
+                r = posix_spawn(&pid, keeper_path, &fa, &attr, argv, (char *const *) bwrap_environ);
+        posix_spawn_file_actions_destroy(&fa);
+        posix_spawnattr_destroy(&attr);
+        if (r != 0)
+                return -r;
+        pidfd = pidfd_open_(pid);
+        if (pidfd < 0) {
+                r = negative_errno();
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                return r;
+        }
+        *ret = (SandboxKeeper) { .pid = pid, .pidfd = pidfd, .job_fd = STEAL_FD(sv[0]) };
+        return 0;
 }
 
-/* "<tag><v>\n" into @buf (at least 16 bytes): no stdio, which is not async-signal-safe. */
-static void format_report(char *buf, char tag, int v) {
-        char digits[12];
-        unsigned u = v < 0 ? 0U - (unsigned) v : (unsigned) v;
-        size_t n = 0, i = 0;
+bool sandbox_keeper_alive(const SandboxKeeper *k) {
+        struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
 
-        do
-                digits[n++] = (char) ('0' + u % 10);
-        while ((u /= 10) > 0);
-        buf[i++] = tag;
-        if (v < 0)
-                buf[i++] = '-';
-        while (n > 0)
-                buf[i++] = digits[--n];
-        buf[i++] = '\n';
-        buf[i] = '\0';
+        return k->pid > 0 && k->pidfd >= 0 && k->job_fd >= 0 && poll(&p, 1, 0) == 0;
 }
 
-static void set_limit(int resource, uint64_t v) {
-        struct rlimit rl = { .rlim_cur = (rlim_t) v, .rlim_max = (rlim_t) v };
-        (void) setrlimit(resource, &rl);
+void sandbox_keeper_stop(SandboxKeeper *k) {
+        if (k->pid > 0) {
+                (void) kill(k->pid, SIGKILL);
+                while (waitpid(k->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        k->pidfd = safe_close(k->pidfd);
+        k->job_fd = safe_close(k->job_fd);
+        k->pid = 0;
 }
 
-/* The keeper: runs in the forked child, never returns. The daemon has threads (snapshots), so only
- * async-signal-safe calls here: no malloc, no stdio. */
-/* close() for the keeper (no logging, nothing but the syscall). Return: -1. */
-static int safe_close_keeper(int fd) {
+/* The program path and @argv, each NUL-terminated, in a sealed memfd. */
+static int argv_memfd(const char *bwrap, char *const *argv, uint32_t *ret_argc) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = strlen(bwrap) + 1, argc = 0, off = 0;
+        int fd;
+
+        for (char *const *a = argv; *a; a++, argc++)
+                size += strlen(*a) + 1;
+        if (argc == 0 || argc > UINT32_MAX || size > KEEPER_ARGV_BYTES_MAX)
+                return -E2BIG;
+        buf = malloc(size);
+        if (!buf)
+                return -ENOMEM;
+        memcpy(buf, bwrap, strlen(bwrap) + 1);
+        off = strlen(bwrap) + 1;
+        for (char *const *a = argv; *a; a++) {
+                memcpy(buf + off, *a, strlen(*a) + 1);
+                off += strlen(*a) + 1;
+        }
+        fd = memfd_new_data("sandbox-argv", buf, size);
         if (fd >= 0)
-                (void) close(fd);
-        return -1;
+                *ret_argc = (uint32_t) argc;
+        return fd;
 }
 
-/* Early start: the whole seccomp program (the memfd at SANDBOX_FD_SECCOMP) into @fd in one
- * write(), which a pipe with room for all of it takes whole: bwrap never sees a part of it. */
-static int keeper_release_program(int fd) {
-        struct stat st;
-        void *p;
+/* One message: the job, the slots' fds, then the argv memfd. */
+static int send_job(int sock, const KeeperJob *job, const int *slots, int argv_fd) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * (KEEPER_JOB_SLOTS + 1))];
+        } control = {};
+        int fds[KEEPER_JOB_SLOTS + 1];
+        size_t n = 0;
+        struct iovec iov = { .iov_base = (void *) job, .iov_len = sizeof(*job) };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control };
+        struct cmsghdr *c;
         ssize_t k;
 
-        if (fstat(SANDBOX_FD_SECCOMP, &st) < 0 || st.st_size <= 0)
-                return -1;
-        p = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, SANDBOX_FD_SECCOMP, 0);
-        if (p == MAP_FAILED)
-                return -1;
+        for (int i = 0; i < KEEPER_JOB_SLOTS; i++)
+                if (job->fd_mask & (1U << i))
+                        fds[n++] = slots[i];
+        fds[n++] = argv_fd;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+        c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
         do
-                k = write(fd, p, (size_t) st.st_size);
+                k = sendmsg(sock, &msg, MSG_NOSIGNAL);
         while (k < 0 && errno == EINTR);
-        (void) munmap(p, (size_t) st.st_size);
-        return k == (ssize_t) st.st_size ? 0 : -1;
-}
-
-static _Noreturn void keeper_main(const char *bwrap, char *const *argv, const SandboxLimits *limits, pid_t parent,
-                                  bool early, bool start_now) {
-        char c, line[48];
-        pid_t pid;
-        int pidfd, status, program[2] = { -1, -1 };
-
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-                _exit(126);
-        /* bwrap exits as soon as its pid 1 in the sandbox has told it the payload's status, which
-         * is before that pid 1 has exited, and so before the kernel has killed what was left in
-         * the pid namespace. As a subreaper we inherit that pid 1 and reap it ourselves: once it
-         * is gone, the whole namespace is, and only then is the run over (nothing can still write
-         * to the workspace when the snapshot starts). */
-        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-                _exit(126);
-
-        if (early) {
-                /* The program's pipe: its read end becomes bwrap's SANDBOX_FD_SECCOMP, only we
-                 * hold the write end (close-on-exec), sized to take the program in one write. */
-                struct stat st;
-
-                if (pipe2(program, O_CLOEXEC) < 0 || fstat(SANDBOX_FD_SECCOMP, &st) < 0)
-                        _exit(124);
-                /* Above the layout: a free slot of it (no code fd, say) is closed again below. */
-                for (int i = 0; i < 2; i++) {
-                        int fd = fcntl(program[i], F_DUPFD_CLOEXEC, SANDBOX_FD_INFO + 1);
-                        if (fd < 0)
-                                _exit(124);
-                        (void) close(program[i]);
-                        program[i] = fd;
-                }
-                if (st.st_size > 65536 && fcntl(program[1], F_SETPIPE_SZ, (int) st.st_size) < 0)
-                        _exit(124);
-        }
-
-        /* Wait for the go: the scope exists and we are in it. (Early start: later, see below. No
-         * scope: no wait.) */
-        for (; !early && !start_now;) {
-                ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k != 1 || c != 'G')
-                        _exit(125);
-                break;
-        }
-
-        /* vfork(): the keeper is a copy of the daemon, and copying its page tables again only to
-         * exec bwrap costs a good part of a millisecond. The child shares our memory until the
-         * exec: it only closes fds (its own table), sets limits and execs or _exit()s. */
-        pid = vfork();
-        if (pid < 0)
-                _exit(124);
-        if (pid == 0) {
-                if (early && dup2(program[0], SANDBOX_FD_SECCOMP) < 0)
-                        _exit(124);
-                (void) close(KEEPER_FD_CONTROL);
-                (void) close(KEEPER_FD_REPORT);
-                set_limit(RLIMIT_CORE, 0);
-                if (limits->fsize > 0)
-                        set_limit(RLIMIT_FSIZE, limits->fsize);
-                if (limits->as > 0)
-                        set_limit(RLIMIT_AS, limits->as);
-                if (limits->nofile > 0)
-                        set_limit(RLIMIT_NOFILE, limits->nofile);
-                execve(bwrap, argv, bwrap_environ);
-                write_all(2, "sandbox-runner: failed to execute bwrap\n");
-                _exit(127);
-        }
-
-        /* The keeper holds no end of the payload's stdio (early start: it keeps the program). */
-        for (int fd = 0; fd <= SANDBOX_FD_CODE; fd++)
-                if (!early || fd != SANDBOX_FD_SECCOMP)
-                        (void) close(fd);
-        (void) close(SANDBOX_FD_INFO);
-        if (early)
-                (void) close(program[0]);
-
-        format_report(line, 'S', (int) pid);
-        write_all(KEEPER_FD_REPORT, line);
-
-        pidfd = pidfd_open_(pid);
-        for (;;) {
-                struct pollfd p[2] = {
-                        { .fd = KEEPER_FD_CONTROL, .events = POLLIN },
-                        { .fd = pidfd, .events = POLLIN },
-                };
-                if (poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
-                        break;
-                if (p[0].revents) {
-                        ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
-                        if (k <= 0 || c == 'K') {
-                                (void) kill(pid, SIGKILL);
-                                /* The pid 1 waits for its program, and is not yet bound to bwrap's
-                                 * life: an empty program ends it. */
-                                program[1] = safe_close_keeper(program[1]);
-                        }
-                        if (k <= 0)
-                                break;
-                        if (c == 'G' && program[1] >= 0) {
-                                /* Everything is in the scope: let the sandbox's pid 1 go on. */
-                                if (keeper_release_program(program[1]) < 0)
-                                        (void) kill(pid, SIGKILL);
-                                program[1] = safe_close_keeper(program[1]);
-                                (void) close(SANDBOX_FD_SECCOMP);
-                        }
-                }
-                if (pidfd < 0 || p[1].revents) {
-                        if (waitpid(pid, &status, WNOHANG) == pid) {
-                                /* The sandbox's pid 1, if it outlived bwrap (see above); if it
-                                 * still waits for its program, an empty one ends it. */
-                                program[1] = safe_close_keeper(program[1]);
-                                while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-                                        ;
-                                format_report(line, 'X', status);
-                                write_all(KEEPER_FD_REPORT, line);
-                                /* Hold the cgroup (and so the accounting) until released. */
-                                while (read(KEEPER_FD_CONTROL, &c, 1) > 0)
-                                        ;
-                                _exit(0);
-                        }
-                }
-        }
-        (void) kill(pid, SIGKILL);
-        program[1] = safe_close_keeper(program[1]);
-        while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-                ;
-        _exit(0);
+        if (k < 0)
+                return negative_errno();
+        return k == (ssize_t) sizeof(*job) ? 0 : -EIO;
 }
 
 /* The parent pid of @pid (field 4 of /proc/PID/stat, after the command name), or -errno. */
@@ -494,86 +427,57 @@ int sandbox_pidfd_of_child(pid_t pid, pid_t keeper) {
 }
 
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
-                  SandboxProcess *ret) {
-        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
-        int ctl[2] = { -EBADF, -EBADF }, rep[2] = { -EBADF, -EBADF };
-        pid_t parent = getpid(), pid;
+                  SandboxKeeper *keeper, SandboxProcess *ret) {
+        _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
+        _cleanup_close_pair_ int ctl[2] = { -EBADF, -EBADF }, rep[2] = { -EBADF, -EBADF };
+        _cleanup_close_ int argv_fd = -EBADF;
+        KeeperJob job = {
+                .magic = KEEPER_JOB_MAGIC,
+                .flags = fds->start_now ? KEEPER_JOB_START_NOW : fds->info_fd >= 0 ? KEEPER_JOB_EARLY : 0,
+                .fsize = limits->fsize,
+                .as = limits->as,
+                .nofile = limits->nofile,
+        };
         int r;
 
+        if (!sandbox_keeper_alive(keeper)) {
+                sandbox_keeper_stop(keeper);
+                return -ECHILD;
+        }
         if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ctl, O_CLOEXEC) < 0 ||
-            pipe2(rep, O_CLOEXEC) < 0) {
-                r = negative_errno();
-                goto fail;
-        }
+            pipe2(rep, O_CLOEXEC) < 0)
+                return negative_errno();
+        argv_fd = argv_memfd(bwrap, argv, &job.argc);
+        if (argv_fd < 0)
+                return argv_fd;
 
-        pid = fork();
-        if (pid < 0) {
-                r = negative_errno();
-                goto fail;
-        }
-        if (pid == 0) {
-                /* target fd → source fd; move every source out of the way first. */
-                int src[11] = {
-                        fds->stdin_fd, out[1], err[1], fds->seccomp_fd, fds->passwd_fd, fds->group_fd,
-                        fds->hosts_fd, fds->code_fd, ctl[0], rep[1], fds->info_fd,
-                };
-                int high[11];
-
-                child_reset_signals();
-                for (int i = 0; i < 11; i++) {
-                        high[i] = -1;
-                        if (src[i] < 0)
-                                continue;
-                        high[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 100);
-                        if (high[i] < 0)
-                                _exit(123);
-                }
-                for (int i = 0; i < 11; i++) {
-                        if (high[i] < 0) {
-                                (void) close(i);
-                                continue;
-                        }
-                        if (dup2(high[i], i) < 0)
-                                _exit(123);
-                }
-                /* Only the keeper's own two pipes stay close-on-exec. */
-                (void) fcntl(KEEPER_FD_CONTROL, F_SETFD, FD_CLOEXEC);
-                (void) fcntl(KEEPER_FD_REPORT, F_SETFD, FD_CLOEXEC);
-                (void) syscall(SYS_close_range, 11U, ~0U, 0U);
-                keeper_main(bwrap, argv, limits, parent, fds->info_fd >= 0 && !fds->start_now, fds->start_now);
-        }
-
-        safe_close(out[1]);
-        safe_close(err[1]);
-        safe_close(ctl[0]);
-        safe_close(rep[1]);
-        *ret = (SandboxProcess) {
-                .keeper_pid = pid,
-                .keeper_pidfd = pidfd_open_(pid),
-                .control_fd = ctl[1],
-                .report_fd = rep[0],
-                .stdout_fd = out[0],
-                .stderr_fd = err[0],
+        const int slots[KEEPER_JOB_SLOTS] = {
+                [0] = fds->stdin_fd, [1] = out[1], [2] = err[1],
+                [SANDBOX_FD_SECCOMP] = fds->seccomp_fd, [SANDBOX_FD_PASSWD] = fds->passwd_fd,
+                [SANDBOX_FD_GROUP] = fds->group_fd, [SANDBOX_FD_HOSTS] = fds->hosts_fd,
+                [SANDBOX_FD_CODE] = fds->code_fd, [KEEPER_FD_CONTROL] = ctl[0], [KEEPER_FD_REPORT] = rep[1],
+                [SANDBOX_FD_INFO] = fds->info_fd,
         };
-        if (ret->keeper_pidfd < 0) {
-                r = negative_errno();
-                (void) kill(pid, SIGKILL);
-                (void) waitpid(pid, NULL, 0);
-                sandbox_process_done(ret);
+        for (int i = 0; i < KEEPER_JOB_SLOTS; i++)
+                if (slots[i] >= 0)
+                        job.fd_mask |= 1U << i;
+        r = send_job(keeper->job_fd, &job, slots, argv_fd);
+        if (r < 0) {
+                sandbox_keeper_stop(keeper);
                 return r;
         }
-        return 0;
+        keeper->job_fd = safe_close(keeper->job_fd);
 
-fail:
-        safe_close(out[0]);
-        safe_close(out[1]);
-        safe_close(err[0]);
-        safe_close(err[1]);
-        safe_close(ctl[0]);
-        safe_close(ctl[1]);
-        safe_close(rep[0]);
-        safe_close(rep[1]);
-        return r;
+        *ret = (SandboxProcess) {
+                .keeper_pid = keeper->pid,
+                .keeper_pidfd = STEAL_FD(keeper->pidfd),
+                .control_fd = STEAL_FD(ctl[1]),
+                .report_fd = STEAL_FD(rep[0]),
+                .stdout_fd = STEAL_FD(out[0]),
+                .stderr_fd = STEAL_FD(err[0]),
+        };
+        keeper->pid = 0;
+        return 0;
 }
 
 void sandbox_process_done(SandboxProcess *p) {

@@ -1,20 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Start-up probes of bwrap, and launching one sandbox under a small keeper process. */
+/* Start-up probes of bwrap, and launching one sandbox through a keeper (src/keeper/). */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "keeper/keeper-job.h"   /* the fd layout of bwrap (SandboxSpec takes these numbers) */
 #include "sandbox-argv.h"
 
-/* The fd layout of the bwrap process (SandboxSpec takes these numbers). */
-#define SANDBOX_FD_SECCOMP 3
-#define SANDBOX_FD_PASSWD  4
-#define SANDBOX_FD_GROUP   5
-#define SANDBOX_FD_HOSTS   6
-#define SANDBOX_FD_CODE    7
-#define SANDBOX_FD_INFO    10     /* bwrap --info-fd (early start only) */
 
 typedef struct SandboxProbeReport {
         SandboxProbe probe;
@@ -49,6 +44,26 @@ typedef struct SandboxFds {
         bool start_now;
 } SandboxFds;
 
+/* A keeper (sandbox-runner-keeper), started ahead of its run, waiting for its job. */
+typedef struct SandboxKeeper {
+        pid_t pid;               /* 0 = none */
+        int pidfd;
+        int job_fd;
+} SandboxKeeper;
+#define SANDBOX_KEEPER_NULL ((SandboxKeeper) { .pid = 0, .pidfd = -EBADF, .job_fd = -EBADF })
+
+/*
+ * sandbox_keeper_start() - start a keeper (@keeper_path) as our child: it dies with us, and
+ * waits for the job that sandbox_spawn() sends. Starting one is a fork and an exec (most of a
+ * millisecond here): the daemon keeps one ready, so that neither sits between a request and its
+ * sandbox. Return: 0 or -errno.
+ */
+int sandbox_keeper_start(const char *keeper_path, SandboxKeeper *ret);
+/* sandbox_keeper_alive() - still waiting for its job (not dead, not used). */
+bool sandbox_keeper_alive(const SandboxKeeper *k);
+/* sandbox_keeper_stop() - kill and reap an unused keeper. */
+void sandbox_keeper_stop(SandboxKeeper *k);
+
 typedef struct SandboxProcess {
         pid_t keeper_pid;        /* our child: holds the scope's cgroup until we release it */
         int keeper_pidfd;
@@ -59,10 +74,11 @@ typedef struct SandboxProcess {
 } SandboxProcess;
 
 /*
- * sandbox_spawn() - fork the keeper, which waits for 'G' on its control pipe (not with
- * @fds->start_now), then forks and execs bwrap with @argv (fds laid out as SANDBOX_FD_*), an
- * explicit minimal environment and @limits, reports its pid and, later, its wait status (once the
- * sandbox's pid 1, and so the pid namespace, is gone too), then waits to be released.
+ * sandbox_spawn() - hand @keeper (consumed: moved into @ret, or stopped on failure) the job of
+ * running bwrap with @argv (fds laid out as SANDBOX_FD_*), an explicit minimal environment and
+ * @limits. The keeper waits for 'G' on its control pipe (not with @fds->start_now), then starts
+ * bwrap, reports its pid and, later, its wait status (once the sandbox's pid 1, and so the pid
+ * namespace, is gone too), then waits to be released.
  *
  * Early start (@fds->info_fd set, @argv has --info-fd SANDBOX_FD_INFO): the keeper execs bwrap at
  * once, but bwrap gets its seccomp program through a pipe, not the memfd: bwrap reads it to EOF
@@ -71,10 +87,10 @@ typedef struct SandboxProcess {
  * keeper writes the program in one write() and closes the pipe. If the keeper dies first, bwrap
  * reads an empty program, which it refuses: it fails closed. The caller puts the keeper, bwrap
  * ("S<pid>") and the pid 1 (from the --info-fd JSON) into the scope before 'G'.
- * Return: 0 or -errno.
+ * Return: 0, -ECHILD if @keeper had died, or -errno.
  */
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
-                  SandboxProcess *ret);
+                  SandboxKeeper *keeper, SandboxProcess *ret);
 void sandbox_process_done(SandboxProcess *p);
 
 /*

@@ -49,6 +49,12 @@ static inline void closep(int *fd) {
 }
 #define _cleanup_close_ _cleanup_(closep)
 
+static inline void close_pairp(int (*p)[2]) {
+        (*p)[0] = safe_close((*p)[0]);
+        (*p)[1] = safe_close((*p)[1]);
+}
+#define _cleanup_close_pair_ _cleanup_(close_pairp)
+
 /* Overwrite a secret before freeing it. */
 static inline void erase_and_free(char *s) {
         if (!s)

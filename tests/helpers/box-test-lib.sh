@@ -59,7 +59,7 @@
 #                         (random TOKEN and SIGNING_KEY into /etc/credstore)
 #   journal_has EXPR      the service's journal (JSON lines as L) satisfies EXPR, with retries
 #   scope_units, stray_processes   sandbox-runner-x-* units; the service user's processes
-#                         other than the daemon
+#                         other than the daemon and its (at most 2) idle keepers
 #
 # The signed HTTP client inside the box
 #   box_install_client    TOKEN and SIGNING_KEY to /root/sr-token and /root/sr-key, the python3
@@ -376,11 +376,24 @@ scope_units() {
         bx systemctl list-units --all --no-legend --plain "${SCOPE_PREFIX}*" | awk 'NF { print $1 }'
 }
 
-# Processes of the service user other than the daemon itself.
+# Processes of the service user other than the daemon itself and its idle keepers: those started
+# ahead of runs (src/keeper/), at most 2, children of the daemon in its own cgroup (not a scope),
+# with no children of their own. Anything else is printed as "PID ARGS".
 stray_processes() {
         local main
         main=$(bx systemctl show -p MainPID --value sandbox-runner.service)
-        bx ps -u "$SERVICE_USER" -o pid=,args= | awk -v m="$main" '$1 != m'
+        bx sh -c '
+                main=$1; idle=0
+                ps -u "$2" -o pid=,ppid=,args= | while read -r pid ppid args; do
+                        [ "$pid" = "$main" ] && continue
+                        if [ "$ppid" = "$main" ] && [ "${args%% *}" = sandbox-runner-keeper ] &&
+                           [ "$(cat /proc/$pid/cgroup 2>/dev/null)" = "$(cat /proc/$main/cgroup)" ] &&
+                           [ -z "$(ps --ppid "$pid" -o pid=)" ] && [ "$idle" -lt 2 ]; then
+                                idle=$((idle + 1))
+                                continue
+                        fi
+                        echo "$pid $args"
+                done' sh "$main" "$SERVICE_USER"
 }
 
 # -----------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ box_test_init activation
 # Build products and install layout
 
 step_install() {
-        stage_install src/sandbox-runnerd src/ctl/sandbox-runnerctl || return 1
+        stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper src/ctl/sandbox-runnerctl || return 1
         local f
         f=$(stage_path sandbox-runner.service -path '*/systemd/system/*') || { echo "no sandbox-runner.service installed"; return 1; }
         UNITDIR=$(dirname "$f")

@@ -135,7 +135,7 @@ threading.Event().wait()
 
 step_install() {
         local u
-        stage_install src/sandbox-runnerd src/egress/sandbox-runner-egress src/bridge/sandbox-runner-bridge || return 1
+        stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper src/egress/sandbox-runner-egress src/bridge/sandbox-runner-bridge || return 1
         stage_check_units || return 1
         UNITDIR=$(dirname "$(stage_path sandbox-runner.service -path '*/systemd/system/*')")
         for u in sandbox-runner-egress@.socket sandbox-runner-egress@.service; do

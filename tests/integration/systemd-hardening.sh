@@ -64,7 +64,7 @@ mv "$out.tmp" "$out"
 '
 
 step_setup() {
-        stage_install src/sandbox-runnerd || return 1
+        stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper || return 1
         UNIT=$(stage_path sandbox-runner.service -path '*/systemd/system/*') || { echo "no sandbox-runner.service installed"; return 1; }
         command -v bwrap >/dev/null || { echo "bwrap is not installed on the host (the box sees the host's /usr)"; return 1; }
         box_boot || return 1

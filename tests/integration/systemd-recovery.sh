@@ -43,7 +43,7 @@ box_test_init recovery
 # Build products and install layout (as systemd-scopes.sh)
 
 step_install() {
-        stage_install src/sandbox-runnerd || return 1
+        stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper || return 1
         stage_check_units || return 1
         stage_relocate_polkit_rule || return 1
         echo "prefix=$PREFIX confdir=$CONFDIR user=$SERVICE_USER polkit rule $RULEFILE"

@@ -4,8 +4,11 @@
  * sandbox at once but runs nothing until the keeper gets 'G'; if the keeper dies or is told 'K'
  * first, the payload never runs (bwrap reads an empty seccomp program and refuses it). Without
  * a scope in sight: the test plays the daemon's part (reads "S<pid>" and the --info-fd JSON).
+ * Also the keeper (sandbox-runner-keeper) itself: what it inherits, which jobs it refuses, and
+ * that it starts nothing for anyone but the parent it was told of.
  */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -109,8 +113,12 @@ static void spawn_early(Fixture *f) {
                 .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = -1, .group_fd = -1,
                 .hosts_fd = -1, .code_fd = -1, .info_fd = info[1],
         };
+        SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &keeper), 0);
+        assert_true(sandbox_keeper_alive(&keeper));
         assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 },
-                                       &f->proc), 0);
+                                       &keeper, &f->proc), 0);
+        assert_int_equal(keeper.pid, 0);   /* consumed */
         safe_close(info[1]);
         f->info_fd = info[0];
 
@@ -219,11 +227,204 @@ static void test_kill_before_go(void **state) {
         assert_false(ran(f));
 }
 
+/* Unscoped (start_now): runs at once; by the exit report the sandbox's pid 1 is gone too, with a
+ * background process the payload left behind. */
+static void test_start_now_reports_after_the_sandbox_is_gone(void **state) {
+        Fixture *f = *state;
+        char *payload[] = { (char *) "/bin/sh", (char *) "-c", (char *) "sleep 1000 & touch /workspace/ran", NULL };
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_free_ char *err = NULL;
+        _cleanup_close_ int seccomp_fd = -EBADF, stdin_fd = -EBADF;
+        SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
+        char line[64], json[256];
+        int info[2];
+        ssize_t n;
+
+        SandboxSpec spec = {
+                .workspace = f->dir, .cwd = "", .argv = payload, .tmp_size = 16ULL << 20,
+                .seccomp_fd = SANDBOX_FD_SECCOMP, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
+                .code_fd = -1, .info_fd = SANDBOX_FD_INFO,
+        };
+        assert_int_equal(sandbox_argv_build(&spec, &f->probe.probe, &argv), 0);
+        assert_int_equal(seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &seccomp_fd, &err), 0);
+        stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_int_equal(pipe2(info, O_CLOEXEC), 0);
+        SandboxFds fds = {
+                .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = -1, .group_fd = -1,
+                .hosts_fd = -1, .code_fd = -1, .info_fd = info[1], .start_now = true,
+        };
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &keeper), 0);
+        assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 },
+                                       &keeper, &f->proc), 0);
+        safe_close(info[1]);
+        f->info_fd = info[0];
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_int_equal(line[0], 'S');
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_string_equal(line, "X0");
+        assert_true(ran(f));
+        /* The pid 1 (from the info JSON, complete by now) no longer exists: the keeper reaped it. */
+        n = read(f->info_fd, json, sizeof(json) - 1);
+        assert_true(n > 0);
+        json[n] = '\0';
+        {
+                json_object *o = json_tokener_parse(json), *v;
+                assert_non_null(o);
+                assert_true(json_object_object_get_ex(o, "child-pid", &v));
+                f->init_pid = (pid_t) json_object_get_int(v);
+                json_object_put(o);
+        }
+        assert_true(f->init_pid > 1);
+        assert_int_equal(kill(f->init_pid, 0), -1);
+        assert_int_equal(errno, ESRCH);
+        f->proc.control_fd = safe_close(f->proc.control_fd);
+        reap_all();
+}
+
+static int wait_exit_status(pid_t pid) {
+        int status;
+
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        return WEXITSTATUS(status);
+}
+
+/* A keeper started ahead and never used goes when its job socket closes. */
+static void test_unused_keeper_exits(void **state) {
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &k), 0);
+        k.job_fd = safe_close(k.job_fd);
+        assert_int_equal(wait_exit_status(k.pid), 0);
+        k.pid = 0;
+        sandbox_keeper_stop(&k);
+}
+
+/* Nothing of ours but the job socket reaches the keeper, not even an fd without close-on-exec. */
+static void test_keeper_inherits_only_its_socket(void **state) {
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        char path[64], fds[256] = "";
+        int leak[2];
+        DIR *d;
+        struct dirent *de;
+
+        assert_int_equal(pipe(leak), 0);   /* deliberately without O_CLOEXEC */
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &k), 0);
+        (void) snprintf(path, sizeof(path), "/proc/%d/fd", (int) k.pid);
+        /* Wait for it to be past its own set-up (it then blocks in recvmsg on fd 100). */
+        for (unsigned i = 0; i < 500; i++) {
+                char link[64];
+                (void) snprintf(link, sizeof(link), "/proc/%d/fd/100", (int) k.pid);
+                if (access(link, F_OK) == 0 && access(path, F_OK) == 0) {
+                        (void) snprintf(link, sizeof(link), "/proc/%d/fd/3", (int) k.pid);
+                        if (access(link, F_OK) < 0)
+                                break;
+                }
+                (void) nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        d = opendir(path);
+        assert_non_null(d);
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                strncat(fds, de->d_name, sizeof(fds) - strlen(fds) - 2);
+                strcat(fds, " ");
+        }
+        closedir(d);
+        /* stdin, stdout (/dev/null), stderr (ours), the job socket moved to 100. */
+        assert_string_equal(fds, "0 1 2 100 ");
+        safe_close(leak[0]);
+        safe_close(leak[1]);
+        sandbox_keeper_stop(&k);
+}
+
+/* A job that is not exactly what the daemon sends: the keeper starts nothing and says so. */
+static void send_raw_job(int sock, const KeeperJob *job, const int *fds, size_t n_fds) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * 16)];
+        } control = {};
+        struct iovec iov = { .iov_base = (void *) job, .iov_len = sizeof(*job) };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (n_fds > 0) {
+                struct cmsghdr *c;
+                msg.msg_control = &control;
+                msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+                c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+        }
+        assert_int_equal(sendmsg(sock, &msg, MSG_NOSIGNAL), (ssize_t) sizeof(*job));
+}
+
+static void test_keeper_refuses_bad_jobs(void **state) {
+        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        int fds[2] = { devnull, devnull };
+        struct {
+                KeeperJob job;
+                size_t n_fds;
+        } cases[] = {
+                /* wrong magic */
+                { { .magic = 0x12345678, .fd_mask = 0, .argc = 1 }, 1 },
+                /* the mask names a slot, but only the argv memfd came */
+                { { .magic = KEEPER_JOB_MAGIC, .fd_mask = 1, .argc = 1 }, 1 },
+                /* a slot beyond the layout */
+                { { .magic = KEEPER_JOB_MAGIC, .fd_mask = 1U << KEEPER_JOB_SLOTS, .argc = 1 }, 2 },
+                /* no fds at all */
+                { { .magic = KEEPER_JOB_MAGIC, .fd_mask = 0, .argc = 1 }, 0 },
+                /* the "argv memfd" is /dev/null: empty */
+                { { .magic = KEEPER_JOB_MAGIC, .fd_mask = 0, .argc = 1 }, 1 },
+        };
+
+        assert_true(devnull >= 0);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                SandboxKeeper k = SANDBOX_KEEPER_NULL;
+
+                assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &k), 0);
+                send_raw_job(k.job_fd, &cases[i].job, fds, cases[i].n_fds);
+                assert_int_equal(wait_exit_status(k.pid), 120);
+                k.pid = 0;
+                sandbox_keeper_stop(&k);
+        }
+        safe_close(devnull);
+}
+
+/* Run by hand, or by a process that is not the one it names, the keeper does nothing. */
+static void test_keeper_checks_its_parent(void **state) {
+        const char *args[][3] = {
+                { "sandbox-runner-keeper", NULL },
+                { "sandbox-runner-keeper", "1" },
+                { "sandbox-runner-keeper", "x" },
+                { "sandbox-runner-keeper", "999999999" },
+        };
+        const int want[] = { 1, 1, 1, 126 };
+
+        for (size_t i = 0; i < ELEMENTSOF(args); i++) {
+                pid_t pid = fork();
+                assert_true(pid >= 0);
+                if (pid == 0) {
+                        int null = open("/dev/null", O_WRONLY);
+                        (void) dup2(null, 2);
+                        execv(SR_KEEPER_PATH, (char *const *) args[i]);
+                        _exit(99);
+                }
+                assert_int_equal(wait_exit_status(pid), want[i]);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_go_runs_the_payload, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_keeper_killed_before_go, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_kill_before_go, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_start_now_reports_after_the_sandbox_is_gone, setup, teardown),
+                cmocka_unit_test(test_unused_keeper_exits),
+                cmocka_unit_test(test_keeper_inherits_only_its_socket),
+                cmocka_unit_test(test_keeper_refuses_bad_jobs),
+                cmocka_unit_test(test_keeper_checks_its_parent),
         };
 
         /* Orphans of the spawn (the keeper's children when it is killed) come to us. */
