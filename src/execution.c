@@ -433,14 +433,15 @@ static bool execution_reap_keeper_later(Execution *e) {
         if (!k)
                 return false;
         *k = (KeeperReap) { .manager = m, .pid = e->proc.keeper_pid, .pidfd = -EBADF };
+        /* sd-event takes one child source per pid: ours goes first. */
+        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
         if (sd_event_add_child_pidfd(m->event, &k->source, e->proc.keeper_pidfd, WEXITED, on_reaped_keeper_exit,
                                      k) < 0) {
                 free(k);
-                return false;
+                return false;   /* and the caller waits for it */
         }
         (void) sd_event_source_set_description(k->source, "execution-keeper-reap");
         (void) kill(k->pid, SIGKILL);
-        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
         k->pidfd = STEAL_FD(e->proc.keeper_pidfd);
         k->scope = STEAL(e->scope);
         k->next = m->keeper_reaps;

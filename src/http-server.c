@@ -438,6 +438,12 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 return MHD_YES;
         }
 
+        /* The client hung up while its request waited (on_hangup() resumed it so that MHD sees
+         * that): nobody is left to answer. Without a response MHD would call us again at once,
+         * and again, until its connection timeout: close the connection now. */
+        if (req->peer_gone && !req->response)
+                return MHD_NO;
+
         if (req->too_large && !req->replied) {
                 char msg[160];
                 if (req->body_cap == 0)

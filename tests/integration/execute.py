@@ -975,6 +975,48 @@ def c_disconnect_log(ctx, res):
     res.check(any("cancelled" in ln for ln in lines), "no log line mentions 'cancelled' for %s" % eid)
 
 
+@case("7 lifetime: after the client's hang-up the daemon is idle again (< 20% of a CPU over 1 s)")
+def c_disconnect_idle(ctx, res):
+    def cpu_ticks():
+        with open("/proc/%d/stat" % ctx.d.pid) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[11]) + int(rest[12])   # utime + stime
+    hz = os.sysconf("SC_CLK_TCK")
+    time.sleep(0.5)   # the cancelled run's end, its snapshot
+    t0, c0 = now(), cpu_ticks()
+    time.sleep(1.0)
+    t1, c1 = now(), cpu_ticks()
+    share = (c1 - c0) / hz / (t1 - t0)
+    res.note("daemon CPU over %.2f s: %.0f%% of a CPU" % (t1 - t0, 100 * share))
+    # A connection MHD was left to spin on (no response, never closed) took a whole CPU until
+    # its connection timeout.
+    res.check(share < 0.2, "the daemon used %.0f%% of a CPU while idle" % (100 * share))
+
+
+@case("7 lifetime: after 20 quick runs the daemon's children are only its idle keepers (1-2, none a zombie)")
+def c_keepers_reaped(ctx, res):
+    for i in range(20):
+        r, err, _ = ctx.post({"language": "shell", "code": "true"}, "/execute", 15)
+        if r is None or r.status != 200:
+            res.fail("run %d: %s" % (i, err if r is None else r.brief()))
+            return
+    # Released keepers are reaped by the event loop, not waited for: give it a moment.
+    deadline = now() + 3.0
+    while True:
+        table = L.proc_table()
+        kids = L.children(ctx.d.pid, table)
+        bad = [p for p in kids
+               if table[p][1] == "Z" or (L.cmdline(p) or [b""])[0] != b"sandbox-runner-keeper"
+               or L.children(p, table)]
+        if (not bad and 1 <= len(kids) <= 2) or now() > deadline:
+            break
+        time.sleep(0.05)
+    res.note("children of the daemon: %s" % [L.describe_pid(p, table) for p in kids])
+    res.check(not bad, "not an idle keeper (a zombie, a keeper with children, or something else): %s"
+              % [L.describe_pid(p, table) for p in bad])
+    res.check(1 <= len(kids) <= 2, "%d children, not the 1 or 2 keepers started ahead" % len(kids))
+
+
 # ---- 8. timeout
 
 @case("8 timeout: timeoutMs 500 with 'sleep 10' -> status timeout within ~2 s")
@@ -1056,7 +1098,13 @@ def c_status(ctx, res):
 def c_sigterm(ctx, res):
     table = L.proc_table()
     desc = L.descendants(ctx.d.pid, table)
-    res.check(not desc, "the idle daemon has descendants: %s" % [L.describe_pid(p, table) for p in desc])
+    # Idle, the daemon has only the keepers it started ahead of runs: they must go with it.
+    idle_keepers = [p for p in L.children(ctx.d.pid, table)
+                    if (L.cmdline(p) or [b""])[0] == b"sandbox-runner-keeper" and not L.children(p, table)]
+    others = [p for p in desc if p not in idle_keepers]
+    res.check(not others and len(idle_keepers) <= 2,
+              "the idle daemon has descendants other than (at most 2) idle keepers: %s"
+              % [L.describe_pid(p, table) for p in desc])
     known = {p: table[p][3] for p in desc}
     rc, took = ctx.d.terminate(grace=10.0)
     res.note("exit status %r after %.2fs" % (rc, took))
