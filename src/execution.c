@@ -27,6 +27,7 @@
 #include "cas.h"
 #include "egress.h"
 #include "execution.h"
+#include "keeper-pool.h"
 #include "log-ids.h"
 #include "log.h"
 #include "manager.h"
@@ -450,65 +451,6 @@ static bool execution_reap_keeper_later(Execution *e) {
         m->keeper_reaps = k;
         e->keeper_gone = true;   /* as far as this execution is concerned */
         return true;
-}
-
-/* ---- keepers started ahead ------------------------------------------------------------------- */
-
-static int on_keeper_refill(sd_event_source *s, void *userdata) {
-        Manager *m = userdata;
-        SandboxKeeper k;
-        int r;
-
-        /* One per dispatch: a start blocks the loop for a fork and an exec, and anything else
-         * pending goes first (this source has idle priority). */
-        if (m->n_keeper_spares < ELEMENTSOF(m->keeper_spares) && !m->stopping) {
-                r = sandbox_keeper_start(m->keeper_path, &k);
-                if (r < 0) {
-                        log_warning_errno(r, "Failed to start a keeper ahead of its run, ignoring: %m");
-                        return sd_event_source_set_enabled(s, SD_EVENT_OFF);
-                }
-                m->keeper_spares[m->n_keeper_spares++] = k;
-        }
-        if (m->n_keeper_spares >= ELEMENTSOF(m->keeper_spares) || m->stopping)
-                return sd_event_source_set_enabled(s, SD_EVENT_OFF);
-        return 0;
-}
-
-void execution_keepers_refill(Manager *m) {
-        if (!m->keeper_path || m->stopping)
-                return;
-        if (!m->keeper_refill) {
-                if (sd_event_add_defer(m->event, &m->keeper_refill, on_keeper_refill, m) < 0) {
-                        m->keeper_refill = NULL;
-                        return;
-                }
-                (void) sd_event_source_set_priority(m->keeper_refill, SD_EVENT_PRIORITY_IDLE);
-                (void) sd_event_source_set_description(m->keeper_refill, "keeper-refill");
-        }
-        (void) sd_event_source_set_enabled(m->keeper_refill, SD_EVENT_ON);
-}
-
-void execution_keeper_spares_flush(Manager *m) {
-        m->keeper_refill = sd_event_source_disable_unref(m->keeper_refill);
-        while (m->n_keeper_spares > 0)
-                sandbox_keeper_stop(&m->keeper_spares[--m->n_keeper_spares]);
-}
-
-/* A keeper for a run: one started ahead if there is one alive, else one started now. */
-static int execution_take_keeper(Manager *m, SandboxKeeper *ret) {
-        while (m->n_keeper_spares > 0) {
-                SandboxKeeper k = m->keeper_spares[--m->n_keeper_spares];
-
-                if (sandbox_keeper_alive(&k)) {
-                        *ret = k;
-                        execution_keepers_refill(m);
-                        return 0;
-                }
-                log_debug("A keeper started ahead died while waiting; starting another.");
-                sandbox_keeper_stop(&k);
-        }
-        execution_keepers_refill(m);
-        return sandbox_keeper_start(m->keeper_path, ret);
 }
 
 static void execution_release_sandbox_full(Execution *e, bool wait) {
@@ -1364,7 +1306,8 @@ static int execution_launch(Execution *e) {
         for (unsigned attempt = 0;; attempt++) {
                 SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
 
-                r = execution_take_keeper(m, &keeper);
+                r = m->keeper_pool ? keeper_pool_take(m->keeper_pool, &keeper) :
+                                     sandbox_keeper_start(m->keeper_path, &keeper);
                 if (r >= 0)
                         r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc);
                 /* A keeper that died between our look and the job: once more, with a new one. */

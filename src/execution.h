@@ -45,11 +45,6 @@ void execution_detach(Execution *e);
 /* execution_free_later() - free from the event loop (safe inside callbacks). */
 void execution_free_later(Execution *e);
 Execution *execution_free(Execution *e);
-/* execution_keepers_refill() - start keepers ahead of their runs, when the loop is idle. */
-void execution_keepers_refill(Manager *m);
-/* execution_keeper_spares_flush() - stop the keepers started ahead (shutdown). */
-void execution_keeper_spares_flush(Manager *m);
-
 /* execution_keeper_reaps_flush() - kill and reap the keepers still exiting after their runs went
  * (shutdown). */
 void execution_keeper_reaps_flush(Manager *m);

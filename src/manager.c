@@ -24,6 +24,7 @@
 #include "execution.h"
 #include "http-api.h"
 #include "http-server.h"
+#include "keeper-pool.h"
 #include "log-ids.h"
 #include "log.h"
 #include "manager.h"
@@ -302,7 +303,7 @@ Manager *manager_free(Manager *m) {
         while (m->executions)
                 execution_free(m->executions);
         execution_keeper_reaps_flush(m);
-        execution_keeper_spares_flush(m);
+        m->keeper_pool = keeper_pool_free(m->keeper_pool);
         free(m->keeper_path);
         execution_quota_cache_flush(m);
         egress_teardown(m);
@@ -486,8 +487,13 @@ int manager_probe(Manager *m) {
                                                "limits enforced by rlimits only"
                                              : "; executions are refused (set [Execution] AllowUnscoped=yes to run "
                                                "them with rlimits only)"));
-        if (m->probe.usable)
-                execution_keepers_refill(m);
+        if (m->probe.usable && !m->keeper_pool) {
+                /* Two: a run and the next one's start overlap (a client that sends its next
+                 * request as soon as it has the answer). */
+                r = keeper_pool_new(m->event, m->keeper_path, 2, &m->keeper_pool);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to start keepers ahead of runs, starting them per run: %m");
+        }
         return 0;
 }
 

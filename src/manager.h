@@ -62,9 +62,7 @@ typedef struct Manager {
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
         struct KeeperReap *keeper_reaps; /* keepers of freed runs, still exiting (execution.c) */
         char *keeper_path;               /* sandbox-runner-keeper */
-        SandboxKeeper keeper_spares[2];  /* started ahead, waiting for a run (execution.c) */
-        unsigned n_keeper_spares;
-        sd_event_source *keeper_refill;
+        struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
 
         /* egress.c */
         EgressPolicy *egress_policy;     /* when the mode is "none" */

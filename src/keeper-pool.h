@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Keepers started ahead of their runs.
+ *
+ * Starting a keeper is a vfork and an exec: the caller waits until the new process has exec'd,
+ * a few hundred microseconds, and more when the CPUs are busy. The pool keeps a few keepers
+ * ready and starts replacements from an idle-priority event source, one per loop iteration,
+ * when the loop has nothing else to do: typically while the sandbox that took one runs. (A
+ * thread of its own that started them without blocking the loop measured slower: it competed
+ * with the loop and the sandbox for the two CPUs; and a keeper's parent-death signal follows
+ * the thread that started it.)
+ */
+#pragma once
+
+#include <systemd/sd-event.h>
+
+#include "sandbox.h"
+
+typedef struct KeeperPool KeeperPool;
+
+/* keeper_pool_new() - a pool of @target keepers of @keeper_path, started in the background from
+ * now on. Return: 0 or -errno. */
+int keeper_pool_new(sd_event *e, const char *keeper_path, unsigned target, KeeperPool **ret);
+/* keeper_pool_free() - stops the keepers not handed out. Return: NULL. */
+KeeperPool *keeper_pool_free(KeeperPool *p);
+
+/*
+ * keeper_pool_take() - a keeper for a run: a ready one if there is one alive, else one started
+ * now. Either way the pool starts a replacement once the loop is idle. Return: 0 or -errno.
+ */
+int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret);
+
+/* keeper_pool_ready() - how many keepers are ready now (for tests and /health-like reports). */
+unsigned keeper_pool_ready(const KeeperPool *p);

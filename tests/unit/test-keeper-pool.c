@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The pool of keepers started ahead (src/keeper-pool.c), with the real sandbox-runner-keeper: it
+ * fills up from the event loop, hands out live keepers only (a ready one that died is skipped),
+ * starts one at once when none is ready, and stops what it holds when freed.
+ */
+
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "keeper-pool.h"
+#include "util/macro.h"
+
+/* Run the loop until @p has @want keepers ready; 10 s at most. */
+static void wait_ready(sd_event *e, KeeperPool *p, unsigned want) {
+        for (unsigned i = 0; i < 1000 && keeper_pool_ready(p) < want; i++)
+                assert_true(sd_event_run(e, 10 * 1000) >= 0);
+        assert_int_equal(keeper_pool_ready(p), want);
+}
+
+static bool is_our_child(pid_t pid) {
+        siginfo_t si = {};
+
+        return waitid(P_PID, (id_t) pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+}
+
+static void test_fills_and_refills(void **state) {
+        sd_event *e = NULL;
+        KeeperPool *p = NULL;
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+
+        assert_int_equal(sd_event_new(&e), 0);
+        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 2, &p), 0);
+        wait_ready(e, p, 2);
+
+        assert_int_equal(keeper_pool_take(p, &k), 0);
+        assert_true(sandbox_keeper_alive(&k));
+        assert_true(is_our_child(k.pid));
+        assert_int_equal(keeper_pool_ready(p), 1);
+        wait_ready(e, p, 2);   /* replaced by the loop */
+        sandbox_keeper_stop(&k);
+        assert_false(sandbox_keeper_alive(&k));
+
+        /* Two at once, then both replaced. */
+        {
+                SandboxKeeper a = SANDBOX_KEEPER_NULL, b = SANDBOX_KEEPER_NULL;
+                assert_int_equal(keeper_pool_take(p, &a), 0);
+                assert_int_equal(keeper_pool_take(p, &b), 0);
+                assert_int_equal(keeper_pool_ready(p), 0);
+                wait_ready(e, p, 2);
+                sandbox_keeper_stop(&a);
+                sandbox_keeper_stop(&b);
+        }
+
+        keeper_pool_free(p);
+        sd_event_unref(e);
+}
+
+/* Our children (any thread's), up to @max, from /proc. */
+static size_t our_children(pid_t *ret, size_t max) {
+        char path[320];
+        size_t n = 0;
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *de;
+
+        assert_non_null(d);
+        while ((de = readdir(d))) {
+                FILE *f;
+                int pid;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                (void) snprintf(path, sizeof(path), "/proc/self/task/%s/children", de->d_name);
+                f = fopen(path, "re");
+                if (!f)
+                        continue;
+                while (n < max && fscanf(f, "%d", &pid) == 1)
+                        ret[n++] = (pid_t) pid;
+                fclose(f);
+        }
+        closedir(d);
+        return n;
+}
+
+static void test_skips_dead_keepers(void **state) {
+        sd_event *e = NULL;
+        KeeperPool *p = NULL;
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        pid_t ready[8];
+        size_t n;
+
+        assert_int_equal(sd_event_new(&e), 0);
+        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 2, &p), 0);
+        wait_ready(e, p, 2);
+        /* Both ready keepers die while they wait (killed from outside). */
+        n = our_children(ready, ELEMENTSOF(ready));
+        assert_int_equal(n, 2);
+        for (size_t i = 0; i < n; i++)
+                assert_int_equal(kill(ready[i], SIGKILL), 0);
+        for (size_t i = 0; i < n; i++) {
+                siginfo_t si = {};
+                assert_int_equal(waitid(P_PID, (id_t) ready[i], &si, WEXITED | WNOWAIT), 0);
+        }
+        /* Neither is handed out: the run gets a live one, started at once. */
+        assert_int_equal(keeper_pool_take(p, &k), 0);
+        assert_true(sandbox_keeper_alive(&k));
+        for (size_t i = 0; i < n; i++)
+                assert_int_not_equal(k.pid, ready[i]);
+        /* ... and the dead ones were reaped on the way. */
+        for (size_t i = 0; i < n; i++)
+                assert_int_equal(kill(ready[i], 0) < 0 && errno == ESRCH, true);
+        sandbox_keeper_stop(&k);
+        keeper_pool_free(p);
+        sd_event_unref(e);
+}
+
+static void test_none_ready_starts_one_now(void **state) {
+        sd_event *e = NULL;
+        KeeperPool *p = NULL;
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+
+        assert_int_equal(sd_event_new(&e), 0);
+        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 0, &p), 0);
+        assert_int_equal(keeper_pool_ready(p), 0);
+        assert_int_equal(keeper_pool_take(p, &k), 0);
+        assert_true(sandbox_keeper_alive(&k));
+        sandbox_keeper_stop(&k);
+        keeper_pool_free(p);
+        sd_event_unref(e);
+}
+
+static void test_free_stops_the_ready_ones(void **state) {
+        sd_event *e = NULL;
+        KeeperPool *p = NULL;
+        pid_t kids[8];
+
+        assert_int_equal(sd_event_new(&e), 0);
+        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 2, &p), 0);
+        wait_ready(e, p, 2);
+        assert_int_equal(our_children(kids, ELEMENTSOF(kids)), 2);
+        keeper_pool_free(p);
+        /* Everything the pool started is gone and reaped: we have no children left. */
+        assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+        assert_int_equal(errno, ECHILD);
+        sd_event_unref(e);
+}
+
+static void test_missing_binary(void **state) {
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+
+        assert_int_equal(sandbox_keeper_start("/nonexistent/sandbox-runner-keeper", &k), -ENOENT);
+        assert_int_equal(sandbox_keeper_start(NULL, &k), -ENOENT);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_fills_and_refills),
+                cmocka_unit_test(test_skips_dead_keepers),
+                cmocka_unit_test(test_none_ready_starts_one_now),
+                cmocka_unit_test(test_free_stops_the_ready_ones),
+                cmocka_unit_test(test_missing_binary),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
