@@ -830,6 +830,7 @@ static bool execution_wait_init(Execution *e) {
 }
 
 static void execution_finish(Execution *e) {
+        bool answer_first;
         int r;
 
         if (e->state == STATE_FINISHED)
@@ -869,8 +870,15 @@ static void execution_finish(Execution *e) {
                 return;   /* on_keeper_exit() comes back here */
         execution_release_resources_full(e, false);
         e->state = STATE_FINISHED;
-        execution_write_record(e);
-        log_finished(e);
+        /* A synchronous run answers first: the record and the journal entry follow in this very
+         * callback, so no other request (the loop is single-threaded) can see the difference,
+         * and the answer does not wait for them. Managed runs have readers (log followers,
+         * teardowns) who are woken below, and who may read the record: it comes first. */
+        answer_first = e->done && !e->managed;
+        if (!answer_first) {
+                execution_write_record(e);
+                log_finished(e);
+        }
         execution_notify_watches(e);
         if (e->managed)
                 /* Keep a finished managed run in memory a while for status and log readers;
@@ -880,7 +888,11 @@ static void execution_finish(Execution *e) {
         if (e->done) {
                 ExecutionDoneFn done = e->done;
                 e->done = NULL;
-                done(e, e->userdata);
+                done(e, e->userdata);   /* frees @e later, not now (execution_free_later()) */
+        }
+        if (answer_first) {
+                execution_write_record(e);
+                log_finished(e);
         }
         /* The answer is out: now the keeper goes (and with it the scope, on_keeper_exit()). */
         if (e->proc.keeper_pid > 0 && !e->keeper_gone)
