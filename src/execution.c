@@ -1132,6 +1132,7 @@ static void go(Execution *e) {
                 e->state = STATE_RUNNING;
                 log_started(e);
         }
+        keeper_pool_refill(e->manager->keeper_pool);   /* the loop now waits for the run */
 }
 
 static void on_scope_started(Scope *s, int error, const char *message, void *userdata) {
@@ -1342,6 +1343,10 @@ static int execution_launch(Execution *e) {
         }
         e->start_usec = now_mono();
         e->state = STATE_STARTING;
+        if (fds.start_now)
+                /* Nothing to wait for but the run: its keeper's replacement, once idle. (With a
+                 * scope: after the go, go()). */
+                keeper_pool_refill(m->keeper_pool);
 
         (void) fd_nonblock(e->proc.stdout_fd, 1);
         (void) fd_nonblock(e->proc.stderr_fd, 1);

@@ -93,7 +93,9 @@ int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret) {
 
                 if (sandbox_keeper_alive(&k)) {
                         *ret = k;
-                        pool_ask(p);   /* its replacement, once the loop is idle */
+                        /* Its replacement: on keeper_pool_refill(), unless that was the last. */
+                        if (p->n_ready == 0)
+                                pool_ask(p);
                         return 0;
                 }
                 log_debug("A keeper started ahead died while it waited; taking another.");
@@ -102,6 +104,11 @@ int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret) {
         /* None ready (more runs at once than the pool holds, or starts are failing): now. */
         pool_ask(p);
         return sandbox_keeper_start(p->path, ret);
+}
+
+void keeper_pool_refill(KeeperPool *p) {
+        if (p)
+                pool_ask(p);
 }
 
 unsigned keeper_pool_ready(const KeeperPool *p) {

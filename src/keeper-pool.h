@@ -26,9 +26,17 @@ KeeperPool *keeper_pool_free(KeeperPool *p);
 
 /*
  * keeper_pool_take() - a keeper for a run: a ready one if there is one alive, else one started
- * now. Either way the pool starts a replacement once the loop is idle. Return: 0 or -errno.
+ * now. Replacements are started once the loop is idle after keeper_pool_refill(), or at once
+ * when the pool ran empty. Return: 0 or -errno.
  */
 int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret);
+/*
+ * keeper_pool_refill() - start replacements for the keepers taken, once the loop is idle. Call
+ * it when the loop has nothing urgent coming: a start blocks it for a vfork and an exec, which
+ * right after the take would hold up what the run waits for (with a scope: systemd's answer,
+ * and the go byte after it); once the sandbox runs, the loop only waits for it.
+ */
+void keeper_pool_refill(KeeperPool *p);
 
 /* keeper_pool_ready() - how many keepers are ready now (for tests and /health-like reports). */
 unsigned keeper_pool_ready(const KeeperPool *p);
