@@ -88,45 +88,11 @@ static void read_line(int fd, char *buf, size_t size) {
         buf[n] = '\0';
 }
 
-/* Start `sh -c 'touch /workspace/ran'` early; wait for "S" and the sandbox's pid 1. */
-static void spawn_early(Fixture *f) {
-        char *payload[] = { (char *) "/bin/sh", (char *) "-c", (char *) "touch /workspace/ran", NULL };
-        _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_free_ char *err = NULL;
-        _cleanup_close_ int seccomp_fd = -EBADF, stdin_fd = -EBADF;
-        int info[2];
-        char line[64], json[256];
+/* Read bwrap's --info-fd JSON to its end; the sandbox's pid 1 into f->init_pid. */
+static void read_init_pid(Fixture *f) {
+        char json[256];
         size_t n = 0;
         json_object *o, *v;
-
-        SandboxSpec spec = {
-                .workspace = f->dir, .cwd = "", .argv = payload, .tmp_size = 16ULL << 20,
-                .seccomp_fd = SANDBOX_FD_SECCOMP, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
-                .code_fd = -1, .info_fd = SANDBOX_FD_INFO,
-        };
-        assert_int_equal(sandbox_argv_build(&spec, &f->probe.probe, &argv), 0);
-        assert_int_equal(seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &seccomp_fd, &err), 0);
-        stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        assert_true(stdin_fd >= 0);
-        assert_int_equal(pipe2(info, O_CLOEXEC), 0);
-        SandboxFds fds = {
-                .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = -1, .group_fd = -1,
-                .hosts_fd = -1, .code_fd = -1, .info_fd = info[1],
-        };
-        SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
-        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &keeper), 0);
-        assert_true(sandbox_keeper_alive(&keeper));
-        assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 },
-                                       &keeper, &f->proc), 0);
-        assert_int_equal(keeper.pid, 0);   /* consumed */
-        safe_close(info[1]);
-        f->info_fd = info[0];
-
-        /* No 'G' was sent, and yet bwrap runs: it reports at once. */
-        read_line(f->proc.report_fd, line, sizeof(line));
-        assert_int_equal(line[0], 'S');
-        f->bwrap_pid = atoi(line + 1);
-        assert_true(f->bwrap_pid > 1);
 
         for (;;) {
                 struct pollfd p = { .fd = f->info_fd, .events = POLLIN };
@@ -146,6 +112,52 @@ static void spawn_early(Fixture *f) {
         f->init_pid = (pid_t) json_object_get_int(v);
         json_object_put(o);
         assert_true(f->init_pid > 1);
+}
+
+/* Start `sh -c SCRIPT` through a keeper of its own, early (gated) or at once (@start_now, what
+ * runs without a scope); wait for "S". */
+static void spawn(Fixture *f, const char *script, bool start_now) {
+        char *payload[] = { (char *) "/bin/sh", (char *) "-c", (char *) script, NULL };
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_free_ char *err = NULL;
+        _cleanup_close_ int seccomp_fd = -EBADF, stdin_fd = -EBADF;
+        SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
+        int info[2];
+        char line[64];
+
+        SandboxSpec spec = {
+                .workspace = f->dir, .cwd = "", .argv = payload, .tmp_size = 16ULL << 20,
+                .seccomp_fd = SANDBOX_FD_SECCOMP, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
+                .code_fd = -1, .info_fd = SANDBOX_FD_INFO,
+        };
+        assert_int_equal(sandbox_argv_build(&spec, &f->probe.probe, &argv), 0);
+        assert_int_equal(seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &seccomp_fd, &err), 0);
+        stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(stdin_fd >= 0);
+        assert_int_equal(pipe2(info, O_CLOEXEC), 0);
+        SandboxFds fds = {
+                .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = -1, .group_fd = -1,
+                .hosts_fd = -1, .code_fd = -1, .info_fd = info[1], .start_now = start_now,
+        };
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &keeper), 0);
+        assert_true(sandbox_keeper_alive(&keeper));
+        assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 },
+                                       &keeper, &f->proc), 0);
+        assert_int_equal(keeper.pid, 0);   /* consumed */
+        safe_close(info[1]);
+        f->info_fd = info[0];
+
+        /* Early: no 'G' was sent, and yet bwrap runs: it reports at once. */
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_int_equal(line[0], 'S');
+        f->bwrap_pid = atoi(line + 1);
+        assert_true(f->bwrap_pid > 1);
+}
+
+/* Start `sh -c 'touch /workspace/ran'` early; wait for "S" and the sandbox's pid 1. */
+static void spawn_early(Fixture *f) {
+        spawn(f, "touch /workspace/ran", false);
+        read_init_pid(f);
         assert_int_not_equal(f->init_pid, f->bwrap_pid);
 }
 
@@ -231,50 +243,14 @@ static void test_kill_before_go(void **state) {
  * background process the payload left behind. */
 static void test_start_now_reports_after_the_sandbox_is_gone(void **state) {
         Fixture *f = *state;
-        char *payload[] = { (char *) "/bin/sh", (char *) "-c", (char *) "sleep 1000 & touch /workspace/ran", NULL };
-        _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_free_ char *err = NULL;
-        _cleanup_close_ int seccomp_fd = -EBADF, stdin_fd = -EBADF;
-        SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
-        char line[64], json[256];
-        int info[2];
-        ssize_t n;
+        char line[64];
 
-        SandboxSpec spec = {
-                .workspace = f->dir, .cwd = "", .argv = payload, .tmp_size = 16ULL << 20,
-                .seccomp_fd = SANDBOX_FD_SECCOMP, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
-                .code_fd = -1, .info_fd = SANDBOX_FD_INFO,
-        };
-        assert_int_equal(sandbox_argv_build(&spec, &f->probe.probe, &argv), 0);
-        assert_int_equal(seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &seccomp_fd, &err), 0);
-        stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        assert_int_equal(pipe2(info, O_CLOEXEC), 0);
-        SandboxFds fds = {
-                .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = -1, .group_fd = -1,
-                .hosts_fd = -1, .code_fd = -1, .info_fd = info[1], .start_now = true,
-        };
-        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &keeper), 0);
-        assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 },
-                                       &keeper, &f->proc), 0);
-        safe_close(info[1]);
-        f->info_fd = info[0];
-        read_line(f->proc.report_fd, line, sizeof(line));
-        assert_int_equal(line[0], 'S');
+        spawn(f, "sleep 1000 & touch /workspace/ran", true);
         read_line(f->proc.report_fd, line, sizeof(line));
         assert_string_equal(line, "X0");
         assert_true(ran(f));
         /* The pid 1 (from the info JSON, complete by now) no longer exists: the keeper reaped it. */
-        n = read(f->info_fd, json, sizeof(json) - 1);
-        assert_true(n > 0);
-        json[n] = '\0';
-        {
-                json_object *o = json_tokener_parse(json), *v;
-                assert_non_null(o);
-                assert_true(json_object_object_get_ex(o, "child-pid", &v));
-                f->init_pid = (pid_t) json_object_get_int(v);
-                json_object_put(o);
-        }
-        assert_true(f->init_pid > 1);
+        read_init_pid(f);
         assert_int_equal(kill(f->init_pid, 0), -1);
         assert_int_equal(errno, ESRCH);
         f->proc.control_fd = safe_close(f->proc.control_fd);
