@@ -20,9 +20,11 @@ import base64
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -1015,6 +1017,48 @@ def c_keepers_reaped(ctx, res):
     res.check(not bad, "not an idle keeper (a zombie, a keeper with children, or something else): %s"
               % [L.describe_pid(p, table) for p in bad])
     res.check(1 <= len(kids) <= 2, "%d children, not the 1 or 2 keepers started ahead" % len(kids))
+
+
+@case("7 lifetime: a keeper that refuses its job -> 503 sandbox_unavailable naming the keeper, nothing left")
+def c_keeper_refuses(ctx, res):
+    # A second daemon, copied next to a fake sandbox-runner-keeper that exits 120 the way a keeper
+    # of another version refuses a job (the daemon looks next to itself first).
+    tmp = tempfile.mkdtemp(prefix="execute-keeper.")
+    d2 = None
+    try:
+        os.chmod(tmp, 0o755)
+        daemon = os.path.join(tmp, "sandbox-runnerd")
+        shutil.copy2(ctx.d.path, daemon)
+        with open(os.path.join(tmp, "sandbox-runner-keeper"), "w") as f:
+            f.write("#!/bin/sh\nexit 120\n")
+        os.chmod(os.path.join(tmp, "sandbox-runner-keeper"), 0o755)
+        d2 = L.Daemon(daemon, run_as=ctx.d.run_as)
+        d2.start()
+        c2 = Ctx(d2, ctx.budget, False)
+        r, err, _ = c2.post({"language": "shell", "code": "echo should-not-run"}, "/execute", 15)
+        if r is None:
+            res.fail("no answer: %s" % err)
+            return
+        res.note("answer: %s" % r.brief())
+        j = r.json() if r.status != 200 else {}
+        res.eq("HTTP status", r.status, 503)
+        res.eq("error", (j or {}).get("error"), "sandbox_unavailable")
+        msg = (j or {}).get("message") or ""
+        res.check("keeper" in msg and "refused its job" in msg and "120" in msg,
+                  "the message does not say the keeper refused its job: %r" % msg)
+        table = L.proc_table()
+        # (Fake keepers started ahead exit at once: zombies until the pool next looks at them.)
+        left = [p for p in L.descendants(d2.pid, table) if table[p][1] != "Z"]
+        res.check(not left, "left behind: %s" % [L.describe_pid(p, table) for p in left])
+        rc, _ = d2.terminate(grace=10.0)
+        res.eq("exit status of the second daemon", rc, 0)
+    except (L.DaemonError, OSError) as e:
+        res.fail("could not run the second daemon: %s" % e)
+    finally:
+        if d2 is not None:
+            d2.kill()
+            d2.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---- 8. timeout
