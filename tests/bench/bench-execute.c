@@ -59,6 +59,23 @@ static Stats stats(uint64_t *v, size_t n) {
         return s;
 }
 
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (copied: @v keeps its order). */
+static double median_of(const uint64_t *v, size_t n) {
+        uint64_t *c = malloc(n * sizeof(*c));
+        double m;
+
+        memcpy(c, v, n * sizeof(*c));
+        qsort(c, n, sizeof(*c), cmp_u64);
+        m = (double) c[n / 2];
+        free(c);
+        return m;
+}
+
 static char *read_secret(const char *path) {
         char buf[4200];
         FILE *f = fopen(path, "re");
@@ -342,6 +359,19 @@ int main(int argc, char *argv[]) {
                         return 1;
                 secs1 += secs;
         }
+        /* Each batch's own ratio (its HTTP median over its floor median, taken minutes apart at
+         * most): their spread shows how much of the overall ratio is drift of the machine. */
+        size_t n_batches = (n + INTERLEAVE - 1) / INTERLEAVE;
+        double *batch = calloc(n_batches, sizeof(double));
+        for (size_t b = 0; b < n_batches; b++) {
+                size_t off = b * INTERLEAVE, k = n - off < INTERLEAVE ? n - off : INTERLEAVE;
+                batch[b] = median_of(lat + off, k) / median_of(lat_bwrap + off, k);
+        }
+        qsort(batch, n_batches, sizeof(double), cmp_double);
+        double batch_med = batch[n_batches / 2], batch_p25 = batch[n_batches / 4],
+               batch_p75 = batch[(n_batches * 3) / 4 < n_batches ? (n_batches * 3) / 4 : n_batches - 1];
+        free(batch);
+
         Stats fork_s = stats(lat_fork, n);
         Stats bwrap_s = stats(lat_bwrap, n);
         Stats http_s = stats(lat, n);
@@ -359,11 +389,14 @@ int main(int argc, char *argv[]) {
         printf("POST /execute-shell   median %7.3f ms  p99 %7.3f ms\n", http_s.median_ms, http_s.p99_ms);
         printf("ratio http/bwrap      median %.3f  p99 %.3f\n", http_s.median_ms / bwrap_s.median_ms,
                http_s.p99_ms / bwrap_s.p99_ms);
+        printf("ratio per batch of %d  median %.3f  (p25 %.3f, p75 %.3f; %zu batches)\n", INTERLEAVE, batch_med, batch_p25,
+               batch_p75, n_batches);
         printf("throughput            1 client %.1f/s, 2 clients %.1f/s, 8 clients %.1f/s\n", rps1, rps2, rps8);
         printf("{\"label\":\"%s\",\"n\":%zu,\"forkMedianMs\":%.4f,\"bwrapMedianMs\":%.4f,\"bwrapP99Ms\":%.4f,"
-               "\"httpMedianMs\":%.4f,\"httpP99Ms\":%.4f,\"ratioMedian\":%.4f,\"rps1\":%.1f,\"rps2\":%.1f,\"rps8\":%.1f}\n",
+               "\"httpMedianMs\":%.4f,\"httpP99Ms\":%.4f,\"ratioMedian\":%.4f,\"ratioBatchMedian\":%.4f,"
+               "\"ratioBatchP25\":%.4f,\"ratioBatchP75\":%.4f,\"rps1\":%.1f,\"rps2\":%.1f,\"rps8\":%.1f}\n",
                label, n, fork_s.median_ms, bwrap_s.median_ms, bwrap_s.p99_ms, http_s.median_ms, http_s.p99_ms,
-               http_s.median_ms / bwrap_s.median_ms, rps1, rps2, rps8);
+               http_s.median_ms / bwrap_s.median_ms, batch_med, batch_p25, batch_p75, rps1, rps2, rps8);
         free(lat);
         free(lat_fork);
         free(lat_bwrap);
