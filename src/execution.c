@@ -1067,8 +1067,8 @@ static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdat
         if (e->bwrap_pid <= 0 && e->failure == 0 && e->end_usec == 0 && si->si_code == CLD_EXITED &&
             si->si_status != 0) {
                 /* It gave up before it started bwrap: say why (src/keeper/keeper.c). */
-                const char *why = si->si_status == 120 ? "it refused its job (a keeper of another version than "
-                                                         "the daemon? restart sandbox-runner.service)" :
+                const char *why = si->si_status == 120 ? "it refused its job (is sandbox-runner-keeper of "
+                                                         "another version than the daemon?)" :
                                   si->si_status == 126 ? "it was not started by this daemon" :
                                                          "it could not set up";
                 execution_fail(e, -EPROTO, "the sandbox keeper exited with status %d before starting bwrap: %s",

@@ -197,6 +197,10 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
+        /* Before anything can fail: manager_free() closes these. */
+        m->workspaces_fd = -EBADF;
+        m->records_fd = -EBADF;
+        m->keeper_fd = -EBADF;
         m->config = *config;
         *config = (Config) {};
         m->secrets = *secrets;
@@ -211,8 +215,6 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the runtime directory: %m");
 
-        m->workspaces_fd = -EBADF;
-        m->records_fd = -EBADF;
         {
                 _cleanup_free_ char *ws = NULL;
                 if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
@@ -305,6 +307,7 @@ Manager *manager_free(Manager *m) {
         execution_keeper_reaps_flush(m);
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
         free(m->keeper_path);
+        safe_close(m->keeper_fd);
         execution_quota_cache_flush(m);
         egress_teardown(m);
         m->gc_task = child_task_free(m->gc_task);
@@ -439,8 +442,16 @@ int manager_probe(Manager *m) {
 
         r = sandbox_probe(m->config.bwrap, &m->probe);
         if (r >= 0 && m->probe.usable && !m->keeper_path) {
-                m->keeper_path = manager_find_helper("keeper", "sandbox-runner-keeper");
-                if (!m->keeper_path) {
+                _cleanup_free_ char *path = manager_find_helper("keeper", "sandbox-runner-keeper");
+                int fd = path ? open(path, O_PATH | O_CLOEXEC) : -EBADF;
+
+                /* Keepers are started from the file found now, by fd: a package upgrade that
+                 * replaces it while we run (a new job format, say) does not reach this daemon,
+                 * whose keepers stay of its own version until it restarts. */
+                if (fd >= 0 && asprintf(&m->keeper_path, "/proc/self/fd/%d", fd) >= 0)
+                        m->keeper_fd = fd;
+                else {
+                        safe_close(fd);
                         m->probe.usable = false;
                         free(m->probe.reason);
                         m->probe.reason = strdup("sandbox-runner-keeper was found neither next to the daemon nor in "

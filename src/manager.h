@@ -61,7 +61,8 @@ typedef struct Manager {
         uint64_t n_executions_total;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
         struct KeeperReap *keeper_reaps; /* keepers of freed runs, still exiting (execution.c) */
-        char *keeper_path;               /* sandbox-runner-keeper */
+        char *keeper_path;               /* sandbox-runner-keeper, as /proc/self/fd/<keeper_fd> */
+        int keeper_fd;                   /* O_PATH: the file found at start-up */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
 
         /* egress.c */

@@ -1019,23 +1019,41 @@ def c_keepers_reaped(ctx, res):
     res.check(1 <= len(kids) <= 2, "%d children, not the 1 or 2 keepers started ahead" % len(kids))
 
 
+def build_file(ctx, env, *rel):
+    """A build product: $env if set, else relative to the daemon's build directory."""
+    return os.environ.get(env) or os.path.join(os.path.dirname(os.path.dirname(ctx.d.path)), *rel)
+
+
+class DaemonCopy:
+    """A second daemon, copied into a directory of its own next to a keeper of our choice (the
+    daemon looks for its keeper next to itself first)."""
+
+    def __init__(self, ctx, keeper):
+        self.tmp = tempfile.mkdtemp(prefix="execute-keeper.")
+        os.chmod(self.tmp, 0o755)
+        self.keeper = os.path.join(self.tmp, "sandbox-runner-keeper")
+        shutil.copy2(ctx.d.path, os.path.join(self.tmp, "sandbox-runnerd"))
+        shutil.copy2(keeper, self.keeper)
+        self.d = L.Daemon(os.path.join(self.tmp, "sandbox-runnerd"), run_as=ctx.d.run_as)
+        self.d.start()
+        self.ctx = Ctx(self.d, ctx.budget, False)
+
+    def close(self):
+        self.d.kill()
+        self.d.cleanup()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 @case("7 lifetime: a keeper that refuses its job -> 503 sandbox_unavailable naming the keeper, nothing left")
 def c_keeper_refuses(ctx, res):
-    # A second daemon, copied next to a fake sandbox-runner-keeper that exits 120 the way a keeper
-    # of another version refuses a job (the daemon looks next to itself first).
-    tmp = tempfile.mkdtemp(prefix="execute-keeper.")
-    d2 = None
+    fake = build_file(ctx, "FAKE_KEEPER", "tests", "fake-keeper")
+    if not os.access(fake, os.X_OK):
+        res.fail("the fake keeper %s is not built" % fake)
+        return
+    dc = None
     try:
-        os.chmod(tmp, 0o755)
-        daemon = os.path.join(tmp, "sandbox-runnerd")
-        shutil.copy2(ctx.d.path, daemon)
-        with open(os.path.join(tmp, "sandbox-runner-keeper"), "w") as f:
-            f.write("#!/bin/sh\nexit 120\n")
-        os.chmod(os.path.join(tmp, "sandbox-runner-keeper"), 0o755)
-        d2 = L.Daemon(daemon, run_as=ctx.d.run_as)
-        d2.start()
-        c2 = Ctx(d2, ctx.budget, False)
-        r, err, _ = c2.post({"language": "shell", "code": "echo should-not-run"}, "/execute", 15)
+        dc = DaemonCopy(ctx, fake)
+        r, err, _ = dc.ctx.post({"language": "shell", "code": "echo should-not-run"}, "/execute", 15)
         if r is None:
             res.fail("no answer: %s" % err)
             return
@@ -1048,17 +1066,44 @@ def c_keeper_refuses(ctx, res):
                   "the message does not say the keeper refused its job: %r" % msg)
         table = L.proc_table()
         # (Fake keepers started ahead exit at once: zombies until the pool next looks at them.)
-        left = [p for p in L.descendants(d2.pid, table) if table[p][1] != "Z"]
+        left = [p for p in L.descendants(dc.d.pid, table) if table[p][1] != "Z"]
         res.check(not left, "left behind: %s" % [L.describe_pid(p, table) for p in left])
-        rc, _ = d2.terminate(grace=10.0)
+        rc, _ = dc.d.terminate(grace=10.0)
         res.eq("exit status of the second daemon", rc, 0)
     except (L.DaemonError, OSError) as e:
         res.fail("could not run the second daemon: %s" % e)
     finally:
-        if d2 is not None:
-            d2.kill()
-            d2.cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if dc is not None:
+            dc.close()
+
+
+@case("7 lifetime: the keeper file replaced while the daemon runs (an upgrade) -> runs still use the one found at start")
+def c_keeper_replaced(ctx, res):
+    real = build_file(ctx, "SANDBOX_RUNNER_KEEPER", "src", "keeper", "sandbox-runner-keeper")
+    fake = build_file(ctx, "FAKE_KEEPER", "tests", "fake-keeper")
+    for f in (real, fake):
+        if not os.access(f, os.X_OK):
+            res.fail("%s is not built" % f)
+            return
+    dc = None
+    try:
+        dc = DaemonCopy(ctx, real)
+        # As a package manager does: the new file renamed over the old one.
+        shutil.copy2(fake, dc.keeper + ".new")
+        os.rename(dc.keeper + ".new", dc.keeper)
+        # More runs than keepers started ahead: the later ones run under keepers started after
+        # the replacement.
+        for i in range(5):
+            r, err, _ = dc.ctx.post({"language": "shell", "code": "echo run-%d" % i}, "/execute", 15)
+            if r is None or r.status != 200:
+                res.fail("run %d after the replacement: %s" % (i, err if r is None else r.brief()))
+                return
+            res.eq("run %d stdout" % i, (r.json() or {}).get("stdout"), "run-%d\n" % i)
+    except (L.DaemonError, OSError) as e:
+        res.fail("could not run the second daemon: %s" % e)
+    finally:
+        if dc is not None:
+            dc.close()
 
 
 # ---- 8. timeout
