@@ -1030,18 +1030,30 @@ class DaemonCopy:
 
     def __init__(self, ctx, keeper):
         self.tmp = tempfile.mkdtemp(prefix="execute-keeper.")
-        os.chmod(self.tmp, 0o755)
-        self.keeper = os.path.join(self.tmp, "sandbox-runner-keeper")
-        shutil.copy2(ctx.d.path, os.path.join(self.tmp, "sandbox-runnerd"))
-        shutil.copy2(keeper, self.keeper)
-        self.d = L.Daemon(os.path.join(self.tmp, "sandbox-runnerd"), run_as=ctx.d.run_as)
-        self.d.start()
+        self.d = None
+        try:
+            os.chmod(self.tmp, 0o755)
+            self.keeper = os.path.join(self.tmp, "sandbox-runner-keeper")
+            shutil.copy2(ctx.d.path, os.path.join(self.tmp, "sandbox-runnerd"))
+            shutil.copy2(keeper, self.keeper)
+            self.d = L.Daemon(os.path.join(self.tmp, "sandbox-runnerd"), run_as=ctx.d.run_as)
+            self.d.start()
+        except BaseException:
+            self.close()
+            raise
         self.ctx = Ctx(self.d, ctx.budget, False)
 
     def close(self):
-        self.d.kill()
-        self.d.cleanup()
+        if self.d is not None:
+            self.d.cleanup()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 @case("7 lifetime: a keeper that refuses its job -> 503 sandbox_unavailable naming the keeper, nothing left")
@@ -1050,33 +1062,33 @@ def c_keeper_refuses(ctx, res):
     if not os.access(fake, os.X_OK):
         res.fail("the fake keeper %s is not built" % fake)
         return
-    dc = None
     try:
-        dc = DaemonCopy(ctx, fake)
-        r, err, _ = dc.ctx.post({"language": "shell", "code": "echo should-not-run"}, "/execute", 15)
-        if r is None:
-            res.fail("no answer: %s" % err)
-            return
-        res.note("answer: %s" % r.brief())
-        j = r.json() if r.status != 200 else {}
-        res.eq("HTTP status", r.status, 503)
-        res.eq("error", (j or {}).get("error"), "sandbox_unavailable")
-        msg = (j or {}).get("message") or ""
-        res.check("keeper" in msg and "refused its job" in msg and "120" in msg,
-                  "the message does not say the keeper refused its job: %r" % msg)
-        table = L.proc_table()
-        # Nothing of the run: no bwrap, no payload. (The fake keepers the pool keeps starting
-        # ahead exit at once; one may be just starting, or a zombie until the pool looks again.)
-        left = [p for p in L.descendants(dc.d.pid, table)
-                if table[p][1] != "Z" and (L.cmdline(p) or [b""])[0] != b"sandbox-runner-keeper"]
-        res.check(not left, "left behind: %s" % [L.describe_pid(p, table) for p in left])
-        rc, _ = dc.d.terminate(grace=10.0)
-        res.eq("exit status of the second daemon", rc, 0)
+        with DaemonCopy(ctx, fake) as dc:
+            check_keeper_refused(res, dc)
     except (L.DaemonError, OSError) as e:
         res.fail("could not run the second daemon: %s" % e)
-    finally:
-        if dc is not None:
-            dc.close()
+
+
+def check_keeper_refused(res, dc):
+    r, err, _ = dc.ctx.post({"language": "shell", "code": "echo should-not-run"}, "/execute", 15)
+    if r is None:
+        res.fail("no answer: %s" % err)
+        return
+    res.note("answer: %s" % r.brief())
+    j = r.json() if r.status != 200 else {}
+    res.eq("HTTP status", r.status, 503)
+    res.eq("error", (j or {}).get("error"), "sandbox_unavailable")
+    msg = (j or {}).get("message") or ""
+    res.check("keeper" in msg and "refused its job" in msg and "120" in msg,
+              "the message does not say the keeper refused its job: %r" % msg)
+    table = L.proc_table()
+    # Nothing of the run: no bwrap, no payload. (The fake keepers the pool keeps starting ahead
+    # exit at once; one may be just starting, or a zombie until the pool looks again.)
+    left = [p for p in L.descendants(dc.d.pid, table)
+            if table[p][1] != "Z" and (L.cmdline(p) or [b""])[0] != b"sandbox-runner-keeper"]
+    res.check(not left, "left behind: %s" % [L.describe_pid(p, table) for p in left])
+    rc, _ = dc.d.terminate(grace=10.0)
+    res.eq("exit status of the second daemon", rc, 0)
 
 
 @case("7 lifetime: the keeper file replaced while the daemon runs (an upgrade) -> runs still use the one found at start")
@@ -1087,25 +1099,21 @@ def c_keeper_replaced(ctx, res):
         if not os.access(f, os.X_OK):
             res.fail("%s is not built" % f)
             return
-    dc = None
     try:
-        dc = DaemonCopy(ctx, real)
-        # As a package manager does: the new file renamed over the old one.
-        shutil.copy2(fake, dc.keeper + ".new")
-        os.rename(dc.keeper + ".new", dc.keeper)
-        # More runs than keepers started ahead: the later ones run under keepers started after
-        # the replacement.
-        for i in range(5):
-            r, err, _ = dc.ctx.post({"language": "shell", "code": "echo run-%d" % i}, "/execute", 15)
-            if r is None or r.status != 200:
-                res.fail("run %d after the replacement: %s" % (i, err if r is None else r.brief()))
-                return
-            res.eq("run %d stdout" % i, (r.json() or {}).get("stdout"), "run-%d\n" % i)
+        with DaemonCopy(ctx, real) as dc:
+            # As a package manager does: the new file renamed over the old one.
+            shutil.copy2(fake, dc.keeper + ".new")
+            os.rename(dc.keeper + ".new", dc.keeper)
+            # More runs than keepers started ahead: the later ones run under keepers started
+            # after the replacement.
+            for i in range(5):
+                r, err, _ = dc.ctx.post({"language": "shell", "code": "echo run-%d" % i}, "/execute", 15)
+                if r is None or r.status != 200:
+                    res.fail("run %d after the replacement: %s" % (i, err if r is None else r.brief()))
+                    return
+                res.eq("run %d stdout" % i, (r.json() or {}).get("stdout"), "run-%d\n" % i)
     except (L.DaemonError, OSError) as e:
         res.fail("could not run the second daemon: %s" % e)
-    finally:
-        if dc is not None:
-            dc.close()
 
 
 # ---- 8. timeout

@@ -21,6 +21,35 @@
 #include "keeper-pool.h"
 #include "util/macro.h"
 
+typedef struct Fixture {
+        sd_event *e;
+        KeeperPool *p;
+} Fixture;
+
+static int setup(void **state) {
+        Fixture *f = calloc(1, sizeof(*f));
+
+        assert_non_null(f);
+        assert_int_equal(sd_event_new(&f->e), 0);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+
+        keeper_pool_free(f->p);
+        sd_event_unref(f->e);
+        free(f);
+        return 0;
+}
+
+/* The fixture's pool of @target keepers. */
+static KeeperPool *pool(Fixture *f, unsigned target) {
+        assert_int_equal(keeper_pool_new(f->e, SR_KEEPER_PATH, target, &f->p), 0);
+        return f->p;
+}
+
 /* Run the loop until @p has @want keepers ready; 10 s at most. */
 static void wait_ready(sd_event *e, KeeperPool *p, unsigned want) {
         for (unsigned i = 0; i < 1000 && keeper_pool_ready(p) < want; i++)
@@ -35,12 +64,12 @@ static bool is_our_child(pid_t pid) {
 }
 
 static void test_fills_and_refills(void **state) {
-        sd_event *e = NULL;
-        KeeperPool *p = NULL;
+        Fixture *f = *state;
+        sd_event *e = f->e;
+        KeeperPool *p;
         SandboxKeeper k = SANDBOX_KEEPER_NULL;
 
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 2, &p), 0);
+        p = pool(f, 2);
         wait_ready(e, p, 2);
 
         assert_int_equal(keeper_pool_take(p, &k), 0);
@@ -68,8 +97,6 @@ static void test_fills_and_refills(void **state) {
                 sandbox_keeper_stop(&b);
         }
 
-        keeper_pool_free(p);
-        sd_event_unref(e);
 }
 
 /* Our children (any thread's), up to @max, from /proc. */
@@ -99,14 +126,14 @@ static size_t our_children(pid_t *ret, size_t max) {
 }
 
 static void test_skips_dead_keepers(void **state) {
-        sd_event *e = NULL;
-        KeeperPool *p = NULL;
+        Fixture *f = *state;
+        sd_event *e = f->e;
+        KeeperPool *p;
         SandboxKeeper k = SANDBOX_KEEPER_NULL;
         pid_t ready[8];
         size_t n;
 
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 2, &p), 0);
+        p = pool(f, 2);
         wait_ready(e, p, 2);
         /* Both ready keepers die while they wait (killed from outside). */
         n = our_children(ready, ELEMENTSOF(ready));
@@ -126,39 +153,31 @@ static void test_skips_dead_keepers(void **state) {
         for (size_t i = 0; i < n; i++)
                 assert_int_equal(kill(ready[i], 0) < 0 && errno == ESRCH, true);
         sandbox_keeper_stop(&k);
-        keeper_pool_free(p);
-        sd_event_unref(e);
 }
 
 static void test_none_ready_starts_one_now(void **state) {
-        sd_event *e = NULL;
-        KeeperPool *p = NULL;
+        KeeperPool *p = pool(*state, 0);
         SandboxKeeper k = SANDBOX_KEEPER_NULL;
 
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 0, &p), 0);
         assert_int_equal(keeper_pool_ready(p), 0);
         assert_int_equal(keeper_pool_take(p, &k), 0);
         assert_true(sandbox_keeper_alive(&k));
         sandbox_keeper_stop(&k);
-        keeper_pool_free(p);
-        sd_event_unref(e);
 }
 
 static void test_free_stops_the_ready_ones(void **state) {
-        sd_event *e = NULL;
-        KeeperPool *p = NULL;
+        Fixture *f = *state;
+        sd_event *e = f->e;
+        KeeperPool *p;
         pid_t kids[8];
 
-        assert_int_equal(sd_event_new(&e), 0);
-        assert_int_equal(keeper_pool_new(e, SR_KEEPER_PATH, 2, &p), 0);
+        p = pool(f, 2);
         wait_ready(e, p, 2);
         assert_int_equal(our_children(kids, ELEMENTSOF(kids)), 2);
-        keeper_pool_free(p);
+        f->p = keeper_pool_free(p);
         /* Everything the pool started is gone and reaped: we have no children left. */
         assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
         assert_int_equal(errno, ECHILD);
-        sd_event_unref(e);
 }
 
 static void test_missing_binary(void **state) {
@@ -170,10 +189,10 @@ static void test_missing_binary(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_fills_and_refills),
-                cmocka_unit_test(test_skips_dead_keepers),
-                cmocka_unit_test(test_none_ready_starts_one_now),
-                cmocka_unit_test(test_free_stops_the_ready_ones),
+                cmocka_unit_test_setup_teardown(test_fills_and_refills, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_skips_dead_keepers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_none_ready_starts_one_now, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_free_stops_the_ready_ones, setup, teardown),
                 cmocka_unit_test(test_missing_binary),
         };
 
