@@ -11,18 +11,31 @@
 
 SR_DEFINE_FREE_FUNC(cap_t, cap_free);
 
-int caps_drop_all(bool keep_setfcap_bound) {
-        _cleanup_(cap_freep) cap_t empty = NULL;
+static int drop_bounding(bool keep_setfcap) {
         cap_value_t last = (cap_value_t) cap_max_bits() - 1;
 
-        /* The bounding set first: dropping from it needs CAP_SETPCAP, which goes next. */
         for (cap_value_t c = 0; c <= last; c++) {
                 int v = cap_get_bound(c);
-                if (v <= 0 || (keep_setfcap_bound && c == CAP_SETFCAP))
+                if (v <= 0 || (keep_setfcap && c == CAP_SETFCAP))
                         continue;
                 if (cap_drop_bound(c) < 0 && errno != EPERM && errno != EINVAL)
                         return negative_errno();
         }
+        return 0;
+}
+
+int caps_drop_bounding(void) {
+        return drop_bounding(false);
+}
+
+int caps_drop_all(bool keep_setfcap_bound) {
+        _cleanup_(cap_freep) cap_t empty = NULL;
+        int r;
+
+        /* The bounding set first: dropping from it needs CAP_SETPCAP, which goes next. */
+        r = drop_bounding(keep_setfcap_bound);
+        if (r < 0)
+                return r;
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return negative_errno();
 

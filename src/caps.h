@@ -12,3 +12,6 @@
  * bwrap, executed as uid 0, regains exactly the bounding set. Return: 0 or -errno.
  */
 int caps_drop_all(bool keep_setfcap_bound);
+
+/* caps_drop_bounding() - empty the bounding set only (needs CAP_SETPCAP). Return: 0 or -errno. */
+int caps_drop_bounding(void);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "build-config.h"
 #include "config.h"
 #include "log.h"
 #include "util/macro.h"
@@ -65,7 +66,8 @@ int config_init(Config *c) {
         };
 
         c->bwrap = strdup("/usr/bin/bwrap");
-        if (!c->bwrap)
+        c->sandbox_user = strdup(SERVICE_USER);
+        if (!c->bwrap || !c->sandbox_user)
                 return -ENOMEM;
         return strv_extend(&c->listen, "127.0.0.1:4311");
 }
@@ -77,6 +79,7 @@ void config_done(Config *c) {
         free(c->token_file);
         free(c->signing_key_file);
         free(c->bwrap);
+        free(c->sandbox_user);
         *c = (Config) {};
 }
 
@@ -251,6 +254,21 @@ static int cp_path(const char *v, void *f, char **ret_why) {
         return 0;
 }
 
+/* A user name (or a numeric uid); empty: the service user again. */
+static int cp_user(const char *v, void *f, char **ret_why) {
+        char **p = f, *t;
+
+        if (strlen(v) > 64 || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(v) ||
+            v[0] == '-')
+                return why(ret_why, "expected a user name or a numeric uid");
+        t = strdup(isempty(v) ? SERVICE_USER : v);
+        if (!t)
+                return -ENOMEM;
+        free(*p);
+        *p = t;
+        return 0;
+}
+
 static int cp_log_level(const char *v, void *f, char **ret_why) {
         int l = log_level_from_string(v);
 
@@ -324,6 +342,7 @@ static const ConfigKey config_keys[] = {
         K("Auth", "SigningKeyFile", cp_path, signing_key_file),
         K("Auth", "SignatureMaxSkewSec", cp_seconds, signature_max_skew_usec),
         K("Execution", "Bwrap", cp_path, bwrap),
+        K("Execution", "SandboxUser", cp_user, sandbox_user),
         K("Execution", "AllowUnscoped", cp_bool, allow_unscoped),
         K("Execution", "DefaultTimeoutSec", cp_seconds, default_timeout_usec),
         K("Execution", "MaxTimeoutSec", cp_seconds, max_timeout_usec),

@@ -31,6 +31,7 @@ typedef struct Config {
 
         /* [Execution] */
         char *bwrap;
+        char *sandbox_user;             /* started as root: the user everything runs as */
         bool allow_unscoped;
         uint64_t default_timeout_usec;
         uint64_t max_timeout_usec;

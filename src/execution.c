@@ -36,6 +36,7 @@
 #include "records.h"
 #include "sandbox-argv.h"
 #include "sandbox.h"
+#include "cgroup.h"
 #include "scope.h"
 #include "seccomp-profile.h"
 #include "thread-task.h"
@@ -55,6 +56,7 @@ static void snapshot_job_free(SnapshotJob *j);
 typedef struct KeeperReap KeeperReap;
 typedef struct Execution Execution;
 static void execution_scope_start(Execution *e);
+static bool execution_quota_exceeded(Execution *e, uint64_t bytes);
 static int on_info(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 
 #define READ_CHUNK (64 * 1024)
@@ -104,6 +106,7 @@ struct Execution {
         size_t report_len;
         OutputBuffer *out, *err;
         Scope *scope;
+        Cgroup *cgroup;                   /* without systemd: the daemon's own cgroup for the run */
         char *unit;                       /* the scope's name, kept for the records */
         ScopeAccounting acct;
         bool have_acct;
@@ -387,6 +390,7 @@ struct KeeperReap {
         pid_t pid;
         int pidfd;
         Scope *scope;
+        Cgroup *cgroup;
 };
 
 static KeeperReap *keeper_reap_free(KeeperReap *k, bool wait) {
@@ -399,6 +403,7 @@ static KeeperReap *keeper_reap_free(KeeperReap *k, bool wait) {
         k->source = sd_event_source_disable_unref(k->source);
         safe_close(k->pidfd);
         k->scope = scope_free(k->scope);
+        k->cgroup = cgroup_free(k->cgroup);
         if (k->prev)
                 k->prev->next = k->next;
         else if (m->keeper_reaps == k)
@@ -445,6 +450,7 @@ static bool execution_reap_keeper_later(Execution *e) {
         (void) kill(k->pid, SIGKILL);
         k->pidfd = STEAL_FD(e->proc.keeper_pidfd);
         k->scope = STEAL(e->scope);
+        k->cgroup = STEAL(e->cgroup);
         k->next = m->keeper_reaps;
         if (k->next)
                 k->next->prev = k;
@@ -495,6 +501,7 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
                                 (void) scope_kill(e->scope);
                         e->scope = scope_free(e->scope);
                 }
+                e->cgroup = cgroup_free(e->cgroup);
         } else {
                 /* The exit source watches the pidfd: that one stays until the keeper is reaped, and
                  * the scope until then too (see above); the control pipe as well while the keeper
@@ -534,6 +541,7 @@ Execution *execution_free(Execution *e) {
                 return NULL;
         m = e->manager;
         execution_release_resources(e);
+        e->cgroup = cgroup_free(e->cgroup);   /* one made for a run whose keeper never came */
         record_prepared_discard(m->records_fd, e->id, &e->record_fd);   /* a run that never finished */
         if (m->cas)
                 cas_ref_prepared_discard(m->cas, e->req->workspace_id, e->id, STEAL_FD(e->ref_fd));
@@ -659,6 +667,15 @@ static void execution_decide_status(Execution *e) {
                 e->status = EXECUTION_STATUS_TIMEOUT;
 }
 
+/* Which limits refused the run anything (a fork, memory), also when the payload survived it:
+ * "tasks,memory", "" for none. */
+static const char *limits_hit(const Execution *e) {
+        bool tasks = e->have_acct && e->acct.tasks_max_hits > 0;
+        bool memory = e->have_acct && (e->acct.memory_max_hits > 0 || e->acct.oom_kills > 0);
+
+        return tasks && memory ? "tasks,memory" : tasks ? "tasks" : memory ? "memory" : "";
+}
+
 static void log_finished(Execution *e) {
         char peak[32] = "unknown";
 
@@ -674,6 +691,7 @@ static void log_finished(Execution *e) {
                    "SANDBOX_SIGNAL=%d", e->signal,
                    "SANDBOX_DURATION_USEC=%" PRIu64, e->end_usec - e->start_usec,
                    "SANDBOX_MEMORY_PEAK=%s", peak,
+                   "SANDBOX_LIMITS_HIT=%s", limits_hit(e),
                    "SANDBOX_CPU_USAGE_NSEC=%" PRIu64, e->have_acct && e->acct.cpu_usage_nsec != UINT64_MAX ? e->acct.cpu_usage_nsec : 0,
                    "SANDBOX_STDOUT_BYTES=%" PRIu64, output_buffer_total(e->out),
                    "SANDBOX_STDERR_BYTES=%" PRIu64, output_buffer_total(e->err),
@@ -839,6 +857,15 @@ static void execution_finish(Execution *e) {
                 e->end_usec = now_mono();
                 if (e->start_usec == 0)
                         e->start_usec = e->end_usec;
+                /* A last look at the workspace: the run may have reached its quota after the last
+                 * tick, or with one file (RLIMIT_FSIZE lets a file grow one byte past the quota,
+                 * so that reaching it shows; the writer got SIGXFSZ or EFBIG). */
+                if (e->quota && e->reported_exit && e->failure >= 0 && e->kill_reason == EXECUTION_STATUS_RUNNING) {
+                        uint64_t bytes;
+                        r = quota_watch_tick(e->quota, &bytes);
+                        if (r < 0 || execution_quota_exceeded(e, bytes))
+                                e->kill_reason = EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED;
+                }
                 execution_decide_status(e);
         }
 
@@ -1022,6 +1049,8 @@ static void handle_report_line(Execution *e, const char *line) {
                 /* The keeper still holds the scope: read what it used now. */
                 if (e->scope && scope_read_accounting(e->scope, &e->acct) >= 0)
                         e->have_acct = true;
+                else if (e->cgroup && cgroup_read_accounting(e->cgroup, &e->acct) >= 0)
+                        e->have_acct = true;
                 /* bwrap is gone, and with it every writer of stdout and stderr: what is left in the
                  * pipes is there now, so read it without another trip through the loop. */
                 if (!e->stdout_eof && e->proc.stdout_fd >= 0)
@@ -1094,6 +1123,8 @@ static int on_kill_grace(sd_event_source *s, uint64_t usec, void *userdata) {
                     (unsigned) (KILL_GRACE_USEC / USEC_PER_SEC));
         if (e->scope)
                 (void) scope_kill(e->scope);
+        if (e->cgroup)
+                (void) cgroup_kill(e->cgroup);
         if (e->proc.keeper_pid > 0 && !e->keeper_gone)
                 (void) kill(e->proc.keeper_pid, SIGKILL);
         return 0;
@@ -1160,6 +1191,23 @@ static void on_scope_started(Scope *s, int error, const char *message, void *use
 
 #define QUOTA_TICK_USEC (100 * USEC_PER_MSEC)
 
+/* Usage @bytes seen: over the limit? (Then say so in the journal.) */
+static bool execution_quota_exceeded(Execution *e, uint64_t bytes) {
+        e->workspace_bytes = bytes;
+        e->have_workspace_bytes = true;
+        if (bytes <= e->workspace_limit)
+                return false;
+        log_struct(LOG_NOTICE,
+                   "MESSAGE_ID=" SR_MESSAGE_QUOTA_EXCEEDED,
+                   "SANDBOX_EXECUTION_ID=%s", e->id,
+                   "SANDBOX_WORKSPACE=%s", e->req->workspace_id,
+                   "SANDBOX_WORKSPACE_BYTES=%" PRIu64, bytes,
+                   "SANDBOX_WORKSPACE_LIMIT=%" PRIu64, e->workspace_limit,
+                   "MESSAGE=Workspace '%s' reached %" PRIu64 " bytes (limit %" PRIu64 "); stopping execution '%s'.",
+                   e->req->workspace_id, bytes, e->workspace_limit, e->id);
+        return true;
+}
+
 static int on_quota_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Execution *e = userdata;
         uint64_t bytes;
@@ -1175,18 +1223,7 @@ static int on_quota_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                 execution_kill(e, EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED);
                 return 0;
         } else {
-                e->workspace_bytes = bytes;
-                e->have_workspace_bytes = true;
-                if (bytes > e->workspace_limit) {
-                        log_struct(LOG_NOTICE,
-                                   "MESSAGE_ID=" SR_MESSAGE_QUOTA_EXCEEDED,
-                                   "SANDBOX_EXECUTION_ID=%s", e->id,
-                                   "SANDBOX_WORKSPACE=%s", e->req->workspace_id,
-                                   "SANDBOX_WORKSPACE_BYTES=%" PRIu64, bytes,
-                                   "SANDBOX_WORKSPACE_LIMIT=%" PRIu64, e->workspace_limit,
-                                   "MESSAGE=Workspace '%s' reached %" PRIu64 " bytes (limit %" PRIu64
-                                   "); stopping execution '%s'.",
-                                   e->req->workspace_id, bytes, e->workspace_limit, e->id);
+                if (execution_quota_exceeded(e, bytes)) {
                         e->quota_source = sd_event_source_disable_unref(e->quota_source);
                         execution_kill(e, EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED);
                         return 0;
@@ -1239,7 +1276,7 @@ static int execution_launch(Execution *e) {
         int r;
 
         /* With a scope: start bwrap at once and make the scope meanwhile (sandbox_spawn()). */
-        e->early = m->scopes_available;
+        e->early = m->limits == LIMITS_SYSTEMD_SCOPE;
 
         r = seccomp_program_for_variant(e->egress ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE, &seccomp_fd,
                                         &seccomp_error);
@@ -1304,13 +1341,15 @@ static int execution_launch(Execution *e) {
                 .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = passwd_fd,
                 .group_fd = group_fd, .hosts_fd = hosts_fd, .code_fd = e->req->code ? code_fd : -1,
                 .info_fd = info_w,
-                .start_now = !m->scopes_available,
+                .start_now = !e->early,
         };
         limits = (SandboxLimits) {
-                .fsize = e->workspace_limit,
+                .fsize = e->workspace_limit > 0 ? e->workspace_limit + 1 : 0,
                 .nofile = 4096,
-                /* Without a scope, the address-space limit is the only memory bound we have. */
-                .as = m->scopes_available ? 0 : e->req->memory_max,
+                /* Without a scope or a cgroup, the address-space limit is the only memory bound we
+                 * have, and RLIMIT_NPROC the only tasks bound (over every process of our uid). */
+                .as = m->limits == LIMITS_RLIMIT ? e->req->memory_max : 0,
+                .nproc = m->limits == LIMITS_RLIMIT && e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
         };
         r = execution_quota_begin(e);
         if (r < 0 && r != -ENOMEM)
@@ -1327,11 +1366,33 @@ static int execution_launch(Execution *e) {
                 return 0;
         }
 
+        if (m->limits == LIMITS_CGROUP) {
+                r = cgroup_new(m->cgroups, e->id, &(ScopeLimits) {
+                                .memory_max = e->req->memory_max,
+                                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
+                                .cpu_quota_percent = e->req->cpu_quota_percent,
+                        }, &e->cgroup);
+                if (r < 0) {
+                        execution_fail(e, r, "could not create the execution's cgroup: %s", strerror(-r));
+                        return 0;
+                }
+        }
+
         for (unsigned attempt = 0;; attempt++) {
                 SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
 
                 r = m->keeper_pool ? keeper_pool_take(m->keeper_pool, &keeper) :
                                      sandbox_keeper_start(m->keeper_path, &keeper);
+                /* The keeper goes into the run's cgroup before it has its job: bwrap and all under
+                 * it start there. */
+                if (r >= 0 && e->cgroup) {
+                        r = cgroup_attach(e->cgroup, keeper.pid);
+                        if (r < 0) {
+                                sandbox_keeper_stop(&keeper);
+                                execution_fail(e, r, "could not move the sandbox into its cgroup: %s", strerror(-r));
+                                return 0;
+                        }
+                }
                 if (r >= 0)
                         r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc);
                 /* A keeper that died between our look and the job: once more, with a new one. */
@@ -1663,6 +1724,15 @@ json_object *execution_to_json(const Execution *e) {
                 json_object_object_add(res, "tasksPeak", json_u64(e->acct.tasks_peak));
         else
                 json_object_object_add(res, "tasksPeak", NULL);
+        {
+                json_object *hit = json_object_new_array();
+                const char *h = limits_hit(e);
+                if (strstr(h, "tasks"))
+                        json_object_array_add(hit, json_object_new_string("tasks"));
+                if (strstr(h, "memory"))
+                        json_object_array_add(hit, json_object_new_string("memory"));
+                json_object_object_add(res, "limitsHit", hit);
+        }
         json_object_object_add(o, "resources", res);
 
         if (e->workspace_limit > 0 || e->have_workspace_bytes) {
@@ -1675,13 +1745,13 @@ json_object *execution_to_json(const Execution *e) {
         lim = json_object_new_object();
         json_object_object_add(lim, "timeoutMs", json_u64(e->req->timeout_usec / 1000));
         json_object_object_add(lim, "memoryBytes", json_u64(e->req->memory_max));
-        /* Without a scope only the memory bound (RLIMIT_AS) is enforced: say so. */
-        json_object_object_add(lim, "tasks", e->scope || e->manager->scopes_available ?
-                               json_u64(e->req->tasks_max) : NULL);
-        json_object_object_add(lim, "cpuPercent", e->scope || e->manager->scopes_available ?
+        /* With rlimits only, no CPU bound: say so. */
+        json_object_object_add(lim, "tasks", json_u64(e->req->tasks_max));
+        json_object_object_add(lim, "cpuPercent", e->manager->limits != LIMITS_RLIMIT ?
                                json_u64(e->req->cpu_quota_percent) : NULL);
-        json_object_object_add(lim, "enforcedBy",
-                               json_object_new_string(e->scope || e->manager->scopes_available ? "scope" : "rlimit"));
+        json_object_object_add(lim, "enforcedBy", json_object_new_string(
+                        e->manager->limits == LIMITS_SYSTEMD_SCOPE ? "scope" :
+                        e->manager->limits == LIMITS_CGROUP ? "cgroup" : "rlimit"));
         json_object_object_add(o, "limits", lim);
         json_object_object_add(o, "network", json_object_new_string(e->network ?: "none"));
         if (e->failure < 0 && e->failure_message)

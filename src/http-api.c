@@ -14,6 +14,7 @@
 
 #include "build-config.h"
 #include "cas.h"
+#include "cgroup.h"
 #include "child-task.h"
 #include "egress.h"
 #include "execution.h"
@@ -353,6 +354,8 @@ static void handle_health(Manager *m, HttpRequest *req, const Route *route, json
                 json_object_object_add(sandbox, "bwrap", json_object_new_string(m->probe.bwrap_version));
         if (m->probe.reason)
                 json_object_object_add(sandbox, "reason", json_object_new_string(m->probe.reason));
+        /* The host uid that payloads run as (never 0: a root-started daemon became its user). */
+        json_object_object_add(sandbox, "hostUid", json_object_new_int64((int64_t) m->sandbox_uid));
         json_object_object_add(sandbox, "executions", json_object_new_boolean(can));
         if (!can)
                 json_object_object_add(sandbox, "executionsRefused", json_object_new_string(reason));
@@ -362,9 +365,18 @@ static void handle_health(Manager *m, HttpRequest *req, const Route *route, json
         json_object_object_add(scopes, "available", json_object_new_boolean(m->scopes_available));
         if (m->scopes_reason)
                 json_object_object_add(scopes, "reason", json_object_new_string(m->scopes_reason));
+        /* What enforces the limits: a scope, our own cgroups, or (weaker) rlimits only. */
+        json_object_object_add(scopes, "mechanism", json_object_new_string(limits_mechanism_to_string(m->limits)));
+        if (m->limits == LIMITS_CGROUP)
+                json_object_object_add(scopes, "cgroup", json_object_new_string(cgroup_root_describe(m->cgroups)));
+        else if (m->limits == LIMITS_RLIMIT && m->cgroups_reason)
+                json_object_object_add(scopes, "cgroupReason", json_object_new_string(m->cgroups_reason));
         json_object_object_add(scopes, "limits", json_object_new_string(
-                        m->scopes_available ? "scope" : m->config.allow_unscoped ? "rlimit (weaker: no memory, tasks or CPU accounting)"
-                                                                                 : "none"));
+                        m->limits == LIMITS_SYSTEMD_SCOPE ? "scope" :
+                        m->limits == LIMITS_CGROUP ? "cgroup" :
+                        m->config.allow_unscoped ? "rlimit (weaker: memory as address space, tasks counted over the "
+                                                   "whole sandbox user, no CPU limit, no accounting)"
+                                                 : "none"));
         json_object_object_add(o, "scopes", scopes);
 
         net = json_object_new_object();

@@ -9,10 +9,12 @@
 
 #include "build-config.h"
 #include "caps.h"
+#include "cgroup.h"
 #include "config.h"
 #include "log-ids.h"
 #include "log.h"
 #include "manager.h"
+#include "privileges.h"
 #include "util/macro.h"
 #include "util/strv.h"
 
@@ -92,9 +94,76 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
+/*
+ * Started as root: hand the state and runtime directories (and, without systemd, cgroups of our
+ * own) to [Execution] SandboxUser= and become that user for good, so that no keeper, bwrap or
+ * payload ever runs as host uid 0. Without such a user we stay up (health, files) but refuse
+ * executions and say why. Started as any other user: only look for delegated cgroups.
+ */
+static int setup_identity(const Config *config, CgroupRoot **ret_cgroups, char **ret_cgroups_reason,
+                          char **ret_identity_error) {
+        _cleanup_free_ char *reason = NULL, *state = NULL, *runtime = NULL;
+        _cleanup_(identity_done) Identity id = {};
+        bool want_cgroups = sd_booted() <= 0;   /* with systemd: scopes (or nothing) */
+        int r;
+
+        if (geteuid() != 0) {
+                if (want_cgroups)
+                        (void) cgroup_root_prepare(geteuid(), getegid(), ret_cgroups, ret_cgroups_reason);
+                return 0;
+        }
+
+        r = identity_resolve(config->sandbox_user, &id, &reason);
+        if (r == -ENOMEM)
+                return log_oom();
+        if (r < 0) {
+                log_struct(LOG_ERR,
+                           "MESSAGE_ID=" SR_MESSAGE_SANDBOX_USER,
+                           "SANDBOX_USER=%s", config->sandbox_user,
+                           "MESSAGE=Started as root, but %s: executions are refused.", reason);
+                r = caps_drop_all(true);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to drop capabilities: %m");
+                *ret_identity_error = STEAL(reason);
+                return 0;
+        }
+
+        r = manager_directories(&state, &runtime);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the state or runtime directory: %m");
+        /* The secrets were read: wherever they lie, they stay root's. */
+        r = privileges_own_tree(state, getenv("CREDENTIALS_DIRECTORY"), &id);
+        if (r >= 0)
+                r = privileges_own_tree(runtime, getenv("CREDENTIALS_DIRECTORY"), &id);
+        if (r < 0)
+                return log_error_errno(r, "Failed to hand the state and runtime directories to '%s': %m", id.name);
+        if (want_cgroups) {
+                r = cgroup_root_prepare(id.uid, id.gid, ret_cgroups, ret_cgroups_reason);
+                if (r == -ENOMEM)
+                        return log_oom();
+        }
+        r = privileges_drop(&id);
+        if (r < 0)
+                return log_error_errno(r, "Failed to become user '%s': %m", id.name);
+        /* The directories are the user's now; every directory above them must let it through. */
+        for (const char *const *d = (const char *const[]) { state, runtime, NULL }; *d; d++)
+                if (access(*d, R_OK | W_OK | X_OK) < 0)
+                        return log_error_errno(errno, "User '%s' cannot reach '%s' (%m): every directory above it "
+                                               "must be searchable by that user (chmod o+x), or set "
+                                               "[Execution] SandboxUser= to another user.", id.name, *d);
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_SANDBOX_USER,
+                   "SANDBOX_USER=%s", id.name,
+                   "SANDBOX_UID=%u", (unsigned) id.uid,
+                   "MESSAGE=Started as root: running as user '%s' (uid %u, gid %u) from now on; every sandbox "
+                   "runs under it.", id.name, (unsigned) id.uid, (unsigned) id.gid);
+        return 0;
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
-        _cleanup_free_ char *error = NULL;
+        _cleanup_free_ char *error = NULL, *cgroups_reason = NULL, *identity_error = NULL;
+        CgroupRoot *cgroups = NULL;
         Config config;
         Secrets secrets = {};
         int r;
@@ -120,17 +189,6 @@ static int run(int argc, char *argv[]) {
         }
         log_set_max_level(config.log_level);
 
-        if (!arg_keep_caps) {
-                if (geteuid() == 0)
-                        log_warning("Running as root: sandboxes map their user to the host's uid 0. "
-                                    "Run as an unprivileged user (the service unit does) for production.");
-                r = caps_drop_all(geteuid() == 0);
-                if (r < 0) {
-                        config_done(&config);
-                        return log_error_errno(r, "Failed to drop capabilities: %m");
-                }
-        }
-
         r = secrets_load(&config, &secrets, &error);
         if (r < 0) {
                 log_struct_errno(LOG_ERR, r,
@@ -140,11 +198,28 @@ static int run(int argc, char *argv[]) {
                 return r;
         }
 
+        /* After the secrets (root's files may hold them), before anything else is made. */
+        r = setup_identity(&config, &cgroups, &cgroups_reason, &identity_error);
+        if (r >= 0 && !arg_keep_caps && !identity_error) {
+                r = caps_drop_all(false);
+                if (r < 0)
+                        log_error_errno(r, "Failed to drop capabilities: %m");
+        }
+        if (r < 0) {
+                config_done(&config);
+                secrets_done(&secrets);
+                cgroup_root_free(cgroups);
+                return r;
+        }
+
         r = manager_new(&config, &secrets, &m);
         config_done(&config);
         secrets_done(&secrets);
-        if (r < 0)
+        if (r < 0) {
+                cgroup_root_free(cgroups);
                 return r;
+        }
+        manager_set_limits_setup(m, STEAL(cgroups), STEAL(cgroups_reason), STEAL(identity_error));
 
         r = manager_probe(m);
         if (r < 0)

@@ -18,6 +18,7 @@
 
 #include "build-config.h"
 #include "cas.h"
+#include "cgroup.h"
 #include "child-task.h"
 #include "quota.h"
 #include "egress.h"
@@ -64,6 +65,36 @@ static int dir_from_env(const char *env, const char *fallback, mode_t mode, char
         }
         *ret = d;
         return 0;
+}
+
+int manager_directories(char **ret_state, char **ret_runtime) {
+        _cleanup_free_ char *state = NULL;
+        int r;
+
+        r = dir_from_env("STATE_DIRECTORY", "/var/lib/sandbox-runner", 0700, &state);
+        if (r < 0)
+                return r;
+        r = dir_from_env("RUNTIME_DIRECTORY", "/run/sandbox-runner", 0755, ret_runtime);
+        if (r < 0)
+                return r;
+        *ret_state = STEAL(state);
+        return 0;
+}
+
+static const char *const limits_mechanism_table[_LIMITS_MAX] = {
+        [LIMITS_SYSTEMD_SCOPE] = "systemd-scope",
+        [LIMITS_CGROUP] = "cgroup",
+        [LIMITS_RLIMIT] = "rlimit",
+};
+
+const char *limits_mechanism_to_string(LimitsMechanism l) {
+        return l >= 0 && l < _LIMITS_MAX ? limits_mechanism_table[l] : NULL;
+}
+
+void manager_set_limits_setup(Manager *m, CgroupRoot *cgroups, char *cgroups_reason, char *identity_error) {
+        m->cgroups = cgroups;
+        m->cgroups_reason = cgroups_reason;
+        m->identity_error = identity_error;
 }
 
 static void manager_arm_stop(Manager *m, uint64_t usec);
@@ -208,12 +239,10 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         m->start_usec = now_usec(CLOCK_MONOTONIC);
         m->start_realtime_usec = now_usec(CLOCK_REALTIME);
 
-        r = dir_from_env("STATE_DIRECTORY", "/var/lib/sandbox-runner", 0700, &m->state_dir);
+        m->sandbox_uid = geteuid();
+        r = manager_directories(&m->state_dir, &m->runtime_dir);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the state directory: %m");
-        r = dir_from_env("RUNTIME_DIRECTORY", "/run/sandbox-runner", 0755, &m->runtime_dir);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up the runtime directory: %m");
+                return log_error_errno(r, "Failed to set up the state or runtime directory: %m");
 
         {
                 _cleanup_free_ char *ws = NULL;
@@ -318,6 +347,9 @@ Manager *manager_free(Manager *m) {
         m->replay = replay_table_free(m->replay);
         sandbox_probe_report_done(&m->probe);
         free(m->scopes_reason);
+        m->cgroups = cgroup_root_free(m->cgroups);
+        free(m->cgroups_reason);
+        free(m->identity_error);
         safe_close(m->workspaces_fd);
         safe_close(m->records_fd);
         sd_event_unref(m->event);
@@ -486,18 +518,24 @@ int manager_probe(Manager *m) {
                         return log_oom();
                 m->scopes_available = r >= 0;
         }
-        log_struct(m->scopes_available ? LOG_INFO : (m->config.allow_unscoped ? LOG_WARNING : LOG_ERR),
+        m->limits = m->scopes_available ? LIMITS_SYSTEMD_SCOPE : m->cgroups ? LIMITS_CGROUP : LIMITS_RLIMIT;
+        log_struct(m->limits != LIMITS_RLIMIT ? LOG_INFO : (m->config.allow_unscoped ? LOG_WARNING : LOG_ERR),
                    "MESSAGE_ID=" SR_MESSAGE_PROBE_RESULT,
                    "SANDBOX_PROBE=scopes",
                    "SANDBOX_USABLE=%s", m->scopes_available ? "yes" : "no",
-                   "MESSAGE=Transient scopes %s%s%s%s.",
+                   "SANDBOX_LIMITS=%s", limits_mechanism_to_string(m->limits),
+                   "MESSAGE=Transient scopes %s%s%s%s%s%s.",
                    m->scopes_available ? "available" : "UNAVAILABLE",
                    m->scopes_reason ? ": " : "", m->scopes_reason ?: "",
-                   m->scopes_available ? "" :
+                   m->limits == LIMITS_CGROUP ? "; limits enforced by the daemon's own cgroups: " : "",
+                   m->limits == LIMITS_CGROUP ? cgroup_root_describe(m->cgroups) : "",
+                   m->limits != LIMITS_RLIMIT ? "" :
                    (m->config.allow_unscoped ? "; running executions without scopes (AllowUnscoped=yes), "
                                                "limits enforced by rlimits only"
                                              : "; executions are refused (set [Execution] AllowUnscoped=yes to run "
                                                "them with rlimits only)"));
+        if (m->limits == LIMITS_RLIMIT && m->cgroups_reason)
+                log_info("No cgroups of the daemon's own either: %s.", m->cgroups_reason);
         if (m->probe.usable && !m->keeper_pool) {
                 /* Two: a run and the next one's start overlap (a client that sends its next
                  * request as soon as it has the answer). */
@@ -509,12 +547,17 @@ int manager_probe(Manager *m) {
 }
 
 int manager_can_execute(Manager *m, const char **ret_reason) {
+        if (m->identity_error) {
+                *ret_reason = m->identity_error;
+                return -EPERM;
+        }
         if (!m->probe.usable) {
                 *ret_reason = m->probe.reason ?: "no sandbox can be built on this host";
                 return -EOPNOTSUPP;
         }
-        if (!m->scopes_available && !m->config.allow_unscoped) {
-                *ret_reason = "transient scopes are unavailable and [Execution] AllowUnscoped= is off";
+        if (m->limits == LIMITS_RLIMIT && !m->config.allow_unscoped) {
+                *ret_reason = "transient scopes are unavailable, the daemon has no cgroups of its own, and "
+                              "[Execution] AllowUnscoped= is off";
                 return -EOPNOTSUPP;
         }
         *ret_reason = NULL;

@@ -18,6 +18,17 @@ typedef struct Execution Execution;
 typedef struct EgressPolicy EgressPolicy;
 typedef struct EgressEpoch EgressEpoch;
 typedef struct sd_bus sd_bus;
+typedef struct CgroupRoot CgroupRoot;
+
+/* What enforces an execution's memory, tasks and CPU limits (/health.scopes.mechanism). */
+typedef enum LimitsMechanism {
+        LIMITS_SYSTEMD_SCOPE,            /* a transient scope per execution */
+        LIMITS_CGROUP,                   /* a cgroup of the daemon's own per execution (cgroup.h) */
+        LIMITS_RLIMIT,                   /* rlimits only, with [Execution] AllowUnscoped=yes */
+        _LIMITS_MAX,
+} LimitsMechanism;
+
+const char *limits_mechanism_to_string(LimitsMechanism l);
 
 typedef struct Manager {
         sd_event *event;
@@ -55,6 +66,11 @@ typedef struct Manager {
         ScopeManager *scopes;
         bool scopes_available;
         char *scopes_reason;
+        LimitsMechanism limits;          /* decided by manager_probe() */
+        CgroupRoot *cgroups;             /* our delegated cgroups, when we have them */
+        char *cgroups_reason;            /* ... or why not */
+        char *identity_error;            /* started as root without a usable SandboxUser= */
+        uid_t sandbox_uid;               /* the host uid payloads run as (ours) */
         ReplayTable *replay;
         Execution *executions;           /* running and recently finished, newest first */
         unsigned n_executions_running;
@@ -83,8 +99,17 @@ typedef struct Manager {
  */
 char *manager_find_helper(const char *subdir, const char *name);
 
+/*
+ * manager_directories() - $STATE_DIRECTORY and $RUNTIME_DIRECTORY (their first entry), or the
+ * defaults, created if missing. Return: 0 or -errno.
+ */
+int manager_directories(char **ret_state, char **ret_runtime);
+
 /* manager_new() - build the loop and the HTTP server from a loaded config. Return: 0 or -errno. */
 int manager_new(Config *config, Secrets *secrets, Manager **ret);
+/* manager_set_limits_setup() - what main() found as root: the cgroups (taken) or why none, and
+ * why executions must be refused (no usable SandboxUser=), if so. */
+void manager_set_limits_setup(Manager *m, CgroupRoot *cgroups, char *cgroups_reason, char *identity_error);
 Manager *manager_free(Manager *m);
 static inline void manager_freep(Manager **m) {
         *m = manager_free(*m);

@@ -143,6 +143,16 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
         if (r >= 0)
                 r = probe->proc_fresh ? add(&a, "--proc", "/proc", NULL)
                                       : add(&a, "--ro-bind", "/proc", "/proc", NULL);
+        /* A fresh procfs: the host-wide knobs in it read-only, whatever bwrap decides (it covers
+         * them only where the caller could write them, and /proc/sys is mode 0555). Bound from
+         * the daemon's /proc: these are the same files (the sysctls that belong to a namespace
+         * are those of the process that opens them). /proc/sys must exist (or the probe fails:
+         * fail closed); the others are absent on some kernels. */
+        if (r >= 0 && probe->proc_fresh)
+                r = add(&a, "--ro-bind", "/proc/sys", "/proc/sys",
+                        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                        "--ro-bind-try", "/proc/irq", "/proc/irq",
+                        "--ro-bind-try", "/proc/bus", "/proc/bus", NULL);
         if (r >= 0 && spec->tmp_size > 0) {
                 (void) snprintf(size, sizeof(size), "%" PRIu64, spec->tmp_size);
                 r = add(&a, "--size", size, NULL);

@@ -125,6 +125,11 @@ static int probe_argv(const SandboxProbe *p, bool fresh_proc, bool disable_usern
                 r = fresh_proc ? (strv_extend(&a, "--proc") >= 0 ? strv_extend(&a, "/proc") : -ENOMEM)
                                : (strv_extend(&a, "--ro-bind") >= 0 && strv_extend(&a, "/proc") >= 0 ?
                                   strv_extend(&a, "/proc") : -ENOMEM);
+        /* The launch covers /proc/sys read-only (sandbox_argv_build()): a host without it has
+         * no usable sandbox, rather than one with writable sysctls. */
+        if (r >= 0 && fresh_proc)
+                r = strv_extend(&a, "--ro-bind") >= 0 && strv_extend(&a, "/proc/sys") >= 0 ?
+                        strv_extend(&a, "/proc/sys") : -ENOMEM;
         if (r >= 0)
                 r = strv_extend(&a, "--dev") >= 0 ? strv_extend(&a, "/dev") : -ENOMEM;
         if (r >= 0)
@@ -437,6 +442,7 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 .fsize = limits->fsize,
                 .as = limits->as,
                 .nofile = limits->nofile,
+                .nproc = limits->nproc,
         };
         int r;
 

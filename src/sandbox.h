@@ -31,6 +31,8 @@ typedef struct SandboxLimits {
         uint64_t fsize;          /* RLIMIT_FSIZE, 0 = none */
         uint64_t as;             /* RLIMIT_AS (only when no scope enforces memory), 0 = none */
         uint64_t nofile;         /* RLIMIT_NOFILE */
+        uint64_t nproc;          /* RLIMIT_NPROC (only when no cgroup counts tasks), 0 = none; it
+                                  * counts every process of the host uid, not just this sandbox's */
 } SandboxLimits;
 
 typedef struct SandboxFds {

@@ -2,6 +2,7 @@
 /* Transient systemd scopes per execution over sd-bus, with limits and cgroup accounting. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "cgroup.h"
 #include "scope.h"
 #include "util/macro.h"
 
@@ -328,39 +330,11 @@ Scope *scope_free(Scope *s) {
 /* ---- accounting from the cgroup files -------------------------------------------------------- */
 
 static int read_u64_file(const char *path, uint64_t *ret) {
-        FILE *f = fopen(path, "re");
-        unsigned long long v;
-        int r;
-
-        if (!f)
-                return negative_errno();
-        r = fscanf(f, "%llu", &v) == 1 ? 0 : -EBADMSG;
-        fclose(f);
-        if (r == 0)
-                *ret = v;
-        return r;
+        return cg_read_u64(AT_FDCWD, path, ret);
 }
 
-/* "key value" lines, as in memory.events, pids.events, cpu.stat, memory.oom_control. */
 static int read_keyed_file(const char *path, const char *key, uint64_t *ret) {
-        char line[256];
-        FILE *f = fopen(path, "re");
-        int r = -ENOENT;
-
-        if (!f)
-                return negative_errno();
-        while (fgets(line, sizeof(line), f)) {
-                size_t l = strlen(key);
-                unsigned long long v;
-
-                if (strneq(line, key, l) && line[l] == ' ' && sscanf(line + l + 1, "%llu", &v) == 1) {
-                        *ret = v;
-                        r = 0;
-                        break;
-                }
-        }
-        fclose(f);
-        return r;
+        return cg_read_keyed(AT_FDCWD, path, key, ret);
 }
 
 /* systemd nests slices by the dashes in their names: "a-b.slice" lives in "a.slice". */
@@ -383,6 +357,8 @@ int scope_read_accounting(Scope *s, ScopeAccounting *ret) {
                         a.tasks_peak = v;
                 if (read_keyed_file(CG("memory.events"), "oom_kill", &v) >= 0)
                         a.oom_kills = v;
+                if (read_keyed_file(CG("memory.events"), "max", &v) >= 0)
+                        a.memory_max_hits = v;
                 if (read_keyed_file(CG("pids.events"), "max", &v) >= 0)
                         a.tasks_max_hits = v;
 #undef CG
@@ -399,6 +375,8 @@ int scope_read_accounting(Scope *s, ScopeAccounting *ret) {
                         a.cpu_usage_nsec = v * 1000;
                 if (read_keyed_file(CG("memory", "memory.oom_control"), "oom_kill", &v) >= 0)
                         a.oom_kills = v;
+                if (read_u64_file(CG("memory", "memory.failcnt"), &v) >= 0)
+                        a.memory_max_hits = v;
                 if (read_keyed_file(CG("pids", "pids.events"), "max", &v) >= 0)
                         a.tasks_max_hits = v;
                 if (read_u64_file(CG("pids", "pids.peak"), &v) >= 0)

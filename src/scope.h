@@ -25,6 +25,7 @@ typedef struct ScopeAccounting {
         uint64_t tasks_peak;            /* UINT64_MAX = unknown */
         uint64_t oom_kills;             /* kills by the memory limit */
         uint64_t tasks_max_hits;        /* fork()s refused by the tasks limit */
+        uint64_t memory_max_hits;       /* times the memory limit was reached (reclaim, then OOM) */
 } ScopeAccounting;
 
 typedef void (*ScopeStartedFn)(Scope *s, int error, const char *error_message, void *userdata);

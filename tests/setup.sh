@@ -50,6 +50,13 @@ setup_build() {
         ninja -C "$dir" >"$dir/ninja-output.log" 2>&1 || { tail -40 "$dir/ninja-output.log"; echo "setup.sh: build in $dir failed" >&2; return 1; }
 }
 
+# The service user, made from the sysusers.d file as a package's trigger would: started as root,
+# the daemon runs as it (and so does every sandbox), and the test suites start daemons as it.
+create_service_user() {
+        systemd-sysusers "$top/build/units/sysusers.d/sandbox-runner.conf" >/dev/null
+        getent passwd sandbox-runner >/dev/null || die "systemd-sysusers did not create the user sandbox-runner"
+}
+
 state=/var/lib/sandbox-runner
 run_dir=/run/sandbox-runner
 pidfile=$run_dir/dev.pid
@@ -69,6 +76,7 @@ stop_dev_daemon() {
 cmd_run() {
         install_packages
         setup_build build -Dtests=enabled
+        create_service_user
         stop_dev_daemon
 
         install -d -m 0700 "$state" "$state/credentials"
@@ -81,12 +89,14 @@ cmd_run() {
         done
 
         # The embedded defaults, no config file: --config points at an empty one. Without systemd as
-        # PID 1 (a container) there are no transient scopes: run executions with rlimits only, and
-        # say so (/health reports the weaker limits too).
+        # PID 1 (a container) there are no transient scopes: the daemon, started as root, becomes
+        # the user sandbox-runner and enforces the limits with cgroups of its own; AllowUnscoped=yes
+        # lets it still run executions where even those cannot be had (then with rlimits only, and
+        # /health says the limits are weaker).
         : >"$run_dir/dev.conf"
         if [ ! -d /run/systemd/system ]; then
                 printf '[Execution]\nAllowUnscoped=yes\n' >"$run_dir/dev.conf"
-                echo "No systemd on this machine: executions run without transient scopes (AllowUnscoped=yes)."
+                echo "No systemd on this machine: executions run without transient scopes (the daemon's own cgroups, or rlimits)."
         fi
         CREDENTIALS_DIRECTORY=$state/credentials STATE_DIRECTORY=$state RUNTIME_DIRECTORY=$run_dir \
                 setsid "$top/build/src/sandbox-runnerd" --config "$run_dir/dev.conf" --listen 127.0.0.1:4311 \
@@ -138,6 +148,7 @@ cmd_test() {
 
         echo "== gcc build (-Werror), all suites"
         setup_build build -Dtests=enabled -Dwerror=true
+        create_service_user
         meson test -C build --print-errorlogs --num-processes 2 || rc=1
         logs+=(build/meson-logs/testlog.json)
 

@@ -25,7 +25,7 @@
 /* The keeper's job socket, as the daemon starts it. */
 #define KEEPER_FD_JOB      3
 
-#define KEEPER_JOB_MAGIC   UINT32_C(0x53524b31)   /* "SRK1" */
+#define KEEPER_JOB_MAGIC   UINT32_C(0x53524b32)   /* "SRK2" */
 
 enum {
         /* Start bwrap at once, gated: its seccomp program comes through a pipe on 'G'. */
@@ -42,6 +42,7 @@ typedef struct KeeperJob {
         uint64_t fsize;          /* RLIMIT_FSIZE of bwrap, 0 = none */
         uint64_t as;             /* RLIMIT_AS, 0 = none */
         uint64_t nofile;         /* RLIMIT_NOFILE, 0 = unchanged */
+        uint64_t nproc;          /* RLIMIT_NPROC, 0 = unchanged (only without cgroups for tasks) */
 } KeeperJob;
 
 #define KEEPER_ARGV_BYTES_MAX (16U * 1024U * 1024U)

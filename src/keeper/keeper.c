@@ -284,6 +284,8 @@ int main(int argc, char *argv[]) {
                         set_limit(RLIMIT_AS, job.as);
                 if (job.nofile > 0)
                         set_limit(RLIMIT_NOFILE, job.nofile);
+                if (job.nproc > 0)
+                        set_limit(RLIMIT_NPROC, job.nproc);
                 execve(args[0], args + 1, bwrap_environ);
                 write_all(2, "sandbox-runner: failed to execute bwrap\n");
                 _exit(127);

@@ -7,6 +7,7 @@ set -euo pipefail
 build=$(cd "${1:?usage: run-bench.sh BUILDDIR [REQUESTS]}" && pwd)
 n=${2:-500}
 tmp=$(mktemp -d /tmp/sr-bench.XXXXXX)
+chmod 0755 "$tmp"   # a root-started daemon becomes its sandbox user, which must reach it
 pid=
 cleanup() {
         [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true

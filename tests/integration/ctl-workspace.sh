@@ -42,6 +42,8 @@ DAEMON=$(realpath "$DAEMON") || exit 1
 CTL=$(realpath "$CTL") || exit 1
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ctl-workspace.XXXXXX") || exit 1
+# Started as root, the daemon becomes its sandbox user: that user must reach the state below.
+chmod 0755 "$WORK"
 DAEMON_PID=
 FAKE_PID=
 BG_PID=

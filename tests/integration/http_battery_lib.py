@@ -455,6 +455,7 @@ class Daemon:
         self.path = os.path.abspath(path)
         self.keep_tmp = keep_tmp
         self.tmp = tempfile.mkdtemp(prefix="http-battery.")
+        os.chmod(self.tmp, 0o755)    # a root-started daemon becomes its sandbox user: it must reach this
         self.token = secrets.token_hex(32)
         self.key = secrets.token_hex(32).encode()
         self.proc = None

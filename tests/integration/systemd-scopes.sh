@@ -40,7 +40,7 @@ SLICE=sandbox-runner.slice
 BENCH_N=30
 MiB=$((1024 * 1024))
 
-tap_plan 23
+tap_plan 25
 box_test_init scopes
 
 # -----------------------------------------------------------------------------------------
@@ -292,6 +292,84 @@ step_timeout() {
 t "memory hog (512 MiB in 16 MiB steps) with limits.memoryBytes 64 MiB: memory_limit, peak close to 64 MiB" step_memory
 t "fork bomb (200 x 'sleep 30 &') with limits.tasks 16: tasks_limit, scope gone, no process left" step_tasks
 t "'sleep 60' with timeoutMs 1000: timeout in < 3 s, scope gone, no 'sleep 60' left" step_timeout
+
+# -----------------------------------------------------------------------------------------
+# The service's posture: no host-wide knob writable, a non-root host uid, limits hit reported
+
+# Each global sysctl is written back with its own value: nothing on the host changes.
+POSTURE_SCRIPT=$(base64 -w0 <<'EOS'
+for s in kernel/core_pattern vm/swappiness kernel/sysrq kernel/pid_max fs/file-max; do
+  f=/proc/sys/$s; v=$(cat "$f")
+  if (printf '%s\n' "$v" > "$f") 2>/dev/null; then echo "$s WRITABLE"; else echo "$s refused"; fi
+done
+if [ -e /proc/sysrq-trigger ] && (: >> /proc/sysrq-trigger) 2>/dev/null; then echo "sysrq-trigger WRITABLE"; fi
+grep -E ' /proc/sys ' /proc/self/mountinfo | awk '{print $5, $6}'
+sleep 2.468
+EOS
+)
+ID_POSTURE=posture-$RUN
+step_posture() {
+        local i pid ids want rc=0
+        box_client post /execute-shell \
+                "{\"executionId\": \"$ID_POSTURE\", \"workspaceId\": \"scopes\", \"timeoutMs\": 20000,
+                  \"command\": \"echo $POSTURE_SCRIPT | base64 -d | sh\"}" >"$WORK/posture.json" 2>&1 &
+        BG_PID=$!
+        for ((i = 0; i < 100; i++)); do
+                pid=$(bx pgrep -x -f 'sleep 2.468' | head -n 1)
+                [[ -n "$pid" ]] && break
+                sleep 0.05
+        done
+        want=$(bx id -u "$SERVICE_USER")
+        if [[ -n "$pid" ]]; then
+                ids=$(bx awk '/^Uid:/ { print $2, $3, $4, $5 }' "/proc/$pid/status")
+                echo "payload pid $pid (in the box): Uid $ids; $SERVICE_USER is $want"
+                [[ "$want" != 0 && "$ids" == "$want $want $want $want" ]] || { echo "the payload's host uid is not $SERVICE_USER's"; rc=1; }
+        else
+                echo "the payload was not seen from outside"; rc=1
+        fi
+        wait "$BG_PID"
+        BG_PID=
+        RES=$(<"$WORK/posture.json")
+        r '"stdout: %r" % d["body"].get("stdout")'
+        rt 'd["body"]["status"] == "exited" and "WRITABLE" not in d["body"]["stdout"]' || { echo "something host-wide is writable"; rc=1; }
+        rt 'd["body"]["stdout"].count(" refused") >= 3 and "/proc/sys ro" in d["body"]["stdout"]' ||
+                { echo "fewer than 3 sysctls refused, or /proc/sys not a read-only mount"; rc=1; }
+        return $rc
+}
+
+# A run that survives its tasks limit (it catches the failed forks and exits 0) is 'exited', and
+# the answer says that the limit refused forks.
+FORK_PY=$(base64 -w0 <<'EOS'
+import os, time
+kids = []
+for i in range(200):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+print("forked", len(kids))
+for k in kids:
+    os.kill(k, 9)
+    os.waitpid(k, 0)
+EOS
+)
+ID_HIT=limits-hit-$RUN
+step_limits_hit() {
+        run /execute-shell "{\"executionId\": \"$ID_HIT\", \"workspaceId\": \"scopes\", \"timeoutMs\": 20000,
+                             \"command\": \"echo $FORK_PY | base64 -d | python3\", \"limits\": {\"tasks\": 32}}" || return 1
+        summary
+        r '"stdout %r, resources %s" % (d["body"].get("stdout"), d["body"].get("resources"))'
+        rt 'd["http"] == 200 and d["body"]["status"] == "exited" and d["body"]["exitCode"] == 0' || return 1
+        rt '"tasks" in d["body"]["resources"].get("limitsHit", [])' || { echo "resources.limitsHit does not name tasks"; return 1; }
+        rt 'int(d["body"]["stdout"].split()[1]) < 40' || { echo "more forks than the limit allows"; return 1; }
+}
+
+t "service posture: no global sysctl or sysrq-trigger writable, /proc/sys read-only, payload's host uid is $SERVICE_USER's" step_posture
+t "a run that survives its tasks limit: exited 0, resources.limitsHit names tasks" step_limits_hit
 
 # -----------------------------------------------------------------------------------------
 # Journal

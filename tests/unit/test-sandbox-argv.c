@@ -150,6 +150,10 @@ static void test_fresh_proc_userns_merged(void **state) {
                 "--symlink", "usr/lib", "/lib",
                 "--dev", "/dev",
                 "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
                 "--tmpfs", "/tmp",
                 "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
                 "--chdir", "/workspace",
@@ -233,6 +237,10 @@ static void test_merged_lib_dirs_etc_files_all_fds(void **state) {
                 "--ro-bind-data", "8", "/.sandbox/code",
                 "--dev", "/dev",
                 "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
                 "--tmpfs", "/tmp",
                 "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
                 "--chdir", "/workspace",
@@ -270,6 +278,10 @@ static void test_some_fds(void **state) {
                 "--ro-bind-data", "12", "/etc/hosts",
                 "--dev", "/dev",
                 "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
                 "--tmpfs", "/tmp",
                 "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
                 "--chdir", "/workspace",
@@ -303,6 +315,10 @@ static void test_info_fd(void **state) {
                 "--symlink", "usr/lib", "/lib",
                 "--dev", "/dev",
                 "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
                 "--tmpfs", "/tmp",
                 "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
                 "--chdir", "/workspace",
@@ -344,6 +360,10 @@ static void test_tmp_size_and_cwd(void **state) {
                 "--symlink", "usr/lib", "/lib",
                 "--dev", "/dev",
                 "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
                 "--size", "67108864",
                 "--tmpfs", "/tmp",
                 "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
@@ -363,11 +383,11 @@ static void test_tmp_size_and_cwd(void **state) {
         spec.tmp_size = UINT64_MAX;
         spec.cwd = "x";
         a = build_ok(&spec, &probe);
-        assert_int_equal(strv_length(a), 64);
-        assert_string_equal(a[30], "--size");
-        assert_string_equal(a[31], "18446744073709551615");
-        assert_string_equal(a[32], "--tmpfs");
-        assert_string_equal(a[38], "/workspace/x");
+        assert_int_equal(strv_length(a), 76);
+        assert_string_equal(a[42], "--size");
+        assert_string_equal(a[43], "18446744073709551615");
+        assert_string_equal(a[44], "--tmpfs");
+        assert_string_equal(a[50], "/workspace/x");
         strv_free(a);
 }
 
@@ -399,6 +419,10 @@ static void test_extra_env(void **state) {
                 "--symlink", "usr/lib", "/lib",
                 "--dev", "/dev",
                 "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
                 "--tmpfs", "/tmp",
                 "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
                 "--chdir", "/workspace",
@@ -442,6 +466,10 @@ static void test_payload_argv_verbatim(void **state) {
                 "--symlink", "usr/lib", "/lib",
                 "--dev", "/dev",
                 "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
                 "--tmpfs", "/tmp",
                 "--bind", "/srv/work spaces/w 1", "/workspace",
                 "--chdir", "/workspace",
