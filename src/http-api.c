@@ -240,6 +240,28 @@ int http_json_parse(const char *body, size_t size, json_object **ret, const char
         return 0;
 }
 
+static size_t skip_json_ws(const char *b, size_t i, size_t size) {
+        /* JSON whitespace (RFC 8259): space, tab, LF, CR. */
+        while (i < size && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+                i++;
+        return i;
+}
+
+bool http_body_is_empty(const void *body, size_t size) {
+        const char *b = body;
+        size_t i;
+
+        i = skip_json_ws(b, 0, size);
+        if (i == size)
+                return true;
+        if (b[i] != '{')
+                return false;
+        i = skip_json_ws(b, i + 1, size);
+        if (i == size || b[i] != '}')
+                return false;
+        return skip_json_ws(b, i + 1, size) == size;
+}
+
 int http_route_match(const char *pattern, const char *path, const char **params, size_t *lens, size_t max) {
         const char *p = pattern, *q = path;
         int n = 0;
@@ -1292,6 +1314,33 @@ static const char *const www_authenticate[] = {
         "WWW-Authenticate", "Bearer realm=\"sandbox-runner\"", NULL,
 };
 
+/* A Content-Length above @cap is refused at once, before the body is read. Return: @cap, or 0
+ * when the request was answered. */
+static uint64_t check_content_length(HttpRequest *req, uint64_t cap, bool no_body) {
+        const char *cl = http_request_header(req, "Content-Length");
+        unsigned long long v;
+        char *end = NULL;
+
+        if (!cl)
+                return cap;
+        errno = 0;
+        v = strtoull(cl, &end, 10);
+        if (errno != 0 || !end || *end || cl[0] < '0' || cl[0] > '9') {
+                reply_error_full(req, 400, "invalid_request", true, NULL, "Invalid Content-Length.");
+                return 0;
+        }
+        if (v <= cap)
+                return cap;
+        if (no_body)
+                reply_error_full(req, 413, "payload_too_large", true, NULL,
+                                 "This endpoint takes no body (an empty JSON object {} of at most %" PRIu64
+                                 " bytes is tolerated).", cap);
+        else
+                reply_error_full(req, 413, "payload_too_large", true, NULL,
+                                 "The request body exceeds %" PRIu64 " bytes.", cap);
+        return 0;
+}
+
 uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         Manager *m = userdata;
         const char *path = http_request_path(req), *method = http_request_method(req);
@@ -1299,7 +1348,7 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         size_t lens[HTTP_ROUTE_MAX_PARAMS];
         const Route *route = NULL;
         char allow[64] = "";
-        const char *ct, *cl;
+        const char *ct;
         int r;
 
         if (strlen(http_request_target(req)) > MAX_TARGET_BYTES) {
@@ -1366,7 +1415,9 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         if (route->begin)
                 return route->begin(m, req, params, lens);
         if (!route->json_body)
-                return 0;
+                /* No body is expected, but clients that send "{}" with every request are served:
+                 * the (small) body is read and checked in http_api_dispatch(). */
+                return check_content_length(req, HTTP_EMPTY_BODY_MAX, true);
 
         ct = http_request_header(req, "Content-Type");
         if (!ct || !str_has_prefix_ci(ct, "application/json") ||
@@ -1375,25 +1426,7 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
                                  "The request body must be sent as Content-Type: application/json.");
                 return 0;
         }
-        cl = http_request_header(req, "Content-Length");
-        if (cl) {
-                char *end = NULL;
-                unsigned long long v;
-
-                errno = 0;
-                v = strtoull(cl, &end, 10);
-                if (errno != 0 || !end || *end || cl[0] < '0' || cl[0] > '9') {
-                        reply_error_full(req, 400, "invalid_request", true, NULL, "Invalid Content-Length.");
-                        return 0;
-                }
-                if (v > m->config.max_request_body_bytes) {
-                        reply_error_full(req, 413, "payload_too_large", true, NULL,
-                                         "The request body exceeds %" PRIu64 " bytes.",
-                                         m->config.max_request_body_bytes);
-                        return 0;
-                }
-        }
-        return m->config.max_request_body_bytes;
+        return check_content_length(req, m->config.max_request_body_bytes, false);
 }
 
 void http_api_dispatch(HttpRequest *req, void *userdata) {
@@ -1446,6 +1479,16 @@ void http_api_dispatch(HttpRequest *req, void *userdata) {
                         return reply_error(req, 401, "signature_invalid",
                                            "The request signature does not match (check the signing key, the path with query, and the body hash).");
                 }
+        }
+
+        if (!route->json_body && !route->begin) {
+                size_t size;
+                const void *data = http_request_body(req, &size);
+
+                /* After the signature: a signed request's body is interpreted only once it matched. */
+                if (!http_body_is_empty(data, size))
+                        return reply_error(req, 400, "body_not_allowed",
+                                           "This endpoint takes no body; send none, or an empty JSON object ({}).");
         }
 
         if (route->json_body) {

@@ -12,6 +12,9 @@ typedef struct Manager Manager;
 
 #define HTTP_JSON_MAX_DEPTH 64
 #define HTTP_ROUTE_MAX_PARAMS 4
+/* Endpoints that take no body still accept an empty JSON object ("{}", whitespace around it) of
+ * at most this many bytes: many clients send one with every POST. */
+#define HTTP_EMPTY_BODY_MAX 1024
 
 /* Entry points for HttpServerCallbacks; @userdata is the Manager. */
 uint64_t http_api_begin(HttpRequest *req, void *userdata);
@@ -38,6 +41,12 @@ char *http_error_json(const char *code, const char *message);
  * Return: 0, -EBADMSG with *ret_why set to a static explanation, -ENOMEM.
  */
 int http_json_parse(const char *body, size_t size, json_object **ret, const char **ret_why);
+
+/*
+ * http_body_is_empty() - whether a request body counts as "no body": empty, only JSON whitespace,
+ * or an empty JSON object with JSON whitespace (space, tab, CR, LF) around and inside it.
+ */
+bool http_body_is_empty(const void *body, size_t size);
 
 /*
  * http_route_match() - match @path against @pattern, where a "*" segment matches one non-empty

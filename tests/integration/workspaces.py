@@ -271,6 +271,40 @@ def c_cancel(ctx, res):
     ctx.fx.setdefault("finished", {})[eid] = j
 
 
+@case("1 managed cancel with the JSON body '{}' (signed over it): 202 cancelling, the run ends 'cancelled'")
+def c_cancel_json_body(ctx, res):
+    mark = ctx.mark + "-cancel-json"
+    eid = started_managed(res, ctx, ctx.body("m-cancel-json", "echo started; sleep 30; echo %s" % mark,
+                                             ctx.new_id("mcj"), marker=mark))
+    if not eid:
+        return
+    if ctx.c.wait_log(eid, b"started", 4) is None:
+        res.fail("the run did not print 'started' within 4 s")
+    for body in (b'{"a":1}', b"[]"):
+        r, err = ctx.c.cancel(eid, body=body)
+        res.check(r is not None and r.status == 400 and r.error_code() == "body_not_allowed",
+                  "cancel with %r: expected 400 body_not_allowed, got %s" % (body, r.brief() if r else err))
+    j, _ = ctx.c.status(eid)
+    res.check(j is not None and j.get("state") == "running",
+              "after the refused cancels the run must still run: state %r" % (j or {}).get("state"))
+    t0 = now()
+    r, err = ctx.c.cancel(eid, body=b"{}")
+    if r is None:
+        res.fail("cancel {}: no answer: %s" % err)
+        return
+    res.check(r.status == 202 and (r.json() or {}).get("state") == "cancelling",
+              "cancel {}: expected 202 state cancelling, got %s" % r.brief())
+    j, waited = ctx.c.wait_final(eid, 5)
+    res.check(j is not None and j.get("status") == "cancelled", "final status %r, expected cancelled" %
+              (j or {}).get("status"))
+    res.check(now() - t0 < 2.0, "cancel {} took %.2fs" % (now() - t0))
+    left = W.wait_no_marked(mark, 1.0)
+    res.check(not left, "processes left after the cancel {}: %s" % [L.describe_pid(p) for p in left])
+    r, err = ctx.c.cancel(eid, body=b" { }\n")
+    res.check(r is not None and r.status == 202 and (r.json() or {}).get("state") == "finished",
+              "second cancel ' { }\\n': expected 202 state finished, got %s" % (r.brief() if r else err))
+
+
 # ---- 2. teardown
 
 @case("2 teardown: two runs in W + one in V; POST /workspaces/W/teardown stops both of W, V's goes on")
@@ -307,6 +341,38 @@ def c_teardown(ctx, res):
     r, err = ctx.c.try_request("POST", "/workspaces/%s/teardown" % w, b"", timeout=5)
     res.check(r is not None and r.status == 200 and (r.json() or {}).get("stopped") == [],
               "second teardown: expected 200 {\"stopped\": []}, got %s" % (r.brief() if r else err))
+
+
+@case("2 teardown with the JSON body '{}': stops the workspace's run (cancelled), answers its id")
+def c_teardown_json_body(ctx, res):
+    mark = ctx.mark + "-td-json"
+    w = "td-json"
+    a = started_managed(res, ctx, ctx.body(w, "echo a; sleep 30", ctx.new_id("tdJ"), marker=mark))
+    if not a:
+        return
+    ctx.c.wait_log(a, b"a", 3)
+    r, err = ctx.c.teardown(w, body=b'{"a":1}')
+    res.check(r is not None and r.status == 400 and r.error_code() == "body_not_allowed",
+              "teardown with {\"a\":1}: expected 400 body_not_allowed, got %s" % (r.brief() if r else err))
+    s, _ = ctx.c.status(a)
+    res.check(s is not None and s.get("state") == "running",
+              "after the refused teardown the run must still run: state %r" % (s or {}).get("state"))
+    r, err = ctx.c.teardown(w, body=b"{}")
+    if r is None:
+        res.fail("teardown {}: no answer: %s" % err)
+        return
+    j = r.json()
+    res.check(r.status == 200 and isinstance(j, dict) and j.get("stopped") == [a],
+              "teardown {}: expected 200 {\"stopped\": [%s]}, got %s" % (a, r.brief()))
+    s, _ = ctx.c.status(a)
+    res.check(s is not None and s.get("status") == "cancelled",
+              "%s after the teardown {}: status %r, expected cancelled" % (a, (s or {}).get("status")))
+    left = W.wait_no_marked(mark, 1.0)
+    res.check(not left, "processes left after the teardown {}: %s" % [L.describe_pid(p) for p in left])
+    r, err = ctx.c.teardown(w, body=b"\t{\r\n}\r\n")
+    res.check(r is not None and r.status == 200 and (r.json() or {}).get("stopped") == [],
+              "second teardown (whitespace around {}): expected 200 {\"stopped\": []}, got %s" %
+              (r.brief() if r else err))
 
 
 # ---- 3. snapshots

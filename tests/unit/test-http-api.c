@@ -522,6 +522,47 @@ static void test_json_utf8_strict(void **state) {
         assert_int_equal(n, 0);
 }
 
+/* ---- http_body_is_empty() ------------------------------------------------------------------- */
+
+#define BODY_EMPTY(lit) http_body_is_empty(lit, sizeof(lit) - 1)
+
+static void test_body_empty(void **state) {
+        /* What clients send to endpoints without a body. */
+        assert_true(http_body_is_empty(NULL, 0));
+        assert_true(BODY_EMPTY(""));
+        assert_true(BODY_EMPTY("{}"));
+        assert_true(BODY_EMPTY(" { } "));
+        assert_true(BODY_EMPTY("{}\n"));
+        assert_true(BODY_EMPTY("\r\n\t{\r\n\t}\r\n\t"));
+        assert_true(BODY_EMPTY("   "));
+        assert_true(BODY_EMPTY("\n"));
+}
+
+static void test_body_not_empty(void **state) {
+        assert_false(BODY_EMPTY("{\"a\":1}"));
+        assert_false(BODY_EMPTY("[]"));
+        assert_false(BODY_EMPTY("null"));
+        assert_false(BODY_EMPTY("\"\""));
+        assert_false(BODY_EMPTY("0"));
+        assert_false(BODY_EMPTY("{"));
+        assert_false(BODY_EMPTY("}"));
+        assert_false(BODY_EMPTY("{}}"));
+        assert_false(BODY_EMPTY("{}{}"));
+        assert_false(BODY_EMPTY("{} x"));
+        assert_false(BODY_EMPTY("{ ,}"));
+        /* Only JSON whitespace: no NUL, vertical tab, form feed or non-breaking space. */
+        assert_false(BODY_EMPTY("{}\0"));
+        assert_false(BODY_EMPTY("\0{}"));
+        assert_false(BODY_EMPTY("{\0}"));
+        assert_false(BODY_EMPTY("\v{}"));
+        assert_false(BODY_EMPTY("{\f}"));
+        assert_false(BODY_EMPTY("\xc2\xa0{}"));
+        /* The size counts, not a NUL terminator. */
+        assert_false(http_body_is_empty("{}x", 3));
+        assert_true(http_body_is_empty("{}x", 2));
+        assert_false(http_body_is_empty("{}", 1));
+}
+
 /* ---- http_route_match() -------------------------------------------------------------------- */
 
 static void test_route_exact(void **state) {
@@ -634,6 +675,8 @@ int main(void) {
                 cmocka_unit_test(test_json_depth),
                 cmocka_unit_test(test_json_strings),
                 cmocka_unit_test(test_json_utf8_strict),
+                cmocka_unit_test(test_body_empty),
+                cmocka_unit_test(test_body_not_empty),
                 cmocka_unit_test(test_route_exact),
                 cmocka_unit_test(test_route_capture),
                 cmocka_unit_test(test_route_refused),
