@@ -241,25 +241,79 @@ int http_json_parse(const char *body, size_t size, json_object **ret, const char
         return 0;
 }
 
-int http_route_match(const char *pattern, const char *path, const char **params, size_t *lens, size_t max) {
-        const char *p = pattern, *q = path;
-        int n = 0;
+static size_t skip_json_ws(const char *b, size_t i, size_t size) {
+        /* JSON whitespace (RFC 8259): space, tab, LF, CR. */
+        while (i < size && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+                i++;
+        return i;
+}
 
+bool http_body_is_empty(const void *body, size_t size) {
+        const char *b = body;
+        size_t i;
+
+        i = skip_json_ws(b, 0, size);
+        if (i == size)
+                return true;
+        if (b[i] != '{')
+                return false;
+        i = skip_json_ws(b, i + 1, size);
+        if (i == size || b[i] != '}')
+                return false;
+        return skip_json_ws(b, i + 1, size) == size;
+}
+
+static int route_match(const char *p, const char *q, const char **params, size_t *lens, size_t max, size_t n) {
         for (;;) {
                 if (*p == '\0' && *q == '\0')
-                        return n;
+                        return (int) n;
                 if (p[0] == '*' && p[1] == '*' && p[2] == '\0') {
                         /* "**" at the end: the (non-empty) rest of the path, slashes included. */
                         size_t l = strlen(q);
-                        if (l == 0 || (size_t) n >= max)
+                        if (l == 0 || n >= max)
                                 return -ENOENT;
                         params[n] = q;
                         lens[n] = l;
-                        return n + 1;
+                        return (int) n + 1;
+                }
+                if (strneq(p, "<ref>", 5)) {
+                        size_t l;
+
+                        if (n >= max)
+                                return -ENOENT;
+                        /* The listed form "workspace/<ws>/<id>" first: its slashes are not path
+                         * separators here. Only if the rest of the pattern cannot match after
+                         * it, the single segment (an execution id, "workspace" included). */
+                        if (strneq(q, "workspace/", 10)) {
+                                const char *e = q + 10;
+
+                                l = strcspn(e, "/");
+                                if (l > 0 && e[l] == '/') {
+                                        e += l + 1;
+                                        l = strcspn(e, "/");
+                                        if (l > 0) {
+                                                int r = route_match(p + 5, e + l, params, lens, max, n + 1);
+                                                if (r >= 0) {
+                                                        params[n] = q;
+                                                        lens[n] = (size_t) (e + l - q);
+                                                        return r;
+                                                }
+                                        }
+                                }
+                        }
+                        l = strcspn(q, "/");
+                        if (l == 0)
+                                return -ENOENT;
+                        params[n] = q;
+                        lens[n] = l;
+                        n++;
+                        p += 5;
+                        q += l;
+                        continue;
                 }
                 if (*p == '*') {
                         size_t l = strcspn(q, "/");
-                        if (l == 0 || (size_t) n >= max)
+                        if (l == 0 || n >= max)
                                 return -ENOENT;
                         params[n] = q;
                         lens[n] = l;
@@ -273,6 +327,37 @@ int http_route_match(const char *pattern, const char *path, const char **params,
                 p++;
                 q++;
         }
+}
+
+int http_route_match(const char *pattern, const char *path, const char **params, size_t *lens, size_t max) {
+        return route_match(pattern, path, params, lens, max, 0);
+}
+
+int http_revision_ref_parse(const char *ref, size_t len, const char *ws, char ret_id[static 129]) {
+        const char *id = ref;
+        size_t id_len = len;
+
+        if (len >= 10 && strneq(ref, "workspace/", 10)) {
+                const char *w = ref + 10, *slash = memchr(w, '/', len - 10);
+                size_t w_len;
+
+                if (!slash)
+                        return -EINVAL;
+                w_len = (size_t) (slash - w);
+                id = slash + 1;
+                id_len = len - (size_t) (id - ref);
+                if (w_len == 0 || memchr(id, '/', id_len))
+                        return -EINVAL;
+                /* Refused by name, before anything is looked up: another workspace's revisions
+                 * are never read through this one. */
+                if (w_len != strlen(ws) || !strneq(w, ws, w_len))
+                        return -EXDEV;
+        }
+        if (id_len == 0 || id_len > 128 || memchr(id, '\0', id_len))
+                return -EINVAL;
+        memcpy(ret_id, id, id_len);
+        ret_id[id_len] = '\0';
+        return workspace_id_valid(ret_id) ? 0 : -EINVAL;
 }
 
 /* ---- replies --------------------------------------------------------------------------------- */
@@ -925,15 +1010,21 @@ static int copy_param(const char *p, size_t l, char *buf, size_t size) {
         return 0;
 }
 
-/* {ws} and, if present, {ref} (an executionId, or "workspace/<ws>/<executionId>"). */
-static int revision_params(const char **params, size_t *lens, char ws[static 129], char *ref) {
+/* {ws} of /workspaces/{ws}/...: copied out of the path and validated. */
+static int revision_ws_param(const char **params, size_t *lens, char ws[static 129]) {
         if (copy_param(params[0], lens[0], ws, 129) < 0 || !workspace_id_valid(ws))
                 return -EINVAL;
-        if (!ref)
-                return 0;
-        if (copy_param(params[1], lens[1], ref, 129) < 0 || !workspace_id_valid(ref))
-                return -EINVAL;
         return 0;
+}
+
+/* The answer to a ref that http_revision_ref_parse() refused with @error. */
+static void reply_bad_ref(HttpRequest *req, int error, const char *ws, const char *ref, size_t len) {
+        int l = (int) MIN(len, (size_t) 300);
+
+        if (error == -EXDEV)
+                return reply_error(req, 400, "ref_workspace_mismatch",
+                                   "The ref '%.*s' is a revision of another workspace, not of '%s'.", l, ref, ws);
+        reply_error(req, 404, "not_found", "Workspace '%s' has no revision '%.*s'.", ws, l, ref);
 }
 
 static json_object *ref_json(const char *ws, const CasRef *r) {
@@ -962,7 +1053,7 @@ static void handle_revisions(Manager *m, HttpRequest *req, const Route *route, j
         char ws[129];
         int r;
 
-        if (revision_params(params, lens, ws, NULL) < 0)
+        if (revision_ws_param(params, lens, ws) < 0)
                 return reply_error(req, 404, "not_found", "No such workspace.");
         r = cas_list_refs(m->cas, ws, &refs, &n);
         if (r < 0 && r != -ENOENT)
@@ -982,17 +1073,24 @@ static void handle_revisions(Manager *m, HttpRequest *req, const Route *route, j
         reply_json(req, 200, o);
 }
 
+/* {ws} and {ref} (an executionId, or "workspace/<ws>/<executionId>" with its slashes, as the
+ * routes' "<ref>" captures it). On any refusal the reply is sent and < 0 returned. */
 static int read_revision(Manager *m, HttpRequest *req, const char **params, size_t *lens, char *ws, CasRef *ret) {
-        char ref[129];
+        char id[129];
         int r;
 
-        if (revision_params(params, lens, ws, ref) < 0) {
-                reply_error(req, 404, "not_found", "No such revision.");
+        if (revision_ws_param(params, lens, ws) < 0) {
+                reply_error(req, 404, "not_found", "No such workspace.");
                 return -ENOENT;
         }
-        r = cas_read_ref(m->cas, ws, ref, ret);
+        r = http_revision_ref_parse(params[1], lens[1], ws, id);
+        if (r < 0) {
+                reply_bad_ref(req, r, ws, params[1], lens[1]);
+                return r;
+        }
+        r = cas_read_ref(m->cas, ws, id, ret);
         if (r == -ENOENT || r == -EINVAL) {
-                reply_error(req, 404, "not_found", "Workspace '%s' has no revision '%s'.", ws, ref);
+                reply_error(req, 404, "not_found", "Workspace '%s' has no revision '%s'.", ws, id);
                 return -ENOENT;
         }
         if (r < 0) {
@@ -1188,16 +1286,34 @@ static int on_restore_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* A copy of @ref with "%2F" (either case) as '/': clients also send a ref as it appears in their
+ * URLs, percent-encoded, and no valid ref contains a '%' otherwise. Return: NULL on OOM. */
+static char *ref_unescape_slashes(const char *ref) {
+        char *s = strdup(ref), *w = s;
+
+        if (!s)
+                return NULL;
+        for (const char *p = ref; *p;)
+                if (p[0] == '%' && p[1] == '2' && (p[2] == 'F' || p[2] == 'f')) {
+                        *w++ = '/';
+                        p += 3;
+                } else
+                        *w++ = *p++;
+        *w = '\0';
+        return s;
+}
+
 static void handle_restore(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                            const char **params, size_t *lens) {
+        _cleanup_free_ char *unescaped = NULL;
         json_object *v;
-        const char *ref_s, *exec;
-        char ws[129];
+        const char *ref_s;
+        char ws[129], exec[129];
         CasRef ref = {};
         Restore *x;
         int r;
 
-        if (revision_params(params, lens, ws, NULL) < 0)
+        if (revision_ws_param(params, lens, ws) < 0)
                 return reply_error(req, 404, "not_found", "No such workspace.");
         json_object_object_foreach(body, key, val) {
                 (void) val;
@@ -1206,15 +1322,13 @@ static void handle_restore(Manager *m, HttpRequest *req, const Route *route, jso
         }
         if (!json_object_object_get_ex(body, "ref", &v) || !json_object_is_type(v, json_type_string))
                 return reply_error(req, 400, "invalid_request", "'ref' (a revision of this workspace) is required.");
-        ref_s = json_object_get_string(v);
-        /* "workspace/<ws>/<executionId>" or just the executionId. */
-        exec = ref_s;
-        if (strneq(ref_s, "workspace/", 10)) {
-                size_t l = strlen(ws);
-                if (!strneq(ref_s + 10, ws, l) || ref_s[10 + l] != '/')
-                        return reply_error(req, 400, "invalid_request", "The ref belongs to another workspace.");
-                exec = ref_s + 10 + l + 1;
-        }
+        /* "workspace/<ws>/<executionId>" as listed, or just the executionId. */
+        ref_s = unescaped = ref_unescape_slashes(json_object_get_string(v));
+        if (!ref_s)
+                return reply_error(req, 500, "internal", "Out of memory.");
+        r = http_revision_ref_parse(ref_s, strlen(ref_s), ws, exec);
+        if (r < 0)
+                return reply_bad_ref(req, r, ws, ref_s, strlen(ref_s));
         r = cas_read_ref(m->cas, ws, exec, &ref);
         if (r == -ENOENT || r == -EINVAL)
                 return reply_error(req, 404, "not_found", "Workspace '%s' has no revision '%s'.", ws, exec);
@@ -1286,8 +1400,10 @@ static const Route routes[] = {
         { "GET",  "/workspaces/*/files",        ROUTE_AUTH_BEARER, false, handle_files_list },
         { "DELETE", "/workspaces/*/files/**",   ROUTE_AUTH_BEARER, false, handle_files_delete },
         { "GET",  "/workspaces/*/revisions",    ROUTE_AUTH_BEARER, false, handle_revisions },
-        { "GET",  "/workspaces/*/revisions/*/tree", ROUTE_AUTH_BEARER, false, handle_revision_tree },
-        { "GET",  "/workspaces/*/revisions/*/files/**", ROUTE_AUTH_BEARER, false, handle_revision_file },
+        /* <ref>: an executionId or, slashes and all, the listed "workspace/<ws>/<executionId>". */
+        { "GET",  "/workspaces/*/revisions/<ref>/tree",     ROUTE_AUTH_BEARER, false, handle_revision_tree },
+        { "GET",  "/workspaces/*/revisions/<ref>/files",    ROUTE_AUTH_BEARER, false, handle_revision_tree },
+        { "GET",  "/workspaces/*/revisions/<ref>/files/**", ROUTE_AUTH_BEARER, false, handle_revision_file },
         { "POST", "/workspaces/*/restore",      ROUTE_AUTH_BEARER, true,  handle_restore },
         { "GET",  "/api/network-policy",        ROUTE_AUTH_BEARER, false, handle_network_get },
         { "PUT",  "/api/network-policy",        ROUTE_AUTH_BEARER, true,  handle_network_put },
@@ -1304,6 +1420,33 @@ static const char *const www_authenticate[] = {
         "WWW-Authenticate", "Bearer realm=\"sandbox-runner\"", NULL,
 };
 
+/* A Content-Length above @cap is refused at once, before the body is read. Return: @cap, or 0
+ * when the request was answered. */
+static uint64_t check_content_length(HttpRequest *req, uint64_t cap, bool no_body) {
+        const char *cl = http_request_header(req, "Content-Length");
+        unsigned long long v;
+        char *end = NULL;
+
+        if (!cl)
+                return cap;
+        errno = 0;
+        v = strtoull(cl, &end, 10);
+        if (errno != 0 || !end || *end || cl[0] < '0' || cl[0] > '9') {
+                reply_error_full(req, 400, "invalid_request", true, NULL, "Invalid Content-Length.");
+                return 0;
+        }
+        if (v <= cap)
+                return cap;
+        if (no_body)
+                reply_error_full(req, 413, "payload_too_large", true, NULL,
+                                 "This endpoint takes no body (an empty JSON object {} of at most %" PRIu64
+                                 " bytes is tolerated).", cap);
+        else
+                reply_error_full(req, 413, "payload_too_large", true, NULL,
+                                 "The request body exceeds %" PRIu64 " bytes.", cap);
+        return 0;
+}
+
 uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         Manager *m = userdata;
         const char *path = http_request_path(req), *method = http_request_method(req);
@@ -1311,7 +1454,7 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         size_t lens[HTTP_ROUTE_MAX_PARAMS];
         const Route *route = NULL;
         char allow[64] = "";
-        const char *ct, *cl;
+        const char *ct;
         int r;
 
         if (strlen(http_request_target(req)) > MAX_TARGET_BYTES) {
@@ -1378,7 +1521,9 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         if (route->begin)
                 return route->begin(m, req, params, lens);
         if (!route->json_body)
-                return 0;
+                /* No body is expected, but clients that send "{}" with every request are served:
+                 * the (small) body is read and checked in http_api_dispatch(). */
+                return check_content_length(req, HTTP_EMPTY_BODY_MAX, true);
 
         ct = http_request_header(req, "Content-Type");
         if (!ct || !str_has_prefix_ci(ct, "application/json") ||
@@ -1387,25 +1532,7 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
                                  "The request body must be sent as Content-Type: application/json.");
                 return 0;
         }
-        cl = http_request_header(req, "Content-Length");
-        if (cl) {
-                char *end = NULL;
-                unsigned long long v;
-
-                errno = 0;
-                v = strtoull(cl, &end, 10);
-                if (errno != 0 || !end || *end || cl[0] < '0' || cl[0] > '9') {
-                        reply_error_full(req, 400, "invalid_request", true, NULL, "Invalid Content-Length.");
-                        return 0;
-                }
-                if (v > m->config.max_request_body_bytes) {
-                        reply_error_full(req, 413, "payload_too_large", true, NULL,
-                                         "The request body exceeds %" PRIu64 " bytes.",
-                                         m->config.max_request_body_bytes);
-                        return 0;
-                }
-        }
-        return m->config.max_request_body_bytes;
+        return check_content_length(req, m->config.max_request_body_bytes, false);
 }
 
 void http_api_dispatch(HttpRequest *req, void *userdata) {
@@ -1458,6 +1585,16 @@ void http_api_dispatch(HttpRequest *req, void *userdata) {
                         return reply_error(req, 401, "signature_invalid",
                                            "The request signature does not match (check the signing key, the path with query, and the body hash).");
                 }
+        }
+
+        if (!route->json_body && !route->begin) {
+                size_t size;
+                const void *data = http_request_body(req, &size);
+
+                /* After the signature: a signed request's body is interpreted only once it matched. */
+                if (!http_body_is_empty(data, size))
+                        return reply_error(req, 400, "body_not_allowed",
+                                           "This endpoint takes no body; send none, or an empty JSON object ({}).");
         }
 
         if (route->json_body) {

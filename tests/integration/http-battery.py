@@ -961,6 +961,155 @@ def c_exec_nobearer(ctx, res):
     json_case(ctx, res, ctx.valid_body(), statuses=(401,), codes=("unauthorized",), bearer=False)
 
 
+# ---- endpoints without a body: "{}" (what many clients send with every POST) is no body
+
+NO_BODY_MAX = 1024      # HTTP_EMPTY_BODY_MAX in src/http-api.h
+NO_BODY_ENDPOINTS = ("cancel", "teardown")
+
+
+def no_body_request(ctx, endpoint, body, content_type="application/json", signed=True, sign_body=None,
+                    chunked_body=False, content_length=True):
+    """(request bytes, path, id) for POST /shell-executions/<new id>/cancel (signed over the body
+    unless signed=False) or POST /workspaces/<new id>/teardown."""
+    xid = ctx.uid()
+    path = "/shell-executions/%s/cancel" % xid if endpoint == "cancel" else "/workspaces/%s/teardown" % xid
+    h = [ctx.auth()]
+    if content_type is not None:
+        h.append(("Content-Type", content_type))
+    if endpoint == "cancel" and signed:
+        h += ctx.signed_headers("POST", path, body, sign_body=sign_body)
+    if chunked_body:
+        h.append(("Transfer-Encoding", "chunked"))
+        wire = b"".join(b"%x\r\n" % len(body[i:i + 65536]) + body[i:i + 65536] + b"\r\n"
+                        for i in range(0, len(body), 65536)) + b"0\r\n\r\n"
+        return build_request("POST", path, h, b"", content_length=False) + wire, path, xid
+    return build_request("POST", path, h, body, content_length=content_length), path, xid
+
+
+def no_body_exchange(ctx, req):
+    c = RawConn(ctx.port)
+    try:
+        c.send(req, deadline=now() + 15, stop_on_response=True)
+        c.read(READ_TIMEOUT)
+        return c.ex
+    finally:
+        c.close()
+
+
+def expect_no_body_served(ctx, res, endpoint, body, **kw):
+    """The handler itself answered (the body was taken as no body): cancel of an unknown id is the
+    handler's 404 naming the id (not the router's "No such endpoint."); a teardown of a workspace
+    without runs is 200 {"stopped": []}."""
+    req, path, xid = no_body_request(ctx, endpoint, body, **kw)
+    ex = no_body_exchange(ctx, req)
+    what = "%s with body %r (%d bytes, Content-Type %r)" % (endpoint, body[:24], len(body),
+                                                             kw.get("content_type", "application/json"))
+    if endpoint == "cancel":
+        r = expect_handler_error(res, ex, (404,), ("not_found",))
+        if r is not None:
+            msg = (r.json() or {}).get("message", "")
+            res.check(r.status == 404 and xid in msg, "%s: expected the handler's 404 naming '%s', got %s" %
+                      (what, xid, r.describe()))
+    else:
+        r = ex.first()
+        ok = r is not None and r.status == 200 and r.json() == {"stopped": []}
+        res.check(ok, "%s: expected 200 {\"stopped\": []}, got %s" %
+                  (what, r.describe() if r else "; ".join(ex.describe())))
+    res.note("%s -> %s" % (what, r.describe(120) if r else "no answer"))
+
+
+@case("no-body POST (cancel, teardown): empty body, '{}', ' { } ', '{\\r\\n}\\n' -> served by the handler")
+def c_nobody_empty(ctx, res):
+    for endpoint in NO_BODY_ENDPOINTS:
+        for body in (b"", b"{}", b" { } ", b"{\r\n}\n", b"\t{\t}\t"):
+            expect_no_body_served(ctx, res, endpoint, body)
+        # Empty with no Content-Length at all (HTTP/1.1 allows it for an empty body).
+        expect_no_body_served(ctx, res, endpoint, b"", content_type=None, content_length=False)
+
+
+@case("no-body POST (cancel, teardown): '{}' with any Content-Type (none, form-urlencoded as curl -d) and chunked")
+def c_nobody_ctype(ctx, res):
+    for endpoint in NO_BODY_ENDPOINTS:
+        for ct in (None, "application/x-www-form-urlencoded", "text/plain", "application/json; charset=utf-8"):
+            expect_no_body_served(ctx, res, endpoint, b"{}", content_type=ct)
+        expect_no_body_served(ctx, res, endpoint, b" {} ", chunked_body=True)
+
+
+@case("no-body POST (cancel, teardown): '{\"a\":1}', '[]', 'null', '{}{}', 'x' -> 400 body_not_allowed")
+def c_nobody_refused(ctx, res):
+    for endpoint in NO_BODY_ENDPOINTS:
+        for body in (b'{"a":1}', b"[]", b"null", b"{}{}", b"x", b'""', b"{\x00}", b" " * 100 + b"[]"):
+            req, _, _ = no_body_request(ctx, endpoint, body)
+            r = expect_handler_error(res, no_body_exchange(ctx, req), (400,), ("body_not_allowed",))
+            res.note("%s %r -> %s" % (endpoint, body[:24], r.describe(120) if r else "no answer"))
+
+
+@case("no-body POST (cancel, teardown): %d bytes ('{}' padded with whitespace) served, %d -> 413 payload_too_large"
+      % (NO_BODY_MAX, NO_BODY_MAX + 1))
+def c_nobody_cap(ctx, res):
+    at_cap = b" " * (NO_BODY_MAX - 3) + b"{}\n"
+    over = b" " * (NO_BODY_MAX - 2) + b"{}\n"
+    assert len(at_cap) == NO_BODY_MAX and len(over) == NO_BODY_MAX + 1
+    for endpoint in NO_BODY_ENDPOINTS:
+        expect_no_body_served(ctx, res, endpoint, at_cap)
+        expect_no_body_served(ctx, res, endpoint, at_cap, chunked_body=True)
+        for chunked_body in (False, True):
+            req, _, _ = no_body_request(ctx, endpoint, over, chunked_body=chunked_body)
+            r = expect_handler_error(res, no_body_exchange(ctx, req), (413,), ("payload_too_large",))
+            res.note("%s, %d bytes%s -> %s" % (endpoint, len(over), " chunked" if chunked_body else "",
+                                               r.describe(160) if r else "no answer"))
+
+
+@case("no-body POST (cancel, teardown): a huge body (Content-Length 2 MiB, headers only; 2 MiB chunked) -> 413")
+def c_nobody_huge(ctx, res):
+    big = b'{"a":"' + b"a" * (2 * 1024 * 1024) + b'"}'
+    for endpoint in NO_BODY_ENDPOINTS:
+        # Refused from the headers, before the body is sent.
+        xid = ctx.uid()
+        path = "/shell-executions/%s/cancel" % xid if endpoint == "cancel" else "/workspaces/%s/teardown" % xid
+        h = [ctx.auth(), ("Content-Type", "application/json"), ("Content-Length", str(len(big)))]
+        if endpoint == "cancel":
+            h += ctx.signed_headers("POST", path, big)
+        ex = simple(ctx, build_request("POST", path, h, b"", content_length=False))
+        r = expect_handler_error(res, ex, (413,), ("payload_too_large",))
+        if r is not None:
+            res.check((r.header("connection") or "").lower() == "close",
+                      "%s: the early 413 does not close the connection" % endpoint)
+        req, _, _ = no_body_request(ctx, endpoint, big, chunked_body=True)
+        ex = no_body_exchange(ctx, req)
+        expect_handler_error(res, ex, (413,), ("payload_too_large",))
+        res.note("%s chunked: %d of %d bytes written before the answer/close" % (endpoint, ex.sent, ex.to_send))
+
+
+@case("no-body POST /shell-executions/{id}/cancel: the signature covers the body; checked before the body")
+def c_nobody_signed(ctx, res):
+    # '{}' signed as if the body were empty: the body is part of the signature.
+    req, _, _ = no_body_request(ctx, "cancel", b"{}", sign_body=b"")
+    expect_handler_error(res, no_body_exchange(ctx, req), (401,), ("signature_invalid",))
+    # A refused body that is not signed is a 401 first (no body is interpreted before the signature).
+    req, _, _ = no_body_request(ctx, "cancel", b'{"a":1}', signed=False)
+    expect_handler_error(res, no_body_exchange(ctx, req), (401,), ("signature_missing",))
+    # The bearer token comes before everything, also before a body that is too large.
+    xid = ctx.uid()
+    ex = simple(ctx, build_request("POST", "/workspaces/%s/teardown" % xid, [("Content-Type", "application/json")],
+                                   b"x" * (NO_BODY_MAX + 1)))
+    expect_handler_error(res, ex, (401,), ("unauthorized",), www_auth=True)
+
+
+@case("GET and DELETE take no body either: '{}' served, '{\"a\":1}' -> 400 body_not_allowed")
+def c_nobody_get(ctx, res):
+    for method, path, auth, ok in (("GET", "/health", False, 200), ("GET", "/status", True, 200),
+                                   ("GET", "/workspaces/%s/revisions" % ctx.uid(), True, 200),
+                                   ("DELETE", "/workspaces/%s/files/x" % ctx.uid(), True, 404)):
+        h = [ctx.auth()] if auth else []
+        for body in (b"{}", b" { }\n"):
+            r = simple(ctx, build_request(method, path, h + [("Content-Type", "application/json")], body)).first()
+            res.check(r is not None and r.status == ok and r.error_code() != "body_not_allowed",
+                      "%s %s with %r: expected %d, got %s" % (method, path, body, ok, r.describe() if r else "no answer"))
+        ex = simple(ctx, build_request(method, path, h + [("Content-Type", "application/json")], b'{"a":1}'))
+        expect_handler_error(res, ex, (400,), ("body_not_allowed",))
+
+
 # --------------------------------------------------------------------------------------------
 # Runner
 

@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import traceback
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
@@ -271,6 +272,40 @@ def c_cancel(ctx, res):
     ctx.fx.setdefault("finished", {})[eid] = j
 
 
+@case("1 managed cancel with the JSON body '{}' (signed over it): 202 cancelling, the run ends 'cancelled'")
+def c_cancel_json_body(ctx, res):
+    mark = ctx.mark + "-cancel-json"
+    eid = started_managed(res, ctx, ctx.body("m-cancel-json", "echo started; sleep 30; echo %s" % mark,
+                                             ctx.new_id("mcj"), marker=mark))
+    if not eid:
+        return
+    if ctx.c.wait_log(eid, b"started", 4) is None:
+        res.fail("the run did not print 'started' within 4 s")
+    for body in (b'{"a":1}', b"[]"):
+        r, err = ctx.c.cancel(eid, body=body)
+        res.check(r is not None and r.status == 400 and r.error_code() == "body_not_allowed",
+                  "cancel with %r: expected 400 body_not_allowed, got %s" % (body, r.brief() if r else err))
+    j, _ = ctx.c.status(eid)
+    res.check(j is not None and j.get("state") == "running",
+              "after the refused cancels the run must still run: state %r" % (j or {}).get("state"))
+    t0 = now()
+    r, err = ctx.c.cancel(eid, body=b"{}")
+    if r is None:
+        res.fail("cancel {}: no answer: %s" % err)
+        return
+    res.check(r.status == 202 and (r.json() or {}).get("state") == "cancelling",
+              "cancel {}: expected 202 state cancelling, got %s" % r.brief())
+    j, waited = ctx.c.wait_final(eid, 5)
+    res.check(j is not None and j.get("status") == "cancelled", "final status %r, expected cancelled" %
+              (j or {}).get("status"))
+    res.check(now() - t0 < 2.0, "cancel {} took %.2fs" % (now() - t0))
+    left = W.wait_no_marked(mark, 1.0)
+    res.check(not left, "processes left after the cancel {}: %s" % [L.describe_pid(p) for p in left])
+    r, err = ctx.c.cancel(eid, body=b" { }\n")
+    res.check(r is not None and r.status == 202 and (r.json() or {}).get("state") == "finished",
+              "second cancel ' { }\\n': expected 202 state finished, got %s" % (r.brief() if r else err))
+
+
 # ---- 2. teardown
 
 @case("2 teardown: two runs in W + one in V; POST /workspaces/W/teardown stops both of W, V's goes on")
@@ -307,6 +342,38 @@ def c_teardown(ctx, res):
     r, err = ctx.c.try_request("POST", "/workspaces/%s/teardown" % w, b"", timeout=5)
     res.check(r is not None and r.status == 200 and (r.json() or {}).get("stopped") == [],
               "second teardown: expected 200 {\"stopped\": []}, got %s" % (r.brief() if r else err))
+
+
+@case("2 teardown with the JSON body '{}': stops the workspace's run (cancelled), answers its id")
+def c_teardown_json_body(ctx, res):
+    mark = ctx.mark + "-td-json"
+    w = "td-json"
+    a = started_managed(res, ctx, ctx.body(w, "echo a; sleep 30", ctx.new_id("tdJ"), marker=mark))
+    if not a:
+        return
+    ctx.c.wait_log(a, b"a", 3)
+    r, err = ctx.c.teardown(w, body=b'{"a":1}')
+    res.check(r is not None and r.status == 400 and r.error_code() == "body_not_allowed",
+              "teardown with {\"a\":1}: expected 400 body_not_allowed, got %s" % (r.brief() if r else err))
+    s, _ = ctx.c.status(a)
+    res.check(s is not None and s.get("state") == "running",
+              "after the refused teardown the run must still run: state %r" % (s or {}).get("state"))
+    r, err = ctx.c.teardown(w, body=b"{}")
+    if r is None:
+        res.fail("teardown {}: no answer: %s" % err)
+        return
+    j = r.json()
+    res.check(r.status == 200 and isinstance(j, dict) and j.get("stopped") == [a],
+              "teardown {}: expected 200 {\"stopped\": [%s]}, got %s" % (a, r.brief()))
+    s, _ = ctx.c.status(a)
+    res.check(s is not None and s.get("status") == "cancelled",
+              "%s after the teardown {}: status %r, expected cancelled" % (a, (s or {}).get("status")))
+    left = W.wait_no_marked(mark, 1.0)
+    res.check(not left, "processes left after the teardown {}: %s" % [L.describe_pid(p) for p in left])
+    r, err = ctx.c.teardown(w, body=b"\t{\r\n}\r\n")
+    res.check(r is not None and r.status == 200 and (r.json() or {}).get("stopped") == [],
+              "second teardown (whitespace around {}): expected 200 {\"stopped\": []}, got %s" %
+              (r.brief() if r else err))
 
 
 # ---- 3. snapshots
@@ -537,6 +604,118 @@ def c_restore(ctx, res):
     r, err = ctx.c.json_req("POST", "/workspaces/%s/restore" % ws, {"ref": "workspace/other/%s" % r1})
     res.check(r is not None and r.status in (400, 404), "restore of another workspace's ref: expected 400/404, got %s" %
               (r.brief() if r else err))
+
+
+def ref_forms(ref):
+    """The ways a client puts a listed ref into a URL: as given (slashes and all) and
+    percent-encoded (workspace%2F<ws>%2F<id>)."""
+    return (("as given", ref), ("percent-encoded", urllib.parse.quote(ref, safe="")))
+
+
+@case("3 every listed ref works as given and percent-encoded (and the id alone) in revisions/{ref}/files/{path}, "
+      "files?dir=, tree, and restore; another workspace's ref is refused (400 ref_workspace_mismatch), never served")
+def c_listed_refs(ctx, res):
+    ws, other = "refs", "refs-other"
+    content = {}
+    for cmd, data in (("mkdir -p dir && printf 'one\\n' > dir/a.txt", b"one\n"),
+                      ("printf 'two\\n' > dir/a.txt && printf b > dir/b.txt", b"two\n")):
+        j = run_sync(res, ctx, ctx.body(ws, cmd, ctx.new_id("ref")))
+        if not expect_exited0(res, j, cmd):
+            return
+        content[j["executionId"]] = data
+    j = run_sync(res, ctx, ctx.body(other, "mkdir -p dir && printf 'secret\\n' > dir/a.txt", ctx.new_id("oth")))
+    if not expect_exited0(res, j, "other workspace"):
+        return
+    other_id = j["executionId"]
+
+    r, err = ctx.c.get("/workspaces/%s/revisions" % ws)
+    if r is None or r.status != 200:
+        res.fail("GET revisions: %s" % (r.brief() if r else err))
+        return
+    revs = [x for x in (r.json() or {}).get("revisions") or [] if x.get("executionId") in content]
+    if not res.check(len(revs) == 2, "expected the 2 revisions of this case in the list, got %s" % r.brief()):
+        return
+    n = 0
+    for x in revs:
+        ref, eid = x["ref"], x["executionId"]
+        data = content[eid]
+        res.eq("listed ref of %s" % eid, ref, "workspace/%s/%s" % (ws, eid))
+        for form, f in ref_forms(ref) + (("the execution id", eid),):
+            base = "/workspaces/%s/revisions/%s" % (ws, f)
+            r, err = ctx.c.get(base + "/files/dir/a.txt")
+            if res.check(r is not None and r.status == 200, "GET %s/files/dir/a.txt (%s): %s" %
+                         (base, form, r.brief() if r else err)):
+                res.eq("bytes of dir/a.txt at %s (%s)" % (ref, form), r.body, data)
+                res.eq("Repr-Digest of dir/a.txt at %s (%s)" % (ref, form), r.header("repr-digest"),
+                       W.repr_digest_of(data))
+            for q in ("/files?dir=dir", "/tree?dir=dir"):
+                r, err = ctx.c.get(base + q)
+                ent = {e.get("name"): e for e in ((r.json() or {}).get("entries") or [])} \
+                    if r is not None and r.status == 200 else None
+                if res.check(ent is not None and "a.txt" in ent, "GET %s%s (%s): expected a listing with a.txt, "
+                             "got %s" % (base, q, form, r.brief() if r else err)):
+                    res.eq("sha256 of a.txt in %s%s" % (base, q), ent["a.txt"].get("sha256"), W.sha256_hex(data))
+                    res.eq("names in %s%s" % (base, q), sorted(ent), ["a.txt", "b.txt"] if data == b"two\n"
+                           else ["a.txt"])
+            for q in ("/files", "/files?dir=", "/tree"):
+                r, err = ctx.c.get(base + q)
+                names = [e.get("name") for e in ((r.json() or {}).get("entries") or [])] \
+                    if r is not None and r.status == 200 else None
+                res.check(names == ["dir"], "GET %s%s (%s): expected the root entries ['dir'], got %s" %
+                          (base, q, form, r.brief() if r else err))
+            n += 1
+    res.info("%d refs x 3 forms read through files/{path}, files?dir=, files, tree" % len(revs))
+
+    # Restore, with each form, alternating between the two revisions so that each one changes the
+    # workspace: afterwards dir/a.txt is that revision's.
+    order = sorted(revs, key=lambda x: content[x["executionId"]])     # one, two
+    forms = []
+    for x in order:
+        forms += [(x, "as given", x["ref"]), (x, "percent-encoded", urllib.parse.quote(x["ref"], safe="")),
+                  (x, "the execution id", x["executionId"])]
+    forms = [forms[i] for i in (0, 3, 1, 4, 2, 5)]
+    for x, form, f in forms:
+        r, err = ctx.c.json_req("POST", "/workspaces/%s/restore" % ws, {"ref": f}, timeout=10)
+        if not res.check(r is not None and r.status == 200, "restore {\"ref\": %r} (%s): %s" %
+                         (f, form, r.brief() if r else err)):
+            continue
+        res.eq("restored (%s)" % form, (r.json() or {}).get("restored"), x["ref"])
+        r, err = ctx.c.get("/workspaces/%s/files/dir/a.txt" % ws)
+        res.check(r is not None and r.status == 200 and r.body == content[x["executionId"]],
+                  "after restore %r (%s): dir/a.txt is %s, expected %r" %
+                  (f, form, r.brief() if r else err, content[x["executionId"]]))
+
+    # Another workspace's ref, through this workspace: refused by name, never served; the same
+    # for a ref of this workspace through the other one.
+    foreign = "workspace/%s/%s" % (other, other_id)
+    for url_ws, ref in ((ws, foreign), (other, revs[0]["ref"])):
+        for form, f in ref_forms(ref):
+            base = "/workspaces/%s/revisions/%s" % (url_ws, f)
+            for q in ("/files/dir/a.txt", "/files?dir=dir", "/files", "/tree", "/tree?dir=dir"):
+                r, err = ctx.c.get(base + q)
+                res.check(r is not None and r.status == 400 and r.error_code() == "ref_workspace_mismatch",
+                          "GET %s%s (%s, another workspace's ref): expected 400 ref_workspace_mismatch, got %s" %
+                          (base, q, form, r.brief() if r else err))
+                res.check(r is None or ((r.header("content-type") or "").startswith("application/json") and
+                                        b"secret" not in r.body and b"one\n" not in r.body),
+                          "GET %s%s served the other workspace's content: %s" % (base, q, r.brief()))
+            r, err = ctx.c.json_req("POST", "/workspaces/%s/restore" % url_ws, {"ref": f}, timeout=10)
+            res.check(r is not None and r.status == 400 and r.error_code() == "ref_workspace_mismatch",
+                      "restore of workspace %s to %r (%s): expected 400 ref_workspace_mismatch, got %s" %
+                      (url_ws, f, form, r.brief() if r else err))
+    # The other workspace's execution id alone names no revision of this workspace.
+    r, err = ctx.c.get("/workspaces/%s/revisions/%s/files/dir/a.txt" % (ws, other_id))
+    res.check(r is not None and r.status == 404 and b"secret" not in r.body,
+              "GET revisions/<the other workspace's id>/files/dir/a.txt: expected 404, got %s" %
+              (r.brief() if r else err))
+    r, err = ctx.c.get("/workspaces/%s/files/dir/a.txt" % ws)
+    res.check(r is not None and r.status == 200 and r.body == content[order[-1]["executionId"]],
+              "the refused restores changed the workspace: dir/a.txt is %s" % (r.brief() if r else err))
+    # Malformed refs: not a revision of this workspace.
+    for f in ("workspace/%s" % ws, "workspace/%s/" % ws, "workspace/%s/%s/x" % (ws, revs[0]["executionId"])):
+        r, err = ctx.c.json_req("POST", "/workspaces/%s/restore" % ws, {"ref": f}, timeout=10)
+        res.check(r is not None and r.status == 404 and r.error_code() == "not_found",
+                  "restore to the malformed ref %r: expected 404 not_found, got %s" % (f, r.brief() if r else err))
 
 
 # ---- 4. quota

@@ -131,9 +131,15 @@ class Client:
     def managed(self, body, timeout=10.0):
         return self.json_req("POST", "/shell-executions", body, signed=True, timeout=timeout)
 
-    def cancel(self, eid, timeout=10.0):
+    def cancel(self, eid, timeout=10.0, body=b""):
+        """Signed over body (b"" or what clients that always send JSON send: b"{}")."""
         path = "/shell-executions/%s/cancel" % eid
-        return self.try_request("POST", path, b"", signed=True, timeout=timeout)
+        h = [("Content-Type", "application/json")] if body else []
+        return self.try_request("POST", path, body, h, signed=True, timeout=timeout)
+
+    def teardown(self, ws, timeout=10.0, body=b""):
+        h = [("Content-Type", "application/json")] if body else []
+        return self.try_request("POST", "/workspaces/%s/teardown" % ws, body, h, timeout=timeout)
 
     def status(self, eid, timeout=5.0):
         """The record JSON (dict) or None; and the Response (or error string)."""

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/http-api.h: error bodies, the errno → status map, JSON bodies, route matching. */
+/* Unit tests of src/http-api.h: error bodies, the errno → status map, JSON bodies, empty bodies, route
+ * matching, revision refs. */
 
 #include <errno.h>
 #include <setjmp.h>
@@ -522,6 +523,47 @@ static void test_json_utf8_strict(void **state) {
         assert_int_equal(n, 0);
 }
 
+/* ---- http_body_is_empty() ------------------------------------------------------------------- */
+
+#define BODY_EMPTY(lit) http_body_is_empty(lit, sizeof(lit) - 1)
+
+static void test_body_empty(void **state) {
+        /* What clients send to endpoints without a body. */
+        assert_true(http_body_is_empty(NULL, 0));
+        assert_true(BODY_EMPTY(""));
+        assert_true(BODY_EMPTY("{}"));
+        assert_true(BODY_EMPTY(" { } "));
+        assert_true(BODY_EMPTY("{}\n"));
+        assert_true(BODY_EMPTY("\r\n\t{\r\n\t}\r\n\t"));
+        assert_true(BODY_EMPTY("   "));
+        assert_true(BODY_EMPTY("\n"));
+}
+
+static void test_body_not_empty(void **state) {
+        assert_false(BODY_EMPTY("{\"a\":1}"));
+        assert_false(BODY_EMPTY("[]"));
+        assert_false(BODY_EMPTY("null"));
+        assert_false(BODY_EMPTY("\"\""));
+        assert_false(BODY_EMPTY("0"));
+        assert_false(BODY_EMPTY("{"));
+        assert_false(BODY_EMPTY("}"));
+        assert_false(BODY_EMPTY("{}}"));
+        assert_false(BODY_EMPTY("{}{}"));
+        assert_false(BODY_EMPTY("{} x"));
+        assert_false(BODY_EMPTY("{ ,}"));
+        /* Only JSON whitespace: no NUL, vertical tab, form feed or non-breaking space. */
+        assert_false(BODY_EMPTY("{}\0"));
+        assert_false(BODY_EMPTY("\0{}"));
+        assert_false(BODY_EMPTY("{\0}"));
+        assert_false(BODY_EMPTY("\v{}"));
+        assert_false(BODY_EMPTY("{\f}"));
+        assert_false(BODY_EMPTY("\xc2\xa0{}"));
+        /* The size counts, not a NUL terminator. */
+        assert_false(http_body_is_empty("{}x", 3));
+        assert_true(http_body_is_empty("{}x", 2));
+        assert_false(http_body_is_empty("{}", 1));
+}
+
 /* ---- http_route_match() -------------------------------------------------------------------- */
 
 static void test_route_exact(void **state) {
@@ -618,6 +660,143 @@ static void test_route_capture_limit(void **state) {
         assert_memory_equal(params[4], "e", lens[4]);
 }
 
+/* Route with a "<ref>" segment: its captures as "ref|rest" (rest empty when there is none). */
+static int match_ref(const char *pattern, const char *path, char *buf, size_t size) {
+        const char *params[HTTP_ROUTE_MAX_PARAMS] = {};
+        size_t lens[HTTP_ROUTE_MAX_PARAMS] = {};
+        int r;
+
+        r = http_route_match(pattern, path, params, lens, HTTP_ROUTE_MAX_PARAMS);
+        if (r < 0)
+                return r;
+        assert_true(r >= 2);
+        assert_memory_equal(params[0], "w", lens[0]);
+        (void) snprintf(buf, size, "%.*s|%.*s", (int) lens[1], params[1], r > 2 ? (int) lens[2] : 0,
+                        r > 2 ? params[2] : "");
+        return r;
+}
+
+static void test_route_ref(void **state) {
+        static const char *const files = "/workspaces/*/revisions/<ref>/files/**";
+        static const char *const list = "/workspaces/*/revisions/<ref>/files";
+        static const char *const tree = "/workspaces/*/revisions/<ref>/tree";
+        char buf[256];
+
+        /* The id alone, as before. */
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/abc/files/dir/a.txt", buf, sizeof(buf)), 3);
+        assert_string_equal(buf, "abc|dir/a.txt");
+        assert_int_equal(match_ref(tree, "/workspaces/w/revisions/abc/tree", buf, sizeof(buf)), 2);
+        assert_string_equal(buf, "abc|");
+        assert_int_equal(match_ref(list, "/workspaces/w/revisions/abc/files", buf, sizeof(buf)), 2);
+        assert_string_equal(buf, "abc|");
+
+        /* The listed ref with its slashes: one capture, the file path after it. */
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/w/abc/files/dir/a.txt", buf,
+                                   sizeof(buf)), 3);
+        assert_string_equal(buf, "workspace/w/abc|dir/a.txt");
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/w/abc/files/files/x", buf,
+                                   sizeof(buf)), 3);
+        assert_string_equal(buf, "workspace/w/abc|files/x");
+        assert_int_equal(match_ref(tree, "/workspaces/w/revisions/workspace/w/abc/tree", buf, sizeof(buf)), 2);
+        assert_string_equal(buf, "workspace/w/abc|");
+        assert_int_equal(match_ref(list, "/workspaces/w/revisions/workspace/w/abc/files", buf, sizeof(buf)), 2);
+        assert_string_equal(buf, "workspace/w/abc|");
+        /* Another workspace's ref is captured too (the handler refuses it). */
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/other/abc/files/a", buf,
+                                   sizeof(buf)), 3);
+        assert_string_equal(buf, "workspace/other/abc|a");
+        /* An execution id "tree" or "files" inside the listed form. */
+        assert_int_equal(match_ref(tree, "/workspaces/w/revisions/workspace/w/tree/tree", buf, sizeof(buf)), 2);
+        assert_string_equal(buf, "workspace/w/tree|");
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/w/files/files/files", buf,
+                                   sizeof(buf)), 3);
+        assert_string_equal(buf, "workspace/w/files|files");
+
+        /* An execution id "workspace": the listed form is tried first, the id where it cannot be. */
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/files/a/b", buf, sizeof(buf)), 3);
+        assert_string_equal(buf, "workspace|a/b");
+        assert_int_equal(match_ref(tree, "/workspaces/w/revisions/workspace/tree", buf, sizeof(buf)), 2);
+        assert_string_equal(buf, "workspace|");
+        assert_int_equal(match_ref(list, "/workspaces/w/revisions/workspace/files", buf, sizeof(buf)), 2);
+        assert_string_equal(buf, "workspace|");
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/files/x/files/y", buf, sizeof(buf)), 3);
+        assert_string_equal(buf, "workspace/files/x|y");
+
+        /* Not a ref: empty segments, missing parts, nothing after it. */
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions//files/a", buf, sizeof(buf)), -ENOENT);
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace//abc/files/a", buf, sizeof(buf)),
+                         -ENOENT);
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/w//files/a", buf, sizeof(buf)),
+                         -ENOENT);
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/w/abc/files/", buf, sizeof(buf)),
+                         -ENOENT);
+        assert_int_equal(match_ref(files, "/workspaces/w/revisions/workspace/w/abc/x/files/a", buf, sizeof(buf)),
+                         -ENOENT);
+        assert_int_equal(match_ref(tree, "/workspaces/w/revisions/workspace/w/abc", buf, sizeof(buf)), -ENOENT);
+        assert_int_equal(match_ref(tree, "/workspaces/w/revisions/workspace/w/abc/tree/", buf, sizeof(buf)), -ENOENT);
+        assert_int_equal(match_ref(list, "/workspaces/w/revisions/workspace/w/abc/files/", buf, sizeof(buf)),
+                         -ENOENT);
+        /* The capture limit holds for "<ref>" too. */
+        assert_int_equal(http_route_match("/<ref>", "/workspace/w/a", NULL, NULL, 0), -ENOENT);
+        assert_int_equal(http_route_match("/*/<ref>", "/x/workspace/w/a", (const char *[1]) {}, (size_t[1]) {}, 1),
+                         -ENOENT);
+}
+
+#define REF(lit, ws, id) http_revision_ref_parse(lit, strlen(lit), ws, id)
+
+static void test_revision_ref_parse(void **state) {
+        char id[129];
+
+        assert_int_equal(REF("abc", "w", id), 0);
+        assert_string_equal(id, "abc");
+        assert_int_equal(REF("workspace/w/abc", "w", id), 0);
+        assert_string_equal(id, "abc");
+        assert_int_equal(REF("workspace/agent7-runner1/ex-0040", "agent7-runner1", id), 0);
+        assert_string_equal(id, "ex-0040");
+        /* An execution id "workspace" alone, and as a full ref. */
+        assert_int_equal(REF("workspace", "w", id), 0);
+        assert_string_equal(id, "workspace");
+        assert_int_equal(REF("workspace/w/workspace", "w", id), 0);
+        assert_string_equal(id, "workspace");
+        /* Only @len bytes count. */
+        assert_int_equal(http_revision_ref_parse("workspace/w/abc/files/x", 15, "w", id), 0);
+        assert_string_equal(id, "abc");
+
+        /* Another workspace: refused by name, also a prefix or an extension of @ws. */
+        assert_int_equal(REF("workspace/other/abc", "w", id), -EXDEV);
+        assert_int_equal(REF("workspace/ww/abc", "w", id), -EXDEV);
+        assert_int_equal(REF("workspace/w/abc", "ww", id), -EXDEV);
+        assert_int_equal(REF("workspace/W/abc", "w", id), -EXDEV);
+        assert_int_equal(REF("workspace/.bad/abc", "w", id), -EXDEV);
+
+        /* Malformed. */
+        assert_int_equal(REF("", "w", id), -EINVAL);
+        assert_int_equal(REF("workspace/", "w", id), -EINVAL);
+        assert_int_equal(REF("workspace/w", "w", id), -EINVAL);
+        assert_int_equal(REF("workspace/w/", "w", id), -EINVAL);
+        assert_int_equal(REF("workspace//abc", "w", id), -EINVAL);
+        assert_int_equal(REF("workspace/w/abc/def", "w", id), -EINVAL);
+        assert_int_equal(REF("workspace/w/.abc", "w", id), -EINVAL);
+        assert_int_equal(REF("workspace/w/a b", "w", id), -EINVAL);
+        assert_int_equal(REF("Workspace/w/abc", "w", id), -EINVAL);
+        assert_int_equal(REF("abc/def", "w", id), -EINVAL);
+        assert_int_equal(REF(".abc", "w", id), -EINVAL);
+        assert_int_equal(REF("..", "w", id), -EINVAL);
+        assert_int_equal(http_revision_ref_parse("ab\0c", 4, "w", id), -EINVAL);
+        assert_int_equal(http_revision_ref_parse("workspace/w/ab\0c", 16, "w", id), -EINVAL);
+        {
+                char long_id[200];
+
+                memset(long_id, 'a', 128);
+                long_id[128] = '\0';
+                assert_int_equal(REF(long_id, "w", id), 0);
+                assert_int_equal(strlen(id), 128);
+                long_id[128] = 'a';
+                long_id[129] = '\0';
+                assert_int_equal(REF(long_id, "w", id), -EINVAL);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_error_json_simple),
@@ -634,10 +813,14 @@ int main(void) {
                 cmocka_unit_test(test_json_depth),
                 cmocka_unit_test(test_json_strings),
                 cmocka_unit_test(test_json_utf8_strict),
+                cmocka_unit_test(test_body_empty),
+                cmocka_unit_test(test_body_not_empty),
                 cmocka_unit_test(test_route_exact),
                 cmocka_unit_test(test_route_capture),
                 cmocka_unit_test(test_route_refused),
                 cmocka_unit_test(test_route_capture_limit),
+                cmocka_unit_test(test_route_ref),
+                cmocka_unit_test(test_revision_ref_parse),
         };
 
         return cmocka_run_group_tests_name("http-api", tests, NULL, NULL);
