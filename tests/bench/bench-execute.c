@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -132,6 +133,11 @@ static int bwrap_prepare(const char *bwrap, const char *workspace, char ***ret_a
         return r;
 }
 
+/* The floor runs bwrap as the daemon runs it: as the owner of its state directory (a daemon
+ * started as root became that user; an unprivileged bwrap costs more than root's). */
+static uid_t floor_uid;
+static gid_t floor_gid;
+
 static int floor_bwrap(const char *bwrap, char **argv, uint64_t *lat, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 /* Like the daemon: a fresh seccomp memfd and identity files per launch. */
@@ -151,6 +157,10 @@ static int floor_bwrap(const char *bwrap, char **argv, uint64_t *lat, size_t n) 
                                 high[k] = fcntl(src[k], F_DUPFD, 100);
                         for (int k = 0; k < 4; k++)
                                 (void) dup2(high[k], 3 + k);
+                        if (geteuid() != floor_uid &&
+                            (setgroups(0, NULL) < 0 || setresgid(floor_gid, floor_gid, floor_gid) < 0 ||
+                             setresuid(floor_uid, floor_uid, floor_uid) < 0))
+                                _exit(126);
                         execve(bwrap, argv, (char *[]) { (char *) "PATH=/usr/bin:/bin", NULL });
                         _exit(127);
                 }
@@ -335,6 +345,19 @@ int main(int argc, char *argv[]) {
         uint64_t *lat = calloc(n, sizeof(uint64_t));
         (void) snprintf(workspace, sizeof(workspace), "%s/bench-floor", state);
         (void) mkdir(workspace, 0700);
+        {
+                struct stat st;
+                if (stat(state, &st) < 0) {
+                        perror(state);
+                        return 1;
+                }
+                floor_uid = st.st_uid;
+                floor_gid = st.st_gid;
+                if (chown(workspace, floor_uid, floor_gid) < 0 && geteuid() == 0) {
+                        perror(workspace);
+                        return 1;
+                }
+        }
 
         uint64_t *lat_fork = calloc(n, sizeof(uint64_t)), *lat_bwrap = calloc(n, sizeof(uint64_t));
         _cleanup_strv_free_ char **bwrap_argv = NULL;

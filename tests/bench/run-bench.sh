@@ -3,6 +3,10 @@
 # Start a daemon by hand (no systemd, AllowUnscoped=yes) on an ephemeral loopback port and run
 # bench-execute against it. Usage: run-bench.sh BUILDDIR [REQUESTS]
 # BENCH_EXTRA_CONF: more runner.conf lines (sections included), for experiments.
+# BENCH_DAEMON: another sandbox-runnerd to measure (say, the previous build's), with this build's
+# bench-execute and floors: before/after in one go.
+# BENCH_USER: start the daemon as this user instead (as the service runs it; without systemd it
+# then has rlimits only), rather than as root (which becomes the service user, with cgroups).
 set -euo pipefail
 build=$(cd "${1:?usage: run-bench.sh BUILDDIR [REQUESTS]}" && pwd)
 n=${2:-500}
@@ -27,9 +31,14 @@ ${BENCH_EXTRA_CONF:-}
 [Execution]
 AllowUnscoped=yes
 CONF
+runas=()
+if [ -n "${BENCH_USER:-}" ]; then
+        chown -R "$BENCH_USER:" "$tmp/state" "$tmp/run" "$tmp/creds"
+        runas=(setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups)
+fi
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-env -i PATH=/usr/bin:/bin CREDENTIALS_DIRECTORY="$tmp/creds" STATE_DIRECTORY="$tmp/state" RUNTIME_DIRECTORY="$tmp/run" \
-        "$build/src/sandbox-runnerd" --listen "127.0.0.1:$port" --config "$tmp/runner.conf" --log-target console \
+env -i PATH=/usr/bin:/bin ${BENCH_ENV:-} CREDENTIALS_DIRECTORY="$tmp/creds" STATE_DIRECTORY="$tmp/state" RUNTIME_DIRECTORY="$tmp/run" \
+        "${runas[@]}" "${BENCH_DAEMON:-$build/src/sandbox-runnerd}" --listen "127.0.0.1:$port" --config "$tmp/runner.conf" --log-target console \
         2>"$tmp/daemon.log" &
 pid=$!
 for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null && break; sleep 0.1; done
