@@ -285,7 +285,8 @@ static int route_match(const char *p, const char *q, const char **params, size_t
                          * separators here. Only if the rest of the pattern cannot match after
                          * it, the single segment (an execution id, "workspace" included). */
                         if (strneq(q, "workspace/", 10)) {
-                                const char *e = q + 10;
+                                /* (strchr(), not q + 10: gcc's overread check cannot follow that.) */
+                                const char *e = strchr(q, '/') + 1;
 
                                 l = strcspn(e, "/");
                                 if (l > 0 && e[l] == '/') {
