@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,22 @@ static int write_u64_at(int dir_fd, const char *file, uint64_t v) {
 
 /* ---- finding our cgroup ---------------------------------------------------------------------- */
 
+/* *ret_reason = the formatted text; return @error (or -ENOMEM). */
+static int reason(char **ret_reason, int error, const char *fmt, ...) _printf_(3, 4);
+static int reason(char **ret_reason, int error, const char *fmt, ...) {
+        va_list ap;
+        int k;
+
+        va_start(ap, fmt);
+        k = vasprintf(ret_reason, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+                *ret_reason = NULL;
+                return -ENOMEM;
+        }
+        return error;
+}
+
 static bool list_has(const char *list, const char *word) {
         size_t l = strlen(word);
 
@@ -204,30 +221,27 @@ static int chown_delegated(int fd, uid_t uid, gid_t gid) {
         return r;
 }
 
-/* Make (or find) @name under @parent_path and open it: ours once we may write it. */
+/* Make (or find) ROOT_NAME under @parent_path and open it: ours once we may write it. */
 static int open_root_dir(const char *parent_path, uid_t uid, gid_t gid, int *ret_fd, char **ret_reason) {
         _cleanup_close_ int pfd = -EBADF, fd = -EBADF;
         int r;
 
         pfd = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (pfd < 0)
-                return r = negative_errno(), asprintf(ret_reason, "cannot open %s: %s", parent_path, strerror(-r)), r;
+                return reason(ret_reason, negative_errno(), "cannot open %s: %m", parent_path);
         if (mkdirat(pfd, ROOT_NAME, 0755) < 0 && errno != EEXIST)
-                return r = negative_errno(),
-                       asprintf(ret_reason, "cannot create %s/" ROOT_NAME ": %s", parent_path, strerror(-r)), r;
+                return reason(ret_reason, negative_errno(), "cannot create %s/" ROOT_NAME ": %m", parent_path);
         fd = openat(pfd, ROOT_NAME, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
-                return r = negative_errno(),
-                       asprintf(ret_reason, "cannot open %s/" ROOT_NAME ": %s", parent_path, strerror(-r)), r;
+                return reason(ret_reason, negative_errno(), "cannot open %s/" ROOT_NAME ": %m", parent_path);
         if (geteuid() == 0) {
                 r = chown_delegated(fd, uid, gid);
                 if (r < 0)
-                        return asprintf(ret_reason, "cannot hand %s/" ROOT_NAME " to uid %u: %s", parent_path,
-                                        (unsigned) uid, strerror(-r)), r;
+                        return reason(ret_reason, r, "cannot hand %s/" ROOT_NAME " to uid %u: %s", parent_path,
+                                      (unsigned) uid, strerror(-r));
         } else if (faccessat(fd, "cgroup.procs", W_OK, AT_EACCESS) < 0 || faccessat(fd, ".", W_OK, AT_EACCESS) < 0)
-                return r = negative_errno(),
-                       asprintf(ret_reason, "%s/" ROOT_NAME " is not delegated to uid %u", parent_path,
-                                (unsigned) geteuid()), r;
+                return reason(ret_reason, negative_errno(), "%s/" ROOT_NAME " is not delegated to uid %u", parent_path,
+                              (unsigned) geteuid());
         *ret_fd = STEAL_FD(fd);
         return 0;
 }
@@ -273,19 +287,18 @@ static int prepare_v2(CgroupRoot *root, const char *own, uid_t uid, gid_t gid, c
         int r;
 
         if (geteuid() != 0)
-                return asprintf(ret_reason, "cgroup v2: only a daemon started as root sets up its own cgroups"),
-                       -EPERM;
+                return reason(ret_reason, -EPERM, "cgroup v2: only a daemon started as root sets up its own cgroups");
         r = open_root_dir(own, uid, gid, &fd, ret_reason);
         if (r < 0)
                 return r;
         if (mkdirat(fd, DAEMON_NAME, 0755) < 0 && errno != EEXIST)
-                return r = negative_errno(), asprintf(ret_reason, "cgroup v2: cannot create %s/" ROOT_NAME "/"
-                                                      DAEMON_NAME ": %s", own, strerror(-r)), r;
+                return reason(ret_reason, negative_errno(), "cgroup v2: cannot create %s/" ROOT_NAME "/" DAEMON_NAME ": %m",
+                              own);
         dfd = openat(fd, DAEMON_NAME, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         (void) snprintf(pid, sizeof(pid), "%d", (int) getpid());
-        if (dfd < 0 || (r = write_at(dfd, "cgroup.procs", pid)) < 0)
-                return r = dfd < 0 ? negative_errno() : r,
-                       asprintf(ret_reason, "cgroup v2: cannot move the daemon into its leaf: %s", strerror(-r)), r;
+        r = dfd < 0 ? negative_errno() : write_at(dfd, "cgroup.procs", pid);
+        if (r < 0)
+                return reason(ret_reason, r, "cgroup v2: cannot move the daemon into its leaf: %s", strerror(-r));
         pfd = open(own, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         r = pfd < 0 ? negative_errno() : write_at(pfd, "cgroup.subtree_control", enable);
         if (r >= 0)
@@ -295,9 +308,8 @@ static int prepare_v2(CgroupRoot *root, const char *own, uid_t uid, gid_t gid, c
                 if (pfd >= 0)
                         (void) write_at(pfd, "cgroup.procs", pid);
                 (void) unlinkat(fd, DAEMON_NAME, AT_REMOVEDIR);
-                return asprintf(ret_reason, "cgroup v2: cannot enable the controllers under %s: %s%s", own,
-                                strerror(-r), r == -EBUSY ? " (other processes share the daemon's cgroup)" : ""),
-                       r;
+                return reason(ret_reason, r, "cgroup v2: cannot enable the controllers under %s: %s%s", own,
+                              strerror(-r), r == -EBUSY ? " (other processes share the daemon's cgroup)" : "");
         }
         (void) chown_delegated(dfd, uid, gid);
         root->v2 = true;
@@ -308,14 +320,14 @@ static int prepare_v2(CgroupRoot *root, const char *own, uid_t uid, gid_t gid, c
 
 static int prepare_v1(CgroupRoot *root, uid_t uid, gid_t gid, char **ret_reason) {
         char *dirs[ELEMENTSOF(ctrl_names)] = {};
-        _cleanup_free_ char *names = NULL, *where = NULL;
+        _cleanup_free_ char *names = NULL;
         int r = 0;
 
         for (size_t i = 0; i < ELEMENTSOF(ctrl_names); i++)
                 dirs[i] = own_cgroup_dir(ctrl_names[i]);
         if (!dirs[0] || !dirs[1]) {
-                r = asprintf(ret_reason, "no cgroup v1 %s controller is mounted, and cgroup v2 has no memory and "
-                             "pids controllers", !dirs[0] ? "memory" : "pids") < 0 ? -ENOMEM : -EOPNOTSUPP;
+                r = reason(ret_reason, -EOPNOTSUPP, "no cgroup v1 %s controller is mounted, and cgroup v2 has no "
+                           "memory and pids controllers", !dirs[0] ? "memory" : "pids");
                 goto finish;
         }
         for (size_t i = 0; i < ELEMENTSOF(ctrl_names); i++) {
@@ -347,8 +359,10 @@ static int prepare_v1(CgroupRoot *root, uid_t uid, gid_t gid, char **ret_reason)
                 for (size_t c = 0; c < ELEMENTSOF(ctrl_names); c++)
                         if (root->h[i].ctrls & (1U << c)) {
                                 char *t = NULL;
-                                if (asprintf(&t, "%s%s%s", names ?: "", names ? ", " : "", ctrl_names[c]) < 0)
-                                        return -ENOMEM;
+                                if (asprintf(&t, "%s%s%s", names ?: "", names ? ", " : "", ctrl_names[c]) < 0) {
+                                        r = -ENOMEM;
+                                        goto finish;
+                                }
                                 free(names);
                                 names = t;
                         }
@@ -374,7 +388,7 @@ int cgroup_root_prepare(uid_t uid, gid_t gid, CgroupRoot **ret, char **ret_reaso
                 r = prepare_v1(root, uid, gid, ret_reason);
         if (r < 0) {
                 if (!*ret_reason)
-                        (void) asprintf(ret_reason, "cannot set up the daemon's cgroups: %s", strerror(-r));
+                        r = reason(ret_reason, r, "cannot set up the daemon's cgroups: %s", strerror(-r));
                 cgroup_root_free(root);
                 return r;
         }
