@@ -806,6 +806,42 @@ def c_quota(ctx, res):
     res.check(r is not None and r.status == 200 and r.json() == orig, "restoring %s: %s" % (orig, r.brief() if r else err))
 
 
+@case("4 quota reached with one file (RLIMIT_FSIZE, SIGXFSZ): workspace_quota_exceeded with the usage seen, not exited")
+def c_quota_one_file(ctx, res):
+    ws = "quota-one-file"
+    r, err = ctx.c.get("/api/quota-settings")
+    if not res.check(r is not None and r.status == 200, "GET quota-settings: %s" % (r.brief() if r else err)):
+        return
+    orig = r.json()
+    r, err = ctx.c.json_req("PUT", "/api/quota-settings", {"maxWorkspaceBytes": 8 * MiB})
+    if not res.check(r is not None and r.status == 200, "PUT: %s" % (r.brief() if r else err)):
+        return
+    try:
+        # One write stream far past the quota: the file size rlimit stops it one byte past the
+        # quota (head gets SIGXFSZ), usage never grows beyond that, and the shell goes on.
+        j = run_sync(res, ctx, ctx.body(ws, "head -c 50000000 /dev/zero > big; echo after $?"))
+        if j is None:
+            return
+        res.note("answer: %s" % trunc(json.dumps(j), 600))
+        res.eq("status", j.get("status"), "workspace_quota_exceeded")
+        used = (j.get("workspaceQuota") or {}).get("usedBytes")
+        res.check(isinstance(used, int) and used > 8 * MiB, "workspaceQuota.usedBytes %r is not > 8 MiB" % used)
+        res.check("after" in (j.get("stdout") or ""), "the run was expected to go on after the refused write: %r"
+                  % j.get("stdout"))
+        size = os.path.getsize(os.path.join(ctx.d.workspace_path(ws), "big"))
+        res.eq("size of the file the limit stopped", size, 8 * MiB + 1)
+        # The many-files route keeps working (c_quota); under the quota nothing changes:
+        ctx.c.json_req("PUT", "/api/quota-settings", {"maxWorkspaceBytes": 0})
+        expect_exited0(res, run_sync(res, ctx, ctx.body(ws, "rm -f big")), "rm -f big")
+        ctx.c.json_req("PUT", "/api/quota-settings", {"maxWorkspaceBytes": 8 * MiB})
+        j = run_sync(res, ctx, ctx.body(ws, "head -c 4000000 /dev/zero > small; echo ok"))
+        if expect_exited0(res, j, "a file under the quota"):
+            res.eq("stdout", j.get("stdout"), "ok\n")
+    finally:
+        r, err = ctx.c.json_req("PUT", "/api/quota-settings", orig)
+        res.check(r is not None and r.status == 200, "restoring %s: %s" % (orig, r.brief() if r else err))
+
+
 # ---- 5. restarts
 
 def restart(ctx, res, how):
