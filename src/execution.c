@@ -1059,6 +1059,26 @@ static int on_report(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* A keeper that gave up before it started bwrap, with its exit status (src/keeper/keeper.c): why. */
+static const char *keeper_exit_why(int status) {
+        return status == 120 ? "it refused its job (is sandbox-runner-keeper of another version than the daemon?)" :
+               status == 126 ? "it was not started by this daemon" :
+                               "it could not set up";
+}
+
+/* The keeper exited before it took its job (sandbox_spawn() said -ECHILD): say how, from its exit
+ * status, never from what the send happened to see of that. */
+static void execution_fail_keeper_gone(Execution *e, const siginfo_t *si) {
+        if (si->si_code == CLD_EXITED && si->si_status != 0)
+                execution_fail(e, -EPROTO, "the sandbox keeper exited with status %d before starting bwrap: %s",
+                               si->si_status, keeper_exit_why(si->si_status));
+        else if (si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED)
+                execution_fail(e, -ECHILD, "the sandbox keeper was killed by signal %d (%s) before it took its job",
+                               si->si_status, strsignal(si->si_status));
+        else
+                execution_fail(e, -ECHILD, "the sandbox keeper exited before it took its job");
+}
+
 static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
         Execution *e = userdata;
 
@@ -1066,13 +1086,9 @@ static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdat
         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
         if (e->bwrap_pid <= 0 && e->failure == 0 && e->end_usec == 0 && si->si_code == CLD_EXITED &&
             si->si_status != 0) {
-                /* It gave up before it started bwrap: say why (src/keeper/keeper.c). */
-                const char *why = si->si_status == 120 ? "it refused its job (is sandbox-runner-keeper of "
-                                                         "another version than the daemon?)" :
-                                  si->si_status == 126 ? "it was not started by this daemon" :
-                                                         "it could not set up";
+                /* It gave up before it started bwrap: say why. */
                 execution_fail(e, -EPROTO, "the sandbox keeper exited with status %d before starting bwrap: %s",
-                               si->si_status, why);
+                               si->si_status, keeper_exit_why(si->si_status));
                 return 0;
         }
         if (e->state == STATE_FINISHED)
@@ -1327,16 +1343,23 @@ static int execution_launch(Execution *e) {
                 return 0;
         }
 
+        siginfo_t keeper_exit = {};
         for (unsigned attempt = 0;; attempt++) {
                 SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
 
                 r = m->keeper_pool ? keeper_pool_take(m->keeper_pool, &keeper) :
                                      sandbox_keeper_start(m->keeper_path, &keeper);
                 if (r >= 0)
-                        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc);
+                        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc, &keeper_exit);
                 /* A keeper that died between our look and the job: once more, with a new one. */
-                if (attempt > 0 || (r != -ECHILD && r != -EPIPE && r != -ECONNRESET))
+                if (attempt > 0 || r != -ECHILD)
                         break;
+                log_debug("Execution '%s': its keeper exited before it took its job (code %d, status %d); "
+                          "trying another.", e->id, keeper_exit.si_code, keeper_exit.si_status);
+        }
+        if (r == -ECHILD) {
+                execution_fail_keeper_gone(e, &keeper_exit);
+                return 0;
         }
         if (r < 0) {
                 execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));
