@@ -1069,6 +1069,14 @@ def c_keeper_refuses(ctx, res):
         res.fail("could not run the second daemon: %s" % e)
 
 
+def is_keeper_or_gone(pid):
+    """A keeper (by its command line), or a process that exited since the table was read (a zombie,
+    or reaped: no command line any more)."""
+    cl = L.cmdline(pid)
+    st = L.proc_stat(pid)
+    return not cl or st is None or st[1] == "Z" or cl[0] == b"sandbox-runner-keeper"
+
+
 def check_keeper_refused(res, dc):
     r, err, _ = dc.ctx.post({"language": "shell", "code": "echo should-not-run"}, "/execute", 15)
     if r is None:
@@ -1081,11 +1089,17 @@ def check_keeper_refused(res, dc):
     msg = (j or {}).get("message") or ""
     res.check("keeper" in msg and "refused its job" in msg and "120" in msg,
               "the message does not say the keeper refused its job: %r" % msg)
-    table = L.proc_table()
-    # Nothing of the run: no bwrap, no payload. (The fake keepers the pool keeps starting ahead
-    # exit at once; one may be just starting, or a zombie until the pool looks again.)
-    left = [p for p in L.descendants(dc.d.pid, table)
-            if table[p][1] != "Z" and (L.cmdline(p) or [b""])[0] != b"sandbox-runner-keeper"]
+    # Nothing of the run: no bwrap, no payload. The pool may still be starting a fake keeper after
+    # the answer (until it has exec'd, it shows the daemon's command line), or reaping one that
+    # exited at once (a zombie for a moment): wait for that to pass, then look.
+    deadline = now() + 3.0
+    while True:
+        table = L.proc_table()
+        left = [p for p in L.descendants(dc.d.pid, table)
+                if table[p][1] != "Z" and not is_keeper_or_gone(p)]
+        if not left or now() > deadline:
+            break
+        time.sleep(0.05)
     res.check(not left, "left behind: %s" % [L.describe_pid(p, table) for p in left])
     rc, _ = dc.d.terminate(grace=10.0)
     res.eq("exit status of the second daemon", rc, 0)
