@@ -377,9 +377,10 @@ void execution_quota_cache_flush(Manager *m) {
  * it (the finish waits for that); after the report it is left alone until the answer is out
  * (execution_finish()), so that its exit does not compete with the snapshot and the answer.
  */
-/* A keeper killed after the answer, still exiting when its execution goes: the loop reaps it (a
- * keeper's exit can take most of a millisecond, which the next request would wait for). Its
- * scope goes when it is gone. */
+/* A keeper killed after the answer: the loop reaps it (a keeper's exit can take most of a
+ * millisecond, which the next request would wait for). Its scope goes when it is gone. Until then
+ * the daemon is busy: neither the idle exit nor SIGTERM leaves it behind (a zombie, or a child
+ * still exiting). */
 struct KeeperReap {
         Manager *manager;
         KeeperReap *prev, *next;
@@ -406,6 +407,9 @@ static KeeperReap *keeper_reap_free(KeeperReap *k, bool wait) {
         if (k->next)
                 k->next->prev = k->prev;
         free(k);
+        /* @wait: the daemon is going away (execution_keeper_reaps_flush()), its loop is done. */
+        if (!wait)
+                manager_busy_unref(m);
         return NULL;
 }
 
@@ -428,7 +432,7 @@ static bool execution_reap_keeper_later(Execution *e) {
         Manager *m = e->manager;
         KeeperReap *k;
 
-        if (m->stopping || !e->keeper_source || e->state != STATE_FINISHED || !e->reported_exit)
+        if (!e->keeper_source || e->state != STATE_FINISHED || !e->reported_exit)
                 return false;
         k = calloc(1, sizeof(*k));
         if (!k)
@@ -449,6 +453,7 @@ static bool execution_reap_keeper_later(Execution *e) {
         if (k->next)
                 k->next->prev = k;
         m->keeper_reaps = k;
+        manager_busy_ref(m);
         e->keeper_gone = true;   /* as far as this execution is concerned */
         return true;
 }
@@ -894,9 +899,9 @@ static void execution_finish(Execution *e) {
                 execution_write_record(e);
                 log_finished(e);
         }
-        /* The answer is out: now the keeper goes (and with it the scope, on_keeper_exit()). */
-        if (e->proc.keeper_pid > 0 && !e->keeper_gone)
-                (void) kill(e->proc.keeper_pid, SIGKILL);
+        /* The answer is out: now the keeper goes, reaped by the loop (and with it the scope). */
+        if (e->proc.keeper_pid > 0 && !e->keeper_gone && !execution_reap_keeper_later(e))
+                (void) kill(e->proc.keeper_pid, SIGKILL);   /* reaped when @e goes */
 }
 
 static void execution_fail(Execution *e, int error, const char *fmt, ...) _printf_(3, 4);
