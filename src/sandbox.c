@@ -505,11 +505,16 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 /* Dead already (its pidfd is readable): reaping it does not wait. */
                 return keeper_gone(keeper, 0, ret_keeper_exit);
         if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ctl, O_CLOEXEC) < 0 ||
-            pipe2(rep, O_CLOEXEC) < 0)
-                return negative_errno();
+            pipe2(rep, O_CLOEXEC) < 0) {
+                r = negative_errno();
+                sandbox_keeper_stop(keeper);   /* consumed: not left waiting, unreaped, for a job */
+                return r;
+        }
         argv_fd = argv_memfd(bwrap, argv, &job.argc);
-        if (argv_fd < 0)
+        if (argv_fd < 0) {
+                sandbox_keeper_stop(keeper);
                 return argv_fd;
+        }
 
         const int slots[KEEPER_JOB_SLOTS] = {
                 [0] = fds->stdin_fd, [1] = out[1], [2] = err[1],

@@ -527,6 +527,30 @@ static void test_spawn_keeper_hangs_up_and_stays(void **state) {
         assert_int_equal(rmdir(dir), 0);
 }
 
+/* A job that cannot be built (an argv over the limit): the keeper is not left behind, waiting. */
+static void test_spawn_failure_stops_the_keeper(void **state) {
+        _cleanup_free_ char *big = malloc(KEEPER_ARGV_BYTES_MAX + 1);
+        char *argv[] = { big, NULL };
+        SandboxFds fds = {
+                .stdin_fd = -1, .seccomp_fd = -1, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
+                .code_fd = -1, .info_fd = -1, .start_now = true,
+        };
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        SandboxProcess proc = {};
+        int fd;
+
+        assert_non_null(big);
+        memset(big, 'x', KEEPER_ARGV_BYTES_MAX);
+        big[KEEPER_ARGV_BYTES_MAX] = '\0';
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &k), 0);
+        fd = keeper_pidfd(&k);
+        assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) {}, &k, &proc, NULL), -E2BIG);
+        assert_int_equal(k.pid, 0);
+        assert_int_equal(k.pidfd, -EBADF);
+        assert_int_equal(k.job_fd, -EBADF);
+        assert_reaped(fd);
+}
+
 /* Run by hand, or by a process that is not the one it names, the keeper does nothing. */
 static void test_keeper_checks_its_parent(void **state) {
         const char *args[][3] = {
@@ -562,6 +586,7 @@ int main(void) {
                 cmocka_unit_test(test_spawn_keeper_exited_before_job),
                 cmocka_unit_test(test_spawn_keeper_exits_during_send),
                 cmocka_unit_test(test_spawn_keeper_hangs_up_and_stays),
+                cmocka_unit_test(test_spawn_failure_stops_the_keeper),
                 cmocka_unit_test(test_keeper_checks_its_parent),
         };
 
