@@ -1130,6 +1130,67 @@ def c_keeper_replaced(ctx, res):
         res.fail("could not run the second daemon: %s" % e)
 
 
+@case("7 lifetime: the run's keeper dies and its timeout comes before the loop sees that -> the daemon lives, answers")
+def c_keeper_dies_unseen(ctx, res):
+    # The timeout writes 'K' to the keeper's control pipe. If the keeper has exited and the loop has
+    # not handled that yet, the write gets EPIPE, or SIGPIPE, which killed a daemon started by hand
+    # (systemd ignores SIGPIPE for its services). A second daemon, stopped while its run's keeper
+    # dies and the timeout passes: on SIGCONT both are pending.
+    d = L.Daemon(ctx.d.path, run_as=ctx.d.run_as)
+    try:
+        d.start()
+        dctx = Ctx(d, ctx.budget, False)
+        mark = ctx.mark("unseen")
+        box = {}
+
+        def client():
+            box["r"] = dctx.post({"language": "shell", "code": "sleep 30", "timeoutMs": 500,
+                                  "env": {"SR_TEST_MARK": mark}}, timeout=10)
+        t = threading.Thread(target=client, daemon=True)
+        t.start()
+        keeper, deadline = None, now() + 5.0
+        while keeper is None and now() < deadline:
+            if L.find_marked(mark.encode(), [b"sleep", b"30"]):
+                table = L.proc_table()
+                keeper = next((p for p in L.children(d.pid, table) if L.children(p, table)), None)
+            if keeper is None:
+                time.sleep(0.02)
+        if keeper is None:
+            res.fail("the run (or its keeper) did not show up within 5 s")
+            return
+        seen = now()    # the run's timer started before this: it fires by seen + 0.5 s
+        os.kill(d.pid, signal.SIGSTOP)
+        try:
+            os.kill(keeper, signal.SIGKILL)
+            deadline = now() + 5.0
+            while (L.proc_stat(keeper) or ("", "Z"))[1] != "Z" and now() < deadline:
+                time.sleep(0.01)
+            res.check((L.proc_stat(keeper) or ("", "Z"))[1] == "Z", "the keeper did not exit within 5 s")
+            while now() < seen + 0.6:
+                time.sleep(seen + 0.6 - now())
+        finally:
+            os.kill(d.pid, signal.SIGCONT)
+        t.join(10.0)
+        r, err, _ = box.get("r") or (None, "no answer (the client is still waiting)", None)
+        res.check(d.alive(), "the daemon died (exit status %r); log tail: %s" % (d.proc.poll(), d.log_tail(1500)))
+        if r is None:
+            res.fail("no answer: %s" % err)
+            return
+        res.note("answer: %s" % r.brief(400))
+        res.eq("HTTP status", r.status, 200)
+        res.check((r.json() or {}).get("status") in ("timeout", "signaled"),
+                  "expected status timeout (or signaled), got %r" % (r.json() or {}).get("status"))
+        deadline = now() + 3.0
+        while L.find_marked(mark.encode()) and now() < deadline:
+            time.sleep(0.05)
+        left = L.find_marked(mark.encode())
+        res.check(not left, "left behind: %s" % [L.describe_pid(p) for p in left])
+    except (L.DaemonError, OSError) as e:
+        res.fail("could not run the second daemon: %s" % e)
+    finally:
+        d.cleanup()
+
+
 # ---- 8. timeout
 
 @case("8 timeout: timeoutMs 500 with 'sleep 10' -> status timeout within ~2 s")
