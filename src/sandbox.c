@@ -460,10 +460,15 @@ int sandbox_pidfd_of_child(pid_t pid, pid_t keeper) {
         if (pp < 0)
                 return pp;
         if (pp != keeper) {
-                pp = proc_ppid(pp);   /* bwrap, whose parent is the keeper */
-                if (pp < 0)
-                        return pp;
-                if (pp != keeper)
+                pid_t gp = proc_ppid(pp);   /* bwrap, whose parent is the keeper */
+
+                if (gp == -ENOENT)
+                        /* bwrap exited between the two looks: @pid is the keeper's now (a subreaper,
+                         * it inherits bwrap's orphans), if it is the one we think. */
+                        gp = proc_ppid(pid) == keeper ? keeper : -ESRCH;
+                if (gp < 0)
+                        return gp;
+                if (gp != keeper)
                         return -ESRCH;
         }
         return STEAL_FD(fd);

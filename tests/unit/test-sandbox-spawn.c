@@ -259,6 +259,14 @@ static void test_start_now_reports_after_the_sandbox_is_gone(void **state) {
         reap_all();
 }
 
+/* The signal that killed @pid (a child of ours), or its exit status. */
+static int wait_exit_status_or_signal(pid_t pid) {
+        int status;
+
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        return WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+}
+
 static int wait_exit_status(pid_t pid) {
         int status;
 
@@ -551,6 +559,81 @@ static void test_spawn_failure_stops_the_keeper(void **state) {
         assert_reaped(fd);
 }
 
+/* sandbox_pidfd_of_child(): a grandchild of the keeper (the sandbox's pid 1 under bwrap), and the
+ * same process once bwrap is gone and it was handed to the keeper, a subreaper (as this test is). */
+typedef struct Family {
+        pid_t b, c;             /* killed and reaped at teardown (in this order), should the test fail */
+} Family;
+
+static int family_setup(void **state) {
+        Family *f = calloc(1, sizeof(*f));
+
+        assert_non_null(f);
+        *state = f;
+        return 0;
+}
+
+static int family_teardown(void **state) {
+        Family *f = *state;
+
+        for (pid_t *p = &f->b; p <= &f->c; p++)
+                if (*p > 0) {
+                        (void) kill(*p, SIGKILL);
+                        (void) waitpid(*p, NULL, 0);
+                }
+        free(f);
+        return 0;
+}
+
+static void test_pidfd_of_child(void **state) {
+        Family *f = *state;
+        int ready[2], hold[2], fd;
+        pid_t b, c = 0;
+        char ch;
+
+        assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(hold, O_CLOEXEC), 0);
+        b = fork();   /* "bwrap" */
+        assert_true(b >= 0);
+        if (b == 0) {
+                pid_t pid = fork();   /* "the sandbox's pid 1": waits until the test lets it go */
+                if (pid == 0) {
+                        (void) read(hold[0], &ch, 1);
+                        _exit(0);
+                }
+                (void) write(ready[1], &pid, sizeof(pid));
+                (void) read(hold[0], &ch, 1);   /* EOF: the test closed hold[1] */
+                _exit(0);
+        }
+        f->b = b;
+        safe_close(ready[1]);
+        assert_int_equal(read(ready[0], &c, sizeof(c)), (ssize_t) sizeof(c));
+        f->c = c;   /* ours once b is gone (teardown kills b first) */
+        safe_close(ready[0]);
+
+        fd = sandbox_pidfd_of_child(c, getpid());
+        assert_true(fd >= 0);
+        safe_close(fd);
+        /* Neither child nor grandchild of another process (our parent is its great-grandparent). */
+        assert_int_equal(sandbox_pidfd_of_child(c, getppid()), -ESRCH);
+        assert_int_equal(sandbox_pidfd_of_child(getpid(), getpid()), -ESRCH);
+
+        /* "bwrap" exits (its child stays, blocked on hold: our copy of the write end is open): the
+         * grandchild becomes our child. */
+        assert_int_equal(kill(b, SIGKILL), 0);
+        assert_int_equal(wait_exit_status_or_signal(b), SIGKILL);
+        f->b = 0;
+        fd = sandbox_pidfd_of_child(c, getpid());
+        assert_true(fd >= 0);
+        safe_close(fd);
+
+        assert_int_equal(kill(c, SIGKILL), 0);
+        assert_int_equal(wait_exit_status_or_signal(c), SIGKILL);
+        f->c = 0;
+        safe_close(hold[0]);
+        safe_close(hold[1]);
+}
+
 /* Run by hand, or by a process that is not the one it names, the keeper does nothing. */
 static void test_keeper_checks_its_parent(void **state) {
         const char *args[][3] = {
@@ -587,6 +670,7 @@ int main(void) {
                 cmocka_unit_test(test_spawn_keeper_exits_during_send),
                 cmocka_unit_test(test_spawn_keeper_hangs_up_and_stays),
                 cmocka_unit_test(test_spawn_failure_stops_the_keeper),
+                cmocka_unit_test_setup_teardown(test_pidfd_of_child, family_setup, family_teardown),
                 cmocka_unit_test(test_keeper_checks_its_parent),
         };
 
