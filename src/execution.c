@@ -380,9 +380,10 @@ void execution_quota_cache_flush(Manager *m) {
  * it (the finish waits for that); after the report it is left alone until the answer is out
  * (execution_finish()), so that its exit does not compete with the snapshot and the answer.
  */
-/* A keeper killed after the answer, still exiting when its execution goes: the loop reaps it (a
- * keeper's exit can take most of a millisecond, which the next request would wait for). Its
- * scope goes when it is gone. */
+/* A keeper killed after the answer: the loop reaps it (a keeper's exit can take most of a
+ * millisecond, which the next request would wait for). Its scope goes when it is gone. Until then
+ * the daemon is busy: neither the idle exit nor SIGTERM leaves it behind (a zombie, or a child
+ * still exiting). */
 struct KeeperReap {
         Manager *manager;
         KeeperReap *prev, *next;
@@ -411,6 +412,9 @@ static KeeperReap *keeper_reap_free(KeeperReap *k, bool wait) {
         if (k->next)
                 k->next->prev = k->prev;
         free(k);
+        /* @wait: the daemon is going away (execution_keeper_reaps_flush()), its loop is done. */
+        if (!wait)
+                manager_busy_unref(m);
         return NULL;
 }
 
@@ -433,7 +437,7 @@ static bool execution_reap_keeper_later(Execution *e) {
         Manager *m = e->manager;
         KeeperReap *k;
 
-        if (m->stopping || !e->keeper_source || e->state != STATE_FINISHED || !e->reported_exit)
+        if (!e->keeper_source || e->state != STATE_FINISHED || !e->reported_exit)
                 return false;
         k = calloc(1, sizeof(*k));
         if (!k)
@@ -455,6 +459,7 @@ static bool execution_reap_keeper_later(Execution *e) {
         if (k->next)
                 k->next->prev = k;
         m->keeper_reaps = k;
+        manager_busy_ref(m);
         e->keeper_gone = true;   /* as far as this execution is concerned */
         return true;
 }
@@ -921,9 +926,9 @@ static void execution_finish(Execution *e) {
                 execution_write_record(e);
                 log_finished(e);
         }
-        /* The answer is out: now the keeper goes (and with it the scope, on_keeper_exit()). */
-        if (e->proc.keeper_pid > 0 && !e->keeper_gone)
-                (void) kill(e->proc.keeper_pid, SIGKILL);
+        /* The answer is out: now the keeper goes, reaped by the loop (and with it the scope). */
+        if (e->proc.keeper_pid > 0 && !e->keeper_gone && !execution_reap_keeper_later(e))
+                (void) kill(e->proc.keeper_pid, SIGKILL);   /* reaped when @e goes */
 }
 
 static void execution_fail(Execution *e, int error, const char *fmt, ...) _printf_(3, 4);
@@ -1088,6 +1093,26 @@ static int on_report(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* A keeper that gave up before it started bwrap, with its exit status (src/keeper/keeper.c): why. */
+static const char *keeper_exit_why(int status) {
+        return status == 120 ? "it refused its job (is sandbox-runner-keeper of another version than the daemon?)" :
+               status == 126 ? "it was not started by this daemon" :
+                               "it could not set up";
+}
+
+/* The keeper exited before it took its job (sandbox_spawn() said -ECHILD): say how, from its exit
+ * status, never from what the send happened to see of that. */
+static void execution_fail_keeper_gone(Execution *e, const siginfo_t *si) {
+        if (si->si_code == CLD_EXITED && si->si_status != 0)
+                execution_fail(e, -EPROTO, "the sandbox keeper exited with status %d before starting bwrap: %s",
+                               si->si_status, keeper_exit_why(si->si_status));
+        else if (si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED)
+                execution_fail(e, -ECHILD, "the sandbox keeper was killed by signal %d (%s) before it took its job",
+                               si->si_status, strsignal(si->si_status));
+        else
+                execution_fail(e, -ECHILD, "the sandbox keeper exited before it took its job");
+}
+
 static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
         Execution *e = userdata;
 
@@ -1095,13 +1120,9 @@ static int on_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdat
         e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
         if (e->bwrap_pid <= 0 && e->failure == 0 && e->end_usec == 0 && si->si_code == CLD_EXITED &&
             si->si_status != 0) {
-                /* It gave up before it started bwrap: say why (src/keeper/keeper.c). */
-                const char *why = si->si_status == 120 ? "it refused its job (is sandbox-runner-keeper of "
-                                                         "another version than the daemon?)" :
-                                  si->si_status == 126 ? "it was not started by this daemon" :
-                                                         "it could not set up";
+                /* It gave up before it started bwrap: say why. */
                 execution_fail(e, -EPROTO, "the sandbox keeper exited with status %d before starting bwrap: %s",
-                               si->si_status, why);
+                               si->si_status, keeper_exit_why(si->si_status));
                 return 0;
         }
         if (e->state == STATE_FINISHED)
@@ -1378,6 +1399,7 @@ static int execution_launch(Execution *e) {
                 }
         }
 
+        siginfo_t keeper_exit = {};
         for (unsigned attempt = 0;; attempt++) {
                 SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
 
@@ -1394,10 +1416,16 @@ static int execution_launch(Execution *e) {
                         }
                 }
                 if (r >= 0)
-                        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc);
+                        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc, &keeper_exit);
                 /* A keeper that died between our look and the job: once more, with a new one. */
-                if (attempt > 0 || (r != -ECHILD && r != -EPIPE && r != -ECONNRESET))
+                if (attempt > 0 || r != -ECHILD)
                         break;
+                log_debug("Execution '%s': its keeper exited before it took its job (code %d, status %d); "
+                          "trying another.", e->id, keeper_exit.si_code, keeper_exit.si_status);
+        }
+        if (r == -ECHILD) {
+                execution_fail_keeper_gone(e, &keeper_exit);
+                return 0;
         }
         if (r < 0) {
                 execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));

@@ -45,8 +45,9 @@ void execution_detach(Execution *e);
 /* execution_free_later() - free from the event loop (safe inside callbacks). */
 void execution_free_later(Execution *e);
 Execution *execution_free(Execution *e);
-/* execution_keeper_reaps_flush() - kill and reap the keepers still exiting after their runs went
- * (shutdown). */
+/* execution_keeper_reaps_flush() - kill and reap the released keepers still exiting, without the
+ * loop (shutdown, after it ended: the loop reaps them otherwise, and the daemon is busy until then,
+ * so that neither the idle exit nor SIGTERM needs this but when the stop timer ran out). */
 void execution_keeper_reaps_flush(Manager *m);
 
 /* execution_quota_cache_flush() - drop the quota watchers kept between runs (shutdown). */

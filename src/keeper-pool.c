@@ -2,9 +2,12 @@
 /* Keepers started ahead of their runs (keeper-pool.h). */
 
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
 
 #include "keeper-pool.h"
 #include "log.h"
@@ -17,9 +20,49 @@ struct KeeperPool {
         char *path;
         unsigned target;
         SandboxKeeper ready[KEEPER_POOL_MAX];
+        sd_event_source *watch[KEEPER_POOL_MAX];   /* ready[i]'s pidfd: it died while it waited */
         unsigned n_ready;
         sd_event_source *refill;          /* idle priority: one start per dispatch */
 };
+
+/* Take ready[i] out of the pool (the order of the others stays: the last is taken first). */
+static SandboxKeeper pool_remove(KeeperPool *p, unsigned i) {
+        SandboxKeeper k = p->ready[i];
+
+        /* Before anything else watches its pidfd: epoll takes each fd once. */
+        p->watch[i] = sd_event_source_disable_unref(p->watch[i]);
+        memmove(p->ready + i, p->ready + i + 1, (p->n_ready - i - 1) * sizeof(p->ready[0]));
+        memmove(p->watch + i, p->watch + i + 1, (p->n_ready - i - 1) * sizeof(p->watch[0]));
+        p->n_ready--;
+        p->watch[p->n_ready] = NULL;
+        return k;
+}
+
+/* A ready keeper exited while it waited for a job: reap it now, not at the next take (an idle
+ * daemon shows no zombie). No replacement until the next take asks for one: a keeper that exits
+ * as soon as it is started (a broken or foreign binary) would otherwise be restarted forever. */
+static int on_keeper_died(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        KeeperPool *p = userdata;
+        siginfo_t si = {};
+
+        for (unsigned i = 0; i < p->n_ready; i++) {
+                SandboxKeeper k;
+
+                if (p->watch[i] != s)
+                        continue;
+                k = pool_remove(p, i);
+                (void) sandbox_keeper_reap(&k, 0, &si);
+                if (si.si_code == CLD_EXITED)
+                        log_warning("A keeper started ahead of its run exited with status %d while it waited.",
+                                    si.si_status);
+                else
+                        log_warning("A keeper started ahead of its run was killed by signal %d while it waited.",
+                                    si.si_status);
+                break;
+        }
+        (void) sd_event_source_set_enabled(p->refill, SD_EVENT_OFF);
+        return 0;
+}
 
 static int on_refill(sd_event_source *s, void *userdata) {
         KeeperPool *p = userdata;
@@ -33,6 +76,14 @@ static int on_refill(sd_event_source *s, void *userdata) {
                         log_warning_errno(r, "Failed to start a keeper ahead of its run, ignoring: %m");
                         return sd_event_source_set_enabled(s, SD_EVENT_OFF);
                 }
+                r = sd_event_add_io(p->event, &p->watch[p->n_ready], k.pidfd, EPOLLIN, on_keeper_died, p);
+                if (r < 0) {
+                        /* Unwatched, it would be a zombie until the next take, if it died: not kept. */
+                        sandbox_keeper_stop(&k);
+                        log_warning_errno(r, "Failed to watch a keeper started ahead of its run, ignoring: %m");
+                        return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                }
+                (void) sd_event_source_set_description(p->watch[p->n_ready], "keeper-pool-ready");
                 p->ready[p->n_ready++] = k;
         }
         if (p->n_ready >= p->target)
@@ -78,8 +129,10 @@ int keeper_pool_new(sd_event *e, const char *keeper_path, unsigned target, Keepe
 KeeperPool *keeper_pool_free(KeeperPool *p) {
         if (!p)
                 return NULL;
-        while (p->n_ready > 0)
-                sandbox_keeper_stop(&p->ready[--p->n_ready]);
+        while (p->n_ready > 0) {
+                SandboxKeeper k = pool_remove(p, p->n_ready - 1);
+                sandbox_keeper_stop(&k);
+        }
         p->refill = sd_event_source_disable_unref(p->refill);
         sd_event_unref(p->event);
         free(p->path);
@@ -89,7 +142,7 @@ KeeperPool *keeper_pool_free(KeeperPool *p) {
 
 int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret) {
         while (p->n_ready > 0) {
-                SandboxKeeper k = p->ready[--p->n_ready];
+                SandboxKeeper k = pool_remove(p, p->n_ready - 1);
 
                 if (sandbox_keeper_alive(&k)) {
                         *ret = k;
@@ -98,6 +151,7 @@ int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret) {
                                 pool_ask(p);
                         return 0;
                 }
+                /* Died since the loop last looked (on_keeper_died() did not run yet). */
                 log_debug("A keeper started ahead died while it waited; taking another.");
                 sandbox_keeper_stop(&k);
         }

@@ -5,7 +5,9 @@
  * Starting a keeper is a vfork and an exec: the caller waits until the new process has exec'd,
  * a few hundred microseconds, and more when the CPUs are busy. The pool keeps a few keepers
  * ready and starts replacements from an idle-priority event source, one per loop iteration,
- * when the loop has nothing else to do: typically while the sandbox that took one runs. (A
+ * when the loop has nothing else to do: typically while the sandbox that took one runs. A ready
+ * keeper that dies while it waits is reaped by the loop at once, and replaced only when the next
+ * run asks (one that dies as soon as it starts is not restarted over and over). (A
  * thread of its own that started them without blocking the loop measured slower: it competed
  * with the loop and the sandbox for the two CPUs; and a keeper's parent-death signal follows
  * the thread that started it.)

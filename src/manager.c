@@ -291,6 +291,14 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
 
+        /* A write to a keeper's control pipe ('G', 'K') races with the keeper's exit, which the loop
+         * may not have seen yet: it must fail with EPIPE (handled there), not kill the daemon.
+         * systemd ignores SIGPIPE for its services (IgnoreSIGPIPE=yes), a daemon started by hand or
+         * in a container has it at its default. Children get the default back: keepers are spawned
+         * with every signal reset (sandbox_keeper_start()), the probes reset theirs. */
+        if (sigaction(SIGPIPE, &(struct sigaction) { .sa_handler = SIG_IGN }, NULL) < 0)
+                return log_error_errno(errno, "Failed to ignore SIGPIPE: %m");
+
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);

@@ -41,7 +41,8 @@ typedef struct Manager {
         char *state_dir;
         char *runtime_dir;
         bool socket_activated;
-        unsigned busy;                   /* work that must keep the daemon alive (executions) */
+        unsigned busy;                   /* work that must keep the daemon alive (executions, released
+                                          * keepers not yet reaped) */
         uint64_t n_auth_failures;
 
         int workspaces_fd;               /* $STATE_DIRECTORY/workspaces */
@@ -76,7 +77,7 @@ typedef struct Manager {
         unsigned n_executions_running;
         uint64_t n_executions_total;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
-        struct KeeperReap *keeper_reaps; /* keepers of freed runs, still exiting (execution.c) */
+        struct KeeperReap *keeper_reaps; /* released keepers, still exiting (execution.c; each busy) */
         char *keeper_path;               /* sandbox-runner-keeper, as /proc/self/fd/<keeper_fd> */
         int keeper_fd;                   /* O_PATH: the file found at start-up */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */

@@ -330,6 +330,49 @@ void sandbox_keeper_stop(SandboxKeeper *k) {
         k->pid = 0;
 }
 
+static uint64_t now_ms(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+int sandbox_keeper_reap(SandboxKeeper *k, int timeout_ms, siginfo_t *ret_si) {
+        siginfo_t si = {};
+        int r = 0;
+
+        if (k->pid <= 0)
+                return -ESRCH;
+        if (k->pidfd >= 0) {
+                uint64_t deadline = timeout_ms >= 0 ? now_ms() + (uint64_t) timeout_ms : UINT64_MAX;
+
+                for (;;) {
+                        struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
+                        uint64_t t = now_ms();
+                        int n;
+
+                        n = poll(&p, 1, deadline == UINT64_MAX ? -1 : t >= deadline ? 0 : (int) (deadline - t));
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0)
+                                r = -ETIMEDOUT;
+                        break;
+                }
+        } else if (timeout_ms >= 0)
+                r = -ETIMEDOUT;   /* no pidfd to wait on: the bound is all we have */
+        if (r < 0)
+                (void) kill(k->pid, SIGKILL);
+        while (waitid(P_PID, (id_t) k->pid, &si, WEXITED) < 0)
+                if (errno != EINTR)
+                        break;
+        k->pidfd = safe_close(k->pidfd);
+        k->job_fd = safe_close(k->job_fd);
+        k->pid = 0;
+        if (ret_si)
+                *ret_si = si;
+        return r;
+}
+
 /* The program path and @argv, each NUL-terminated, in a sealed memfd. */
 static int argv_memfd(const char *bwrap, char *const *argv, uint32_t *ret_argc) {
         _cleanup_free_ char *buf = NULL;
@@ -422,17 +465,40 @@ int sandbox_pidfd_of_child(pid_t pid, pid_t keeper) {
         if (pp < 0)
                 return pp;
         if (pp != keeper) {
-                pp = proc_ppid(pp);   /* bwrap, whose parent is the keeper */
-                if (pp < 0)
-                        return pp;
-                if (pp != keeper)
+                pid_t gp = proc_ppid(pp);   /* bwrap, whose parent is the keeper */
+
+                if (gp == -ENOENT)
+                        /* bwrap exited between the two looks: @pid is the keeper's now (a subreaper,
+                         * it inherits bwrap's orphans), if it is the one we think. */
+                        gp = proc_ppid(pid) == keeper ? keeper : -ESRCH;
+                if (gp < 0)
+                        return gp;
+                if (gp != keeper)
                         return -ESRCH;
         }
         return STEAL_FD(fd);
 }
 
+/* How long a keeper whose end of the job socket is closed may take to become a zombie: it closes
+ * that end only by exiting (it never closes it before it has received its job), so this is the
+ * kernel's exit path, microseconds; the bound only keeps a broken keeper from holding us up. */
+#define KEEPER_EXIT_WAIT_MS 1000
+
+/* @keeper went before it took its job: reap it and say how it ended. Return: -ECHILD. */
+static int keeper_gone(SandboxKeeper *keeper, int timeout_ms, siginfo_t *ret_keeper_exit) {
+        siginfo_t si = {};
+        int r;
+
+        r = sandbox_keeper_reap(keeper, timeout_ms, &si);
+        if (r == -ETIMEDOUT)
+                log_debug("A keeper that did not take its job did not exit either; killed it.");
+        if (ret_keeper_exit)
+                *ret_keeper_exit = si;
+        return -ECHILD;
+}
+
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
-                  SandboxKeeper *keeper, SandboxProcess *ret) {
+                  SandboxKeeper *keeper, SandboxProcess *ret, siginfo_t *ret_keeper_exit) {
         _cleanup_close_pair_ int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
         _cleanup_close_pair_ int ctl[2] = { -EBADF, -EBADF }, rep[2] = { -EBADF, -EBADF };
         _cleanup_close_ int argv_fd = -EBADF;
@@ -446,16 +512,20 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
         };
         int r;
 
-        if (!sandbox_keeper_alive(keeper)) {
-                sandbox_keeper_stop(keeper);
-                return -ECHILD;
-        }
+        if (!sandbox_keeper_alive(keeper))
+                /* Dead already (its pidfd is readable): reaping it does not wait. */
+                return keeper_gone(keeper, 0, ret_keeper_exit);
         if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ctl, O_CLOEXEC) < 0 ||
-            pipe2(rep, O_CLOEXEC) < 0)
-                return negative_errno();
+            pipe2(rep, O_CLOEXEC) < 0) {
+                r = negative_errno();
+                sandbox_keeper_stop(keeper);   /* consumed: not left waiting, unreaped, for a job */
+                return r;
+        }
         argv_fd = argv_memfd(bwrap, argv, &job.argc);
-        if (argv_fd < 0)
+        if (argv_fd < 0) {
+                sandbox_keeper_stop(keeper);
                 return argv_fd;
+        }
 
         const int slots[KEEPER_JOB_SLOTS] = {
                 [0] = fds->stdin_fd, [1] = out[1], [2] = err[1],
@@ -468,6 +538,11 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 if (slots[i] >= 0)
                         job.fd_mask |= 1U << i;
         r = send_job(keeper->job_fd, &job, slots, argv_fd);
+        if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN || r == -ECONNREFUSED)
+                /* It was alive a moment ago, and exits now: its exit status says why (a keeper that
+                 * refuses jobs may exit before this one is in; which errno the send saw of that is
+                 * down to timing, not to what happened). */
+                return keeper_gone(keeper, KEEPER_EXIT_WAIT_MS, ret_keeper_exit);
         if (r < 0) {
                 sandbox_keeper_stop(keeper);
                 return r;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -65,6 +66,15 @@ int sandbox_keeper_start(const char *keeper_path, SandboxKeeper *ret);
 bool sandbox_keeper_alive(const SandboxKeeper *k);
 /* sandbox_keeper_stop() - kill and reap an unused keeper. */
 void sandbox_keeper_stop(SandboxKeeper *k);
+/*
+ * sandbox_keeper_reap() - reap an unused keeper that exited or is exiting (its pidfd is readable,
+ * or its end of the job socket is closed, which happens only as it exits), and learn how it ended.
+ * Waits for it up to @timeout_ms (-1: no bound); one still running after that is killed. Blocks
+ * only for that wait: call it for a keeper known to be on its way out.
+ * @ret_si: si_code (CLD_EXITED, CLD_KILLED, CLD_DUMPED) and si_status, as waitid() tells; may be NULL.
+ * Return: 0, or -ETIMEDOUT if it did not exit in time (then killed; *ret_si says so).
+ */
+int sandbox_keeper_reap(SandboxKeeper *k, int timeout_ms, siginfo_t *ret_si);
 
 typedef struct SandboxProcess {
         pid_t keeper_pid;        /* our child: holds the scope's cgroup until we release it */
@@ -76,7 +86,7 @@ typedef struct SandboxProcess {
 } SandboxProcess;
 
 /*
- * sandbox_spawn() - hand @keeper (consumed: moved into @ret, or stopped on failure) the job of
+ * sandbox_spawn() - hand @keeper (consumed: moved into @ret, or reaped on failure) the job of
  * running bwrap with @argv (fds laid out as SANDBOX_FD_*), an explicit minimal environment and
  * @limits. The keeper waits for 'G' on its control pipe (not with @fds->start_now), then starts
  * bwrap, reports its pid and, later, its wait status (once the sandbox's pid 1, and so the pid
@@ -89,10 +99,16 @@ typedef struct SandboxProcess {
  * keeper writes the program in one write() and closes the pipe. If the keeper dies first, bwrap
  * reads an empty program, which it refuses: it fails closed. The caller puts the keeper, bwrap
  * ("S<pid>") and the pid 1 (from the --info-fd JSON) into the scope before 'G'.
- * Return: 0, -ECHILD if @keeper had died, or -errno.
+ *
+ * A keeper that exited before it took the job (it died while it waited, or it gave up, or it
+ * refuses jobs and exits while this one is being sent, as a keeper of another version may) is
+ * reaped here, and @ret_keeper_exit (may be NULL; written on -ECHILD only) says how it ended,
+ * whatever the send saw of it (nothing yet, EPIPE, ECONNRESET). A keeper that takes the job and
+ * gives up later is the caller's to watch (its pidfd, in @ret).
+ * Return: 0; -ECHILD if @keeper exited before it took the job; or -errno.
  */
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
-                  SandboxKeeper *keeper, SandboxProcess *ret);
+                  SandboxKeeper *keeper, SandboxProcess *ret, siginfo_t *ret_keeper_exit);
 void sandbox_process_done(SandboxProcess *p);
 
 /*

@@ -1069,6 +1069,14 @@ def c_keeper_refuses(ctx, res):
         res.fail("could not run the second daemon: %s" % e)
 
 
+def is_keeper_or_gone(pid):
+    """A keeper (by its command line), or a process that exited since the table was read (a zombie,
+    or reaped: no command line any more)."""
+    cl = L.cmdline(pid)
+    st = L.proc_stat(pid)
+    return not cl or st is None or st[1] == "Z" or cl[0] == b"sandbox-runner-keeper"
+
+
 def check_keeper_refused(res, dc):
     r, err, _ = dc.ctx.post({"language": "shell", "code": "echo should-not-run"}, "/execute", 15)
     if r is None:
@@ -1081,11 +1089,17 @@ def check_keeper_refused(res, dc):
     msg = (j or {}).get("message") or ""
     res.check("keeper" in msg and "refused its job" in msg and "120" in msg,
               "the message does not say the keeper refused its job: %r" % msg)
-    table = L.proc_table()
-    # Nothing of the run: no bwrap, no payload. (The fake keepers the pool keeps starting ahead
-    # exit at once; one may be just starting, or a zombie until the pool looks again.)
-    left = [p for p in L.descendants(dc.d.pid, table)
-            if table[p][1] != "Z" and (L.cmdline(p) or [b""])[0] != b"sandbox-runner-keeper"]
+    # Nothing of the run: no bwrap, no payload. The pool may still be starting a fake keeper after
+    # the answer (until it has exec'd, it shows the daemon's command line), or reaping one that
+    # exited at once (a zombie for a moment): wait for that to pass, then look.
+    deadline = now() + 3.0
+    while True:
+        table = L.proc_table()
+        left = [p for p in L.descendants(dc.d.pid, table)
+                if table[p][1] != "Z" and not is_keeper_or_gone(p)]
+        if not left or now() > deadline:
+            break
+        time.sleep(0.05)
     res.check(not left, "left behind: %s" % [L.describe_pid(p, table) for p in left])
     rc, _ = dc.d.terminate(grace=10.0)
     res.eq("exit status of the second daemon", rc, 0)
@@ -1114,6 +1128,67 @@ def c_keeper_replaced(ctx, res):
                 res.eq("run %d stdout" % i, (r.json() or {}).get("stdout"), "run-%d\n" % i)
     except (L.DaemonError, OSError) as e:
         res.fail("could not run the second daemon: %s" % e)
+
+
+@case("7 lifetime: the run's keeper dies and its timeout comes before the loop sees that -> the daemon lives, answers")
+def c_keeper_dies_unseen(ctx, res):
+    # The timeout writes 'K' to the keeper's control pipe. If the keeper has exited and the loop has
+    # not handled that yet, the write gets EPIPE, or SIGPIPE, which killed a daemon started by hand
+    # (systemd ignores SIGPIPE for its services). A second daemon, stopped while its run's keeper
+    # dies and the timeout passes: on SIGCONT both are pending.
+    d = L.Daemon(ctx.d.path, run_as=ctx.d.run_as)
+    try:
+        d.start()
+        dctx = Ctx(d, ctx.budget, False)
+        mark = ctx.mark("unseen")
+        box = {}
+
+        def client():
+            box["r"] = dctx.post({"language": "shell", "code": "sleep 30", "timeoutMs": 500,
+                                  "env": {"SR_TEST_MARK": mark}}, timeout=10)
+        t = threading.Thread(target=client, daemon=True)
+        t.start()
+        keeper, deadline = None, now() + 5.0
+        while keeper is None and now() < deadline:
+            if L.find_marked(mark.encode(), [b"sleep", b"30"]):
+                table = L.proc_table()
+                keeper = next((p for p in L.children(d.pid, table) if L.children(p, table)), None)
+            if keeper is None:
+                time.sleep(0.02)
+        if keeper is None:
+            res.fail("the run (or its keeper) did not show up within 5 s")
+            return
+        seen = now()    # the run's timer started before this: it fires by seen + 0.5 s
+        os.kill(d.pid, signal.SIGSTOP)
+        try:
+            os.kill(keeper, signal.SIGKILL)
+            deadline = now() + 5.0
+            while (L.proc_stat(keeper) or ("", "Z"))[1] != "Z" and now() < deadline:
+                time.sleep(0.01)
+            res.check((L.proc_stat(keeper) or ("", "Z"))[1] == "Z", "the keeper did not exit within 5 s")
+            while now() < seen + 0.6:
+                time.sleep(seen + 0.6 - now())
+        finally:
+            os.kill(d.pid, signal.SIGCONT)
+        t.join(10.0)
+        r, err, _ = box.get("r") or (None, "no answer (the client is still waiting)", None)
+        res.check(d.alive(), "the daemon died (exit status %r); log tail: %s" % (d.proc.poll(), d.log_tail(1500)))
+        if r is None:
+            res.fail("no answer: %s" % err)
+            return
+        res.note("answer: %s" % r.brief(400))
+        res.eq("HTTP status", r.status, 200)
+        res.check((r.json() or {}).get("status") in ("timeout", "signaled"),
+                  "expected status timeout (or signaled), got %r" % (r.json() or {}).get("status"))
+        deadline = now() + 3.0
+        while L.find_marked(mark.encode()) and now() < deadline:
+            time.sleep(0.05)
+        left = L.find_marked(mark.encode())
+        res.check(not left, "left behind: %s" % [L.describe_pid(p) for p in left])
+    except (L.DaemonError, OSError) as e:
+        res.fail("could not run the second daemon: %s" % e)
+    finally:
+        d.cleanup()
 
 
 # ---- 8. timeout
@@ -1195,19 +1270,39 @@ def c_status(ctx, res):
 
 @case("10 SIGTERM -> the daemon exits 0 and leaves no child process")
 def c_sigterm(ctx, res):
-    table = L.proc_table()
-    desc = L.descendants(ctx.d.pid, table)
-    # Idle, the daemon has only the keepers it started ahead of runs: they must go with it.
-    idle_keepers = [p for p in L.children(ctx.d.pid, table)
-                    if (L.cmdline(p) or [b""])[0] == b"sandbox-runner-keeper" and not L.children(p, table)]
-    others = [p for p in desc if p not in idle_keepers]
+    # Idle, the daemon has only the keepers it started ahead of runs: they must go with it. (The
+    # last run's keeper is released after its answer and reaped by the loop: it may still be on its
+    # way out, and the pool may be starting its replacement. Give that a moment, as in "after 20
+    # quick runs" above.)
+    deadline = now() + 3.0
+    while True:
+        table = L.proc_table()
+        desc = L.descendants(ctx.d.pid, table)
+        idle_keepers = [p for p in L.children(ctx.d.pid, table)
+                        if (L.cmdline(p) or [b""])[0] == b"sandbox-runner-keeper" and table[p][1] != "Z"
+                        and not L.children(p, table)]
+        others = [p for p in desc if p not in idle_keepers]
+        if (not others and len(idle_keepers) <= 2) or now() > deadline:
+            break
+        time.sleep(0.05)
     res.check(not others and len(idle_keepers) <= 2,
               "the idle daemon has descendants other than (at most 2) idle keepers: %s"
               % [L.describe_pid(p, table) for p in desc])
     known = {p: table[p][3] for p in desc}
-    rc, took = ctx.d.terminate(grace=10.0)
+    # As a subreaper, we get what the daemon leaves behind: its children still alive, or exited and
+    # not reaped by it (zombies), are ours the moment it exits, before terminate() sees it exit.
+    ours = set(L.children(os.getpid()))
+    L.set_child_subreaper(True)
+    try:
+        rc, took = ctx.d.terminate(grace=10.0)
+        adopted = [p for p in L.children(os.getpid()) if p not in ours]
+    finally:
+        L.set_child_subreaper(False)
     res.note("exit status %r after %.2fs" % (rc, took))
     res.check(rc == 0, "exit status %r, expected 0%s" % (rc, " (killed after 10 s)" if rc is None else ""))
+    res.check(not adopted, "the daemon exited leaving children it had not reaped: %s"
+              % [L.describe_pid(p) for p in adopted])
+    L.reap_or_kill(adopted)
     time.sleep(0.2)
     survivors, zombies = [], []
     for p, start in known.items():

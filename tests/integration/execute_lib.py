@@ -273,6 +273,29 @@ def descendants(pid, table=None):
     return sorted(out)
 
 
+def set_child_subreaper(on):
+    """prctl(PR_SET_CHILD_SUBREAPER): the orphans of our descendants come to us, not to init, so
+    that what a process left behind when it exited (children, zombies) can be seen here."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1 if on else 0, 0, 0, 0) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "prctl(PR_SET_CHILD_SUBREAPER): %s" % os.strerror(e))
+
+
+def reap_or_kill(pids):
+    """End and reap children of ours (adopted orphans) by pid."""
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(p, 0)
+        except OSError:
+            pass
+
+
 def describe_pid(pid, table=None):
     st = (table or {}).get(pid) or proc_stat(pid)
     cl = cmdline(pid)

@@ -2,7 +2,9 @@
 /*
  * The pool of keepers started ahead (src/keeper-pool.c), with the real sandbox-runner-keeper: it
  * fills up from the event loop, hands out live keepers only (a ready one that died is skipped),
- * starts one at once when none is ready, and stops what it holds when freed.
+ * reaps a ready one that dies as soon as the loop sees it (no zombie while idle) without starting
+ * keepers over and over that die at once, starts one at once when none is ready, and stops what
+ * it holds when freed.
  */
 
 #include <dirent.h>
@@ -14,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -55,6 +58,23 @@ static void wait_ready(sd_event *e, KeeperPool *p, unsigned want) {
         for (unsigned i = 0; i < 1000 && keeper_pool_ready(p) < want; i++)
                 assert_true(sd_event_run(e, 10 * 1000) >= 0);
         assert_int_equal(keeper_pool_ready(p), want);
+}
+
+/* A pidfd of @pid, to tell later whether it was reaped (pids are reused, pidfds not). */
+static int pidfd_of(pid_t pid) {
+        int fd = (int) syscall(SYS_pidfd_open, pid, 0);
+
+        assert_true(fd >= 0);
+        return fd;
+}
+
+/* Exited and reaped (by the pool): no longer a child of ours. Closes @pidfd. */
+static bool reaped(int pidfd) {
+        siginfo_t si = {};
+        bool r = waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+
+        (void) close(pidfd);
+        return r;
 }
 
 static bool is_our_child(pid_t pid) {
@@ -133,26 +153,106 @@ static void test_skips_dead_keepers(void **state) {
         pid_t ready[8];
         size_t n;
 
+        int fds[8];
+
         p = pool(f, 2);
         wait_ready(e, p, 2);
-        /* Both ready keepers die while they wait (killed from outside). */
+        /* Both ready keepers die while they wait (killed from outside), and the loop does not
+         * look before the next take. */
         n = our_children(ready, ELEMENTSOF(ready));
         assert_int_equal(n, 2);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+                fds[i] = pidfd_of(ready[i]);
                 assert_int_equal(kill(ready[i], SIGKILL), 0);
+        }
         for (size_t i = 0; i < n; i++) {
                 siginfo_t si = {};
-                assert_int_equal(waitid(P_PID, (id_t) ready[i], &si, WEXITED | WNOWAIT), 0);
+                assert_int_equal(waitid(P_PIDFD, (id_t) fds[i], &si, WEXITED | WNOWAIT), 0);
         }
-        /* Neither is handed out: the run gets a live one, started at once. */
+        /* Neither is handed out: the run gets a live one, started at once ... */
         assert_int_equal(keeper_pool_take(p, &k), 0);
         assert_true(sandbox_keeper_alive(&k));
-        for (size_t i = 0; i < n; i++)
-                assert_int_not_equal(k.pid, ready[i]);
         /* ... and the dead ones were reaped on the way. */
         for (size_t i = 0; i < n; i++)
-                assert_int_equal(kill(ready[i], 0) < 0 && errno == ESRCH, true);
+                assert_true(reaped(fds[i]));
         sandbox_keeper_stop(&k);
+}
+
+/* Nothing is pending in the loop: in particular no refill (an idle source would run at once). */
+static void assert_loop_idle(sd_event *e) {
+        assert_int_equal(sd_event_run(e, 0), 0);
+}
+
+static bool have_children(void) {
+        siginfo_t si = {};
+
+        return !(waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD);
+}
+
+/* Run the loop until the pool has none ready and we have no child left, not even a zombie; 10 s. */
+static void run_until_no_children(sd_event *e, KeeperPool *p) {
+        for (unsigned i = 0; i < 1000 && (keeper_pool_ready(p) > 0 || have_children()); i++)
+                assert_true(sd_event_run(e, 10 * 1000) >= 0);
+        assert_int_equal(keeper_pool_ready(p), 0);
+        assert_false(have_children());
+}
+
+static void test_reaps_keepers_that_die_waiting(void **state) {
+        Fixture *f = *state;
+        sd_event *e = f->e;
+        KeeperPool *p;
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        pid_t ready[8];
+        int fd;
+
+        p = pool(f, 2);
+        wait_ready(e, p, 2);
+        assert_int_equal(our_children(ready, ELEMENTSOF(ready)), 2);
+        fd = pidfd_of(ready[0]);
+        assert_int_equal(kill(ready[0], SIGKILL), 0);
+        /* The loop sees it die and reaps it: the pool is one short, and holds no zombie. */
+        for (unsigned i = 0; i < 1000 && keeper_pool_ready(p) == 2; i++)
+                assert_true(sd_event_run(e, 10 * 1000) >= 0);
+        assert_int_equal(keeper_pool_ready(p), 1);
+        assert_true(reaped(fd));
+        /* Not replaced until a run asks (see below) ... */
+        assert_loop_idle(e);
+        assert_int_equal(keeper_pool_ready(p), 1);
+        /* ... then the run gets the other one, and the pool fills up again. */
+        assert_int_equal(keeper_pool_take(p, &k), 0);
+        assert_int_equal(k.pid, ready[1]);
+        assert_true(sandbox_keeper_alive(&k));
+        wait_ready(e, p, 2);
+        sandbox_keeper_stop(&k);
+}
+
+/* A "keeper" that exits as soon as it starts (a broken install): the pool reaps each, does not
+ * start them over and over, and leaves no zombie. */
+static void test_keepers_that_die_at_once(void **state) {
+        Fixture *f = *state;
+        sd_event *e = f->e;
+        KeeperPool *p;
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+
+        assert_int_equal(keeper_pool_new(e, "/bin/false", 2, &f->p), 0);
+        p = f->p;
+        /* The refill starts one (the only source pending: it runs first) ... */
+        assert_int_equal(sd_event_run(e, 0), 1);
+        assert_int_equal(keeper_pool_ready(p), 1);
+        /* ... maybe another; each dies and is reaped: we have no child, not even a zombie ... */
+        run_until_no_children(e, p);
+        /* ... and no more are started (a pool that restarted them would have its refill pending). */
+        assert_loop_idle(e);
+        assert_false(have_children());
+        /* A take still gets a keeper started for it (its run sees it fail), and asks for more: the
+         * same again. */
+        assert_int_equal(keeper_pool_take(p, &k), 0);
+        sandbox_keeper_stop(&k);
+        assert_int_equal(sd_event_run(e, 0), 1);
+        assert_int_equal(keeper_pool_ready(p), 1);
+        run_until_no_children(e, p);
+        assert_loop_idle(e);
+        assert_false(have_children());
 }
 
 static void test_none_ready_starts_one_now(void **state) {
@@ -191,6 +291,8 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_fills_and_refills, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_skips_dead_keepers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reaps_keepers_that_die_waiting, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_keepers_that_die_at_once, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_none_ready_starts_one_now, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_free_stops_the_ready_ones, setup, teardown),
                 cmocka_unit_test(test_missing_binary),

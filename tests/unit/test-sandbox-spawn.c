@@ -5,7 +5,8 @@
  * first, the payload never runs (bwrap reads an empty seccomp program and refuses it). Without
  * a scope in sight: the test plays the daemon's part (reads "S<pid>" and the --info-fd JSON).
  * Also the keeper (sandbox-runner-keeper) itself: what it inherits, which jobs it refuses, and
- * that it starts nothing for anyone but the parent it was told of.
+ * that it starts nothing for anyone but the parent it was told of; and a keeper that exits before
+ * it takes its job (before the send, or while it is sent): sandbox_spawn() says how it ended.
  */
 
 #include <dirent.h>
@@ -23,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,7 +144,7 @@ static void spawn(Fixture *f, const char *script, bool start_now) {
         assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &keeper), 0);
         assert_true(sandbox_keeper_alive(&keeper));
         assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 },
-                                       &keeper, &f->proc), 0);
+                                       &keeper, &f->proc, NULL), 0);
         assert_int_equal(keeper.pid, 0);   /* consumed */
         safe_close(info[1]);
         f->info_fd = info[0];
@@ -257,6 +259,14 @@ static void test_start_now_reports_after_the_sandbox_is_gone(void **state) {
         reap_all();
 }
 
+/* The signal that killed @pid (a child of ours), or its exit status. */
+static int wait_exit_status_or_signal(pid_t pid) {
+        int status;
+
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        return WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+}
+
 static int wait_exit_status(pid_t pid) {
         int status;
 
@@ -276,6 +286,26 @@ static void test_unused_keeper_exits(void **state) {
         sandbox_keeper_stop(&k);
 }
 
+/* Until @pid sits in recvmsg(), by /proc/PID/syscall (the syscall it is blocked in); 10 s at most. */
+static void wait_in_recvmsg(pid_t pid) {
+        char path[64], buf[256] = "";
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/syscall", (int) pid);
+        for (unsigned i = 0; i < 1000; i++) {
+                FILE *f = fopen(path, "re");
+                long nr = -1;
+
+                assert_non_null(f);
+                if (fgets(buf, sizeof(buf), f))
+                        nr = strtol(buf, NULL, 10);
+                fclose(f);
+                if (nr == SYS_recvmsg)
+                        return;
+                (void) nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        fail_msg("keeper %d not in recvmsg() after 10 s: %s", (int) pid, buf);
+}
+
 /* Nothing of ours but the job socket reaches the keeper, not even an fd without close-on-exec. */
 static void test_keeper_inherits_only_its_socket(void **state) {
         SandboxKeeper k = SANDBOX_KEEPER_NULL;
@@ -287,17 +317,10 @@ static void test_keeper_inherits_only_its_socket(void **state) {
         assert_int_equal(pipe(leak), 0);   /* deliberately without O_CLOEXEC */
         assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &k), 0);
         (void) snprintf(path, sizeof(path), "/proc/%d/fd", (int) k.pid);
-        /* Wait for it to be past its own set-up (it then blocks in recvmsg on fd 100). */
-        for (unsigned i = 0; i < 500; i++) {
-                char link[64];
-                (void) snprintf(link, sizeof(link), "/proc/%d/fd/100", (int) k.pid);
-                if (access(link, F_OK) == 0 && access(path, F_OK) == 0) {
-                        (void) snprintf(link, sizeof(link), "/proc/%d/fd/3", (int) k.pid);
-                        if (access(link, F_OK) < 0)
-                                break;
-                }
-                (void) nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
-        }
+        /* Wait for it to be past its own set-up: blocked in recvmsg() on its job socket. (Not "fd 3
+         * is gone": close_range() takes the fds one by one, and a look in between sees the later
+         * ones still open.) */
+        wait_in_recvmsg(k.pid);
         d = opendir(path);
         assert_non_null(d);
         while ((de = readdir(d))) {
@@ -368,6 +391,249 @@ static void test_keeper_refuses_bad_jobs(void **state) {
         safe_close(devnull);
 }
 
+/* A job for sandbox_spawn() that no keeper below gets to run. */
+static int spawn_unused(SandboxKeeper *k, siginfo_t *ret_si) {
+        char *argv[] = { (char *) "/bin/true", NULL };
+        _cleanup_close_ int stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        SandboxFds fds = {
+                .stdin_fd = stdin_fd, .seccomp_fd = -1, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
+                .code_fd = -1, .info_fd = -1, .start_now = true,
+        };
+        SandboxProcess proc = {};
+
+        assert_true(stdin_fd >= 0);
+        return sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) { .nofile = 1024 }, k, &proc, ret_si);
+}
+
+/* A pidfd of @k's process, to tell later whether it was reaped (pids are reused, pidfds not). */
+static int keeper_pidfd(const SandboxKeeper *k) {
+        int fd = fcntl(k->pidfd, F_DUPFD_CLOEXEC, 3);
+
+        assert_true(fd >= 0);
+        return fd;
+}
+
+static void assert_reaped(int pidfd) {
+        siginfo_t si = {};
+
+        assert_int_equal(waitid(P_PIDFD, (id_t) pidfd, &si, WEXITED | WNOHANG), -1);
+        assert_int_equal(errno, ECHILD);
+        safe_close(pidfd);
+}
+
+/* Gone before the job: a keeper that exited (here: it refused a bad job) before the send. */
+static void test_spawn_keeper_exited_before_job(void **state) {
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        KeeperJob bad = { .magic = 0x12345678, .argc = 1 };
+        siginfo_t si = {};
+        int fd;
+
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &k), 0);
+        fd = keeper_pidfd(&k);
+        send_raw_job(k.job_fd, &bad, NULL, 0);
+        /* Until it is a zombie (not reaped). */
+        assert_int_equal(waitid(P_PIDFD, (id_t) fd, &si, WEXITED | WNOWAIT), 0);
+        si = (siginfo_t) {};
+        assert_int_equal(spawn_unused(&k, &si), -ECHILD);
+        assert_int_equal(k.pid, 0);
+        assert_int_equal(si.si_code, CLD_EXITED);
+        assert_int_equal(si.si_status, 120);
+        assert_reaped(fd);
+}
+
+/* A keeper script: @body after a #!/bin/sh line, in @dir. Return: its path (static). */
+static const char *keeper_script(const char *dir, const char *body) {
+        static char path[128];
+        FILE *f;
+
+        (void) snprintf(path, sizeof(path), "%s/keeper.sh", dir);
+        f = fopen(path, "we");
+        assert_non_null(f);
+        assert_true(fprintf(f, "#!/bin/sh\n%s\n", body) > 0);
+        assert_int_equal(fclose(f), 0);
+        assert_int_equal(chmod(path, 0755), 0);
+        return path;
+}
+
+/* A pipe whose ends a keeper script inherits (no close-on-exec), out of the way of the fds that
+ * sandbox_keeper_start() sets up (0-3), and below 10 (sh redirects name one digit). */
+static void gate_pipe(int gate[2]) {
+        int p[2];
+
+        assert_int_equal(pipe(p), 0);
+        for (int i = 0; i < 2; i++) {
+                gate[i] = fcntl(p[i], F_DUPFD, 5);
+                assert_true(gate[i] >= 5 && gate[i] <= 9);
+        }
+        safe_close(p[0]);
+        safe_close(p[1]);
+}
+
+/* Wait until the keeper closed its end of the job socket (a hang-up on ours); 10 s at most. */
+static void wait_hangup(const SandboxKeeper *k) {
+        struct pollfd p = { .fd = k->job_fd, .events = POLLIN };
+
+        assert_int_equal(poll(&p, 1, 10000), 1);
+        assert_true(p.revents & POLLHUP);
+}
+
+/* Gone while the job is sent: the keeper has closed its job socket (the send fails, EPIPE) and exits
+ * (status 120) only once we let it, after that. Reported by its exit status, not the errno. */
+static void test_spawn_keeper_exits_during_send(void **state) {
+        char dir[] = "/tmp/test-sandbox-spawn-keeper.XXXXXX", body[128], path[160];
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        siginfo_t si = {};
+        int gate[2], fd;
+
+        assert_non_null(mkdtemp(dir));
+        /* The script exits when it reads EOF from gate[0]. */
+        gate_pipe(gate);
+        (void) snprintf(body, sizeof(body), "exec 3>&- %d>&-\nread x <&%d\nexit 120", gate[1], gate[0]);
+        assert_int_equal(sandbox_keeper_start(keeper_script(dir, body), &k), 0);
+        safe_close(gate[0]);
+        fd = keeper_pidfd(&k);
+        wait_hangup(&k);
+        /* Its socket is closed, it is alive (it waits for the gate): let it go, and send at once. It
+         * exits while the job is sent, or a moment before: the same answer either way. */
+        safe_close(gate[1]);
+        assert_int_equal(spawn_unused(&k, &si), -ECHILD);
+        assert_int_equal(si.si_code, CLD_EXITED);
+        assert_int_equal(si.si_status, 120);
+        assert_reaped(fd);
+        (void) snprintf(path, sizeof(path), "%s/keeper.sh", dir);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(rmdir(dir), 0);
+}
+
+/* A keeper that closes its job socket and stays: not waited for without bound, killed and reaped. */
+static void test_spawn_keeper_hangs_up_and_stays(void **state) {
+        char dir[] = "/tmp/test-sandbox-spawn-keeper.XXXXXX", body[128], path[160];
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        struct timespec t0, t1;
+        siginfo_t si = {};
+        int gate[2], fd;
+        double took;
+
+        assert_non_null(mkdtemp(dir));
+        gate_pipe(gate);
+        (void) snprintf(body, sizeof(body), "exec 3>&- %d>&-\nread x <&%d\nexit 120", gate[1], gate[0]);
+        assert_int_equal(sandbox_keeper_start(keeper_script(dir, body), &k), 0);
+        safe_close(gate[0]);
+        fd = keeper_pidfd(&k);
+        wait_hangup(&k);
+        assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t0), 0);
+        assert_int_equal(spawn_unused(&k, &si), -ECHILD);   /* gate[1] stays open: it never exits */
+        assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &t1), 0);
+        took = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+        assert_int_equal(si.si_code, CLD_KILLED);
+        assert_int_equal(si.si_status, SIGKILL);
+        assert_true(took < 5.0);
+        assert_reaped(fd);
+        safe_close(gate[1]);
+        (void) snprintf(path, sizeof(path), "%s/keeper.sh", dir);
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(rmdir(dir), 0);
+}
+
+/* A job that cannot be built (an argv over the limit): the keeper is not left behind, waiting. */
+static void test_spawn_failure_stops_the_keeper(void **state) {
+        _cleanup_free_ char *big = malloc(KEEPER_ARGV_BYTES_MAX + 1);
+        char *argv[] = { big, NULL };
+        SandboxFds fds = {
+                .stdin_fd = -1, .seccomp_fd = -1, .passwd_fd = -1, .group_fd = -1, .hosts_fd = -1,
+                .code_fd = -1, .info_fd = -1, .start_now = true,
+        };
+        SandboxKeeper k = SANDBOX_KEEPER_NULL;
+        SandboxProcess proc = {};
+        int fd;
+
+        assert_non_null(big);
+        memset(big, 'x', KEEPER_ARGV_BYTES_MAX);
+        big[KEEPER_ARGV_BYTES_MAX] = '\0';
+        assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &k), 0);
+        fd = keeper_pidfd(&k);
+        assert_int_equal(sandbox_spawn("/usr/bin/bwrap", argv, &fds, &(SandboxLimits) {}, &k, &proc, NULL), -E2BIG);
+        assert_int_equal(k.pid, 0);
+        assert_int_equal(k.pidfd, -EBADF);
+        assert_int_equal(k.job_fd, -EBADF);
+        assert_reaped(fd);
+}
+
+/* sandbox_pidfd_of_child(): a grandchild of the keeper (the sandbox's pid 1 under bwrap), and the
+ * same process once bwrap is gone and it was handed to the keeper, a subreaper (as this test is). */
+typedef struct Family {
+        pid_t b, c;             /* killed and reaped at teardown (in this order), should the test fail */
+} Family;
+
+static int family_setup(void **state) {
+        Family *f = calloc(1, sizeof(*f));
+
+        assert_non_null(f);
+        *state = f;
+        return 0;
+}
+
+static int family_teardown(void **state) {
+        Family *f = *state;
+
+        for (pid_t *p = &f->b; p <= &f->c; p++)
+                if (*p > 0) {
+                        (void) kill(*p, SIGKILL);
+                        (void) waitpid(*p, NULL, 0);
+                }
+        free(f);
+        return 0;
+}
+
+static void test_pidfd_of_child(void **state) {
+        Family *f = *state;
+        int ready[2], hold[2], fd;
+        pid_t b, c = 0;
+        char ch;
+
+        assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(hold, O_CLOEXEC), 0);
+        b = fork();   /* "bwrap" */
+        assert_true(b >= 0);
+        if (b == 0) {
+                pid_t pid = fork();   /* "the sandbox's pid 1": waits until the test lets it go */
+                if (pid == 0) {
+                        (void) read(hold[0], &ch, 1);
+                        _exit(0);
+                }
+                (void) write(ready[1], &pid, sizeof(pid));
+                (void) read(hold[0], &ch, 1);   /* EOF: the test closed hold[1] */
+                _exit(0);
+        }
+        f->b = b;
+        safe_close(ready[1]);
+        assert_int_equal(read(ready[0], &c, sizeof(c)), (ssize_t) sizeof(c));
+        f->c = c;   /* ours once b is gone (teardown kills b first) */
+        safe_close(ready[0]);
+
+        fd = sandbox_pidfd_of_child(c, getpid());
+        assert_true(fd >= 0);
+        safe_close(fd);
+        /* Neither child nor grandchild of another process (our parent is its great-grandparent). */
+        assert_int_equal(sandbox_pidfd_of_child(c, getppid()), -ESRCH);
+        assert_int_equal(sandbox_pidfd_of_child(getpid(), getpid()), -ESRCH);
+
+        /* "bwrap" exits (its child stays, blocked on hold: our copy of the write end is open): the
+         * grandchild becomes our child. */
+        assert_int_equal(kill(b, SIGKILL), 0);
+        assert_int_equal(wait_exit_status_or_signal(b), SIGKILL);
+        f->b = 0;
+        fd = sandbox_pidfd_of_child(c, getpid());
+        assert_true(fd >= 0);
+        safe_close(fd);
+
+        assert_int_equal(kill(c, SIGKILL), 0);
+        assert_int_equal(wait_exit_status_or_signal(c), SIGKILL);
+        f->c = 0;
+        safe_close(hold[0]);
+        safe_close(hold[1]);
+}
+
 /* Run by hand, or by a process that is not the one it names, the keeper does nothing. */
 static void test_keeper_checks_its_parent(void **state) {
         const char *args[][3] = {
@@ -400,6 +666,11 @@ int main(void) {
                 cmocka_unit_test(test_unused_keeper_exits),
                 cmocka_unit_test(test_keeper_inherits_only_its_socket),
                 cmocka_unit_test(test_keeper_refuses_bad_jobs),
+                cmocka_unit_test(test_spawn_keeper_exited_before_job),
+                cmocka_unit_test(test_spawn_keeper_exits_during_send),
+                cmocka_unit_test(test_spawn_keeper_hangs_up_and_stays),
+                cmocka_unit_test(test_spawn_failure_stops_the_keeper),
+                cmocka_unit_test_setup_teardown(test_pidfd_of_child, family_setup, family_teardown),
                 cmocka_unit_test(test_keeper_checks_its_parent),
         };
 
