@@ -462,13 +462,22 @@ int cgroup_new(CgroupRoot *root, const char *name, const ScopeLimits *limits, Cg
                         break;
                 }
                 cg->fd[i] = openat(root->h[i].fd, cg->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                r = cg->fd[i] < 0 ? negative_errno() : set_limits(root, root->h[i].ctrls, cg->fd[i], limits);
+                r = cg->fd[i] < 0 ? negative_errno() : limits ? set_limits(root, root->h[i].ctrls, cg->fd[i], limits) : 0;
         }
         if (r < 0) {
                 cgroup_free(cg);
                 return r;
         }
         *ret = cg;
+        return 0;
+}
+
+int cgroup_set_limits(Cgroup *cg, const ScopeLimits *limits) {
+        for (size_t i = 0; i < cg->root->n; i++) {
+                int r = set_limits(cg->root, cg->root->h[i].ctrls, cg->fd[i], limits);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 

@@ -31,8 +31,10 @@ CgroupRoot *cgroup_root_free(CgroupRoot *r);
 /* cgroup_root_describe() - "cgroup v1 (memory, pids, cpu, cpuacct) under PATH" or the v2 form. */
 const char *cgroup_root_describe(const CgroupRoot *r);
 
-/* cgroup_new() - "x-@name" with @limits in every hierarchy. Return: 0 or -errno. */
+/* cgroup_new() - "x-@name" with @limits (NULL: none yet) in every hierarchy. Return: 0 or -errno. */
 int cgroup_new(CgroupRoot *root, const char *name, const ScopeLimits *limits, Cgroup **ret);
+/* cgroup_set_limits() - write @limits (before anything in it runs). Return: 0 or -errno. */
+int cgroup_set_limits(Cgroup *cg, const ScopeLimits *limits);
 /* cgroup_attach() - move @pid (and so what it starts from now on) in. Return: 0 or -errno. */
 int cgroup_attach(Cgroup *cg, pid_t pid);
 /* cgroup_read_accounting() - peak memory, CPU time, peak tasks, limit events. Return: 0. */

@@ -1284,6 +1284,41 @@ static const char passwd_data[] = "sandbox:x:1000:1000:sandbox:" SANDBOX_WORKSPA
 static const char group_data[] = "sandbox:x:1000:\n";
 static const char hosts_data[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
 
+/* The run's limits on the daemon's own cgroup: the keeper's, or a new one it is moved into. */
+static int execution_cgroup_setup(Execution *e, pid_t keeper_pid) {
+        ScopeLimits limits = {
+                .memory_max = e->req->memory_max,
+                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
+                .cpu_quota_percent = e->req->cpu_quota_percent,
+        };
+        int r;
+
+        if (e->cgroup)
+                return cgroup_set_limits(e->cgroup, &limits);
+        r = cgroup_new(e->manager->cgroups, e->id, &limits, &e->cgroup);
+        if (r >= 0)
+                r = cgroup_attach(e->cgroup, keeper_pid);
+        return r;
+}
+
+/* The keeper pool's attach hook: a fresh cgroup for a keeper started ahead, while idle. */
+void *execution_keeper_attach(pid_t pid, void *userdata) {
+        Manager *m = userdata;
+        Cgroup *cg = NULL;
+        char name[32];
+
+        (void) snprintf(name, sizeof(name), "k%d", (int) pid);
+        if (cgroup_new(m->cgroups, name, NULL, &cg) < 0 || cgroup_attach(cg, pid) < 0) {
+                log_debug("Cannot move keeper %d into a cgroup ahead of its run; its run will.", (int) pid);
+                return cgroup_free(cg);
+        }
+        return cg;
+}
+
+void execution_keeper_detach(void *attached, void *userdata) {
+        cgroup_free(attached);
+}
+
 static int execution_launch(Execution *e) {
         Manager *m = e->manager;
         _cleanup_close_ int seccomp_fd = -EBADF, passwd_fd = -EBADF, group_fd = -EBADF, hosts_fd = -EBADF;
@@ -1387,31 +1422,23 @@ static int execution_launch(Execution *e) {
                 return 0;
         }
 
-        if (m->limits == LIMITS_CGROUP) {
-                r = cgroup_new(m->cgroups, e->id, &(ScopeLimits) {
-                                .memory_max = e->req->memory_max,
-                                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
-                                .cpu_quota_percent = e->req->cpu_quota_percent,
-                        }, &e->cgroup);
-                if (r < 0) {
-                        execution_fail(e, r, "could not create the execution's cgroup: %s", strerror(-r));
-                        return 0;
-                }
-        }
-
         siginfo_t keeper_exit = {};
         for (unsigned attempt = 0;; attempt++) {
                 SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
+                void *attached = NULL;
 
-                r = m->keeper_pool ? keeper_pool_take(m->keeper_pool, &keeper) :
+                r = m->keeper_pool ? keeper_pool_take_attached(m->keeper_pool, &keeper, &attached) :
                                      sandbox_keeper_start(m->keeper_path, &keeper);
-                /* The keeper goes into the run's cgroup before it has its job: bwrap and all under
-                 * it start there. */
-                if (r >= 0 && e->cgroup) {
-                        r = cgroup_attach(e->cgroup, keeper.pid);
+                /* With the daemon's own cgroups the keeper is in one before it has its job, so
+                 * that bwrap and all under it start there: a pooled keeper was moved into a
+                 * fresh one ahead (execution_keeper_attach()), only the limits are written now. */
+                if (r >= 0 && m->limits == LIMITS_CGROUP) {
+                        e->cgroup = cgroup_free(e->cgroup);
+                        e->cgroup = attached;
+                        r = execution_cgroup_setup(e, keeper.pid);
                         if (r < 0) {
                                 sandbox_keeper_stop(&keeper);
-                                execution_fail(e, r, "could not move the sandbox into its cgroup: %s", strerror(-r));
+                                execution_fail(e, r, "could not put the sandbox into its cgroup: %s", strerror(-r));
                                 return 0;
                         }
                 }

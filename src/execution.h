@@ -5,6 +5,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "execution-request.h"
 
@@ -81,3 +82,8 @@ Execution *execution_watch_execution(const ExecutionWatch *w);
 
 /* execution_failure() - for FAILED runs: the errno and message of what went wrong. */
 int execution_failure(const Execution *e, const char **ret_message);
+
+/* The keeper pool's attach hooks with the daemon's own cgroups (keeper_pool_set_attach(), with
+ * the Manager): a keeper started ahead goes into a fresh cgroup while the loop is idle. */
+void *execution_keeper_attach(pid_t pid, void *userdata);
+void execution_keeper_detach(void *attached, void *userdata);

@@ -21,21 +21,40 @@ struct KeeperPool {
         unsigned target;
         SandboxKeeper ready[KEEPER_POOL_MAX];
         sd_event_source *watch[KEEPER_POOL_MAX];   /* ready[i]'s pidfd: it died while it waited */
+        void *attached[KEEPER_POOL_MAX];          /* what the attach hook made for ready[i], or NULL */
         unsigned n_ready;
         sd_event_source *refill;          /* idle priority: one start per dispatch */
+        KeeperPoolAttachFn attach;
+        KeeperPoolDetachFn detach;
+        void *hook_userdata;
 };
 
-/* Take ready[i] out of the pool (the order of the others stays: the last is taken first). */
-static SandboxKeeper pool_remove(KeeperPool *p, unsigned i) {
+/* Take ready[i] out of the pool (the order of the others stays: the last is taken first), with
+ * what was attached to it into *ret_attached (or, with NULL, detached now). */
+static SandboxKeeper pool_remove(KeeperPool *p, unsigned i, void **ret_attached) {
         SandboxKeeper k = p->ready[i];
+        void *attached = p->attached[i];
 
         /* Before anything else watches its pidfd: epoll takes each fd once. */
         p->watch[i] = sd_event_source_disable_unref(p->watch[i]);
         memmove(p->ready + i, p->ready + i + 1, (p->n_ready - i - 1) * sizeof(p->ready[0]));
         memmove(p->watch + i, p->watch + i + 1, (p->n_ready - i - 1) * sizeof(p->watch[0]));
+        memmove(p->attached + i, p->attached + i + 1, (p->n_ready - i - 1) * sizeof(p->attached[0]));
         p->n_ready--;
         p->watch[p->n_ready] = NULL;
+        p->attached[p->n_ready] = NULL;
+        if (ret_attached)
+                *ret_attached = attached;
+        else if (attached && p->detach)
+                p->detach(attached, p->hook_userdata);
         return k;
+}
+
+/* A keeper out of the pool that is not handed out: stop it, then what was attached to it. */
+static void pool_discard(KeeperPool *p, SandboxKeeper *k, void *attached) {
+        sandbox_keeper_stop(k);
+        if (attached && p->detach)
+                p->detach(attached, p->hook_userdata);
 }
 
 /* A ready keeper exited while it waited for a job: reap it now, not at the next take (an idle
@@ -50,8 +69,12 @@ static int on_keeper_died(sd_event_source *s, int fd, uint32_t revents, void *us
 
                 if (p->watch[i] != s)
                         continue;
-                k = pool_remove(p, i);
+                void *attached;
+
+                k = pool_remove(p, i, &attached);
                 (void) sandbox_keeper_reap(&k, 0, &si);
+                if (attached && p->detach)
+                        p->detach(attached, p->hook_userdata);
                 if (si.si_code == CLD_EXITED)
                         log_warning("A keeper started ahead of its run exited with status %d while it waited.",
                                     si.si_status);
@@ -84,6 +107,8 @@ static int on_refill(sd_event_source *s, void *userdata) {
                         return sd_event_source_set_enabled(s, SD_EVENT_OFF);
                 }
                 (void) sd_event_source_set_description(p->watch[p->n_ready], "keeper-pool-ready");
+                /* Whatever it must be in before its job (a cgroup), now, while the loop is idle. */
+                p->attached[p->n_ready] = p->attach ? p->attach(k.pid, p->hook_userdata) : NULL;
                 p->ready[p->n_ready++] = k;
         }
         if (p->n_ready >= p->target)
@@ -130,8 +155,9 @@ KeeperPool *keeper_pool_free(KeeperPool *p) {
         if (!p)
                 return NULL;
         while (p->n_ready > 0) {
-                SandboxKeeper k = pool_remove(p, p->n_ready - 1);
-                sandbox_keeper_stop(&k);
+                void *attached;
+                SandboxKeeper k = pool_remove(p, p->n_ready - 1, &attached);
+                pool_discard(p, &k, attached);
         }
         p->refill = sd_event_source_disable_unref(p->refill);
         sd_event_unref(p->event);
@@ -140,12 +166,29 @@ KeeperPool *keeper_pool_free(KeeperPool *p) {
         return NULL;
 }
 
+void keeper_pool_set_attach(KeeperPool *p, KeeperPoolAttachFn attach, KeeperPoolDetachFn detach, void *userdata) {
+        p->attach = attach;
+        p->detach = detach;
+        p->hook_userdata = userdata;
+}
+
 int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret) {
+        return keeper_pool_take_attached(p, ret, NULL);
+}
+
+int keeper_pool_take_attached(KeeperPool *p, SandboxKeeper *ret, void **ret_attached) {
+        if (ret_attached)
+                *ret_attached = NULL;
         while (p->n_ready > 0) {
-                SandboxKeeper k = pool_remove(p, p->n_ready - 1);
+                void *attached;
+                SandboxKeeper k = pool_remove(p, p->n_ready - 1, &attached);
 
                 if (sandbox_keeper_alive(&k)) {
                         *ret = k;
+                        if (ret_attached)
+                                *ret_attached = attached;
+                        else if (attached && p->detach)
+                                p->detach(attached, p->hook_userdata);
                         /* Its replacement: on keeper_pool_refill(), unless that was the last. */
                         if (p->n_ready == 0)
                                 pool_ask(p);
@@ -153,7 +196,7 @@ int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret) {
                 }
                 /* Died since the loop last looked (on_keeper_died() did not run yet). */
                 log_debug("A keeper started ahead died while it waited; taking another.");
-                sandbox_keeper_stop(&k);
+                pool_discard(p, &k, attached);
         }
         /* None ready (more runs at once than the pool holds, or starts are failing): now. */
         pool_ask(p);

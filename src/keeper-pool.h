@@ -40,5 +40,20 @@ int keeper_pool_take(KeeperPool *p, SandboxKeeper *ret);
  */
 void keeper_pool_refill(KeeperPool *p);
 
+/*
+ * keeper_pool_set_attach() - @attach(pid) runs for each keeper the pool starts, from then on,
+ * while the loop is idle; what it returns (NULL: nothing) goes with the keeper: to the taker of
+ * keeper_pool_take_attached(), else to @detach() once the keeper is stopped (it died waiting,
+ * the pool was freed, or a plain keeper_pool_take() took it). For the daemon's own cgroups: a
+ * keeper is moved into a fresh one ahead of its run (moving a process in the v1 memory
+ * hierarchy takes most of a millisecond), and the run only writes its limits.
+ */
+typedef void *(*KeeperPoolAttachFn)(pid_t pid, void *userdata);
+typedef void (*KeeperPoolDetachFn)(void *attached, void *userdata);
+void keeper_pool_set_attach(KeeperPool *p, KeeperPoolAttachFn attach, KeeperPoolDetachFn detach, void *userdata);
+/* keeper_pool_take_attached() - keeper_pool_take(), and what was attached to it (or NULL: none,
+ * or a keeper started now). */
+int keeper_pool_take_attached(KeeperPool *p, SandboxKeeper *ret, void **ret_attached);
+
 /* keeper_pool_ready() - how many keepers are ready now (for tests and /health-like reports). */
 unsigned keeper_pool_ready(const KeeperPool *p);

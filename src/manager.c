@@ -550,6 +550,8 @@ int manager_probe(Manager *m) {
                 r = keeper_pool_new(m->event, m->keeper_path, 2, &m->keeper_pool);
                 if (r < 0)
                         log_warning_errno(r, "Failed to start keepers ahead of runs, starting them per run: %m");
+                else if (m->limits == LIMITS_CGROUP)
+                        keeper_pool_set_attach(m->keeper_pool, execution_keeper_attach, execution_keeper_detach, m);
         }
         return 0;
 }
