@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "build-config.h"
 #include "config.h"
 
 #define USEC 1000000ULL
@@ -428,6 +429,10 @@ static void test_error_bad_values(void **state) {
                 { "Quota", "MaxUploadFileBytes", "lots" },
                 { "Quota", "MaxUploadRequestBytes", "17179869184G" },
                 /* booleans */
+                { "Execution", "SandboxUser", "-root" },
+                { "Execution", "SandboxUser", "a b" },
+                { "Execution", "SandboxUser", "a/b" },
+                { "Execution", "SandboxUser", "x$y" },
                 { "Execution", "AllowUnscoped", "maybe" },
                 { "Execution", "AllowUnscoped", "" },
                 { "Execution", "AllowUnscoped", "2" },
@@ -570,6 +575,15 @@ static void test_good_execution(void **state) {
         assert_int_equal(c->tasks_max, 0);
         assert_int_equal(c->cpu_quota_percent, 0);
         assert_int_equal(c->tmp_size, 1ULL << 30);
+
+        /* SandboxUser=: a name or a uid; empty: the service user again. */
+        assert_string_equal(c->sandbox_user, SERVICE_USER);
+        assert_parse_ok(c, "[Execution]\nSandboxUser=runner-2\n");
+        assert_string_equal(c->sandbox_user, "runner-2");
+        assert_parse_ok(c, "[Execution]\nSandboxUser=4711\n");
+        assert_string_equal(c->sandbox_user, "4711");
+        assert_parse_ok(c, "[Execution]\nSandboxUser=\n");
+        assert_string_equal(c->sandbox_user, SERVICE_USER);
 
         assert_parse_ok(c, "[Execution]\nCPUQuota=100000%\nTasksMax=18446744073709551615\n");
         assert_int_equal(c->cpu_quota_percent, 100000);
