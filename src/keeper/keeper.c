@@ -291,6 +291,12 @@ int main(int argc, char *argv[]) {
                 _exit(127);
         }
 
+        /* bwrap has exec'd (vfork) with SIGPIPE at its default, for the payload. Ours is ignored from
+         * now on: the program's pipe may have no reader any more when the 'G' comes (the sandbox
+         * died first, and we read the 'G' before its exit): the write fails, and we go on to report
+         * bwrap's exit, instead of dying without a report. Likewise for a report nobody reads. */
+        (void) signal(SIGPIPE, SIG_IGN);
+
         /* The keeper holds no end of the payload's stdio (early start: it keeps the program). */
         for (int fd = 0; fd <= SANDBOX_FD_CODE; fd++)
                 if (!early || fd != SANDBOX_FD_SECCOMP)

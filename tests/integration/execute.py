@@ -1348,9 +1348,18 @@ def c_sigterm_busy(ctx, res):
         res.fail("the run did not start within 5 s")
     table = L.proc_table()
     known = {p: table[p][3] for p in L.descendants(ctx.d.pid, table)}
-    rc, took = ctx.d.terminate(grace=10.0)
+    ours = set(L.children(os.getpid()))
+    L.set_child_subreaper(True)    # as in "10 SIGTERM" above: what it leaves becomes ours
+    try:
+        rc, took = ctx.d.terminate(grace=10.0)
+        adopted = [p for p in L.children(os.getpid()) if p not in ours]
+    finally:
+        L.set_child_subreaper(False)
     res.note("exit status %r after %.2fs" % (rc, took))
     res.check(rc == 0, "exit status %r, expected 0%s" % (rc, " (killed after 10 s)" if rc is None else ""))
+    res.check(not adopted, "the daemon exited leaving children it had not reaped: %s"
+              % [L.describe_pid(p) for p in adopted])
+    L.reap_or_kill(adopted)
     t.join(5.0)
     if "r" in box:
         r = box["r"]

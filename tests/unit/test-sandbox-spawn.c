@@ -163,6 +163,28 @@ static void spawn_early(Fixture *f) {
         assert_int_not_equal(f->init_pid, f->bwrap_pid);
 }
 
+/* Until /proc/PID/stat says @pid is in @state ('T' stopped, 'Z' zombie); 10 s at most. */
+static void wait_state(pid_t pid, char state) {
+        char path[64], buf[512] = "", *p = NULL;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        for (unsigned i = 0; i < 1000; i++) {
+                _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+                ssize_t n;
+
+                assert_true(fd >= 0);
+                n = read(fd, buf, sizeof(buf) - 1);
+                assert_true(n > 0);
+                buf[n] = '\0';
+                p = strrchr(buf, ')');
+                assert_non_null(p);
+                if (p[1] == ' ' && p[2] == state)
+                        return;
+                (void) nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        fail_msg("pid %d not in state %c after 10 s: %s", (int) pid, state, buf);
+}
+
 /* Reap whatever comes to us (we are a subreaper: the sandbox's pid 1 too, if orphaned) until
  * nothing of the spawn is left; 10 s at most. */
 static void reap_all(void) {
@@ -236,6 +258,37 @@ static void test_kill_before_go(void **state) {
         assert_int_equal(line[0], 'X');
         status = atoi(line + 1);
         assert_false(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        f->proc.control_fd = safe_close(f->proc.control_fd);
+        reap_all();
+        assert_false(ran(f));
+}
+
+/* The sandbox dies before 'G', and the keeper reads the 'G' before it sees bwrap's exit: its write
+ * of the seccomp program goes into a pipe nobody reads any more. It still reports bwrap's exit
+ * (it used to die of SIGPIPE there, so that the daemon saw a keeper gone without a report). */
+static void test_go_after_the_sandbox_died(void **state) {
+        Fixture *f = *state;
+        char line[64];
+        int status;
+
+        spawn_early(f);
+        assert_waiting(f);
+        /* Keep the keeper from looking while the sandbox goes and the 'G' comes: on SIGCONT it finds
+         * both, and takes the 'G' first. */
+        assert_int_equal(kill(f->proc.keeper_pid, SIGSTOP), 0);
+        wait_state(f->proc.keeper_pid, 'T');
+        assert_int_equal(kill(f->init_pid, SIGKILL), 0);
+        assert_int_equal(kill(f->bwrap_pid, SIGKILL), 0);
+        /* bwrap: exited, not reaped (the keeper is stopped); the pid 1 likewise (the keeper's now). */
+        wait_state(f->bwrap_pid, 'Z');
+        wait_state(f->init_pid, 'Z');
+        assert_int_equal(write(f->proc.control_fd, "G", 1), 1);
+        assert_int_equal(kill(f->proc.keeper_pid, SIGCONT), 0);
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_int_equal(line[0], 'X');
+        status = atoi(line + 1);
+        assert_true(WIFSIGNALED(status));
+        assert_int_equal(WTERMSIG(status), SIGKILL);
         f->proc.control_fd = safe_close(f->proc.control_fd);
         reap_all();
         assert_false(ran(f));
@@ -662,6 +715,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_go_runs_the_payload, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_keeper_killed_before_go, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_kill_before_go, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_go_after_the_sandbox_died, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_start_now_reports_after_the_sandbox_is_gone, setup, teardown),
                 cmocka_unit_test(test_unused_keeper_exits),
                 cmocka_unit_test(test_keeper_inherits_only_its_socket),
