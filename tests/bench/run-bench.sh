@@ -33,8 +33,8 @@ AllowUnscoped=yes
 CONF
 runas=()
 if [ -n "${BENCH_USER:-}" ]; then
-        chown -R "$BENCH_USER:" "$tmp/state" "$tmp/run" "$tmp/creds"
-        runas=(setpriv --reuid="$BENCH_USER" --regid="$BENCH_USER" --clear-groups)
+        chown -R "$(id -u "$BENCH_USER"):$(id -g "$BENCH_USER")" "$tmp/state" "$tmp/run" "$tmp/creds"
+        runas=(setpriv --reuid="$(id -u "$BENCH_USER")" --regid="$(id -g "$BENCH_USER")" --clear-groups)
 fi
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 env -i PATH=/usr/bin:/bin ${BENCH_ENV:-} CREDENTIALS_DIRECTORY="$tmp/creds" STATE_DIRECTORY="$tmp/state" RUNTIME_DIRECTORY="$tmp/run" \
