@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "cgroup.h"
 #include "log.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 
 #define ROOT_NAME "sandbox-runner"
 #define DAEMON_NAME "daemon"          /* v2 only: the daemon's own leaf under ROOT_NAME */
@@ -117,22 +117,6 @@ static int write_u64_at(int dir_fd, const char *file, uint64_t v) {
 
 /* ---- finding our cgroup ---------------------------------------------------------------------- */
 
-/* *ret_reason = the formatted text; return @error (or -ENOMEM). */
-static int reason(char **ret_reason, int error, const char *fmt, ...) _printf_(3, 4);
-static int reason(char **ret_reason, int error, const char *fmt, ...) {
-        va_list ap;
-        int k;
-
-        va_start(ap, fmt);
-        k = vasprintf(ret_reason, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-                *ret_reason = NULL;
-                return -ENOMEM;
-        }
-        return error;
-}
-
 static bool list_has(const char *list, const char *word) {
         size_t l = strlen(word);
 
@@ -228,19 +212,19 @@ static int open_root_dir(const char *parent_path, uid_t uid, gid_t gid, int *ret
 
         pfd = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (pfd < 0)
-                return reason(ret_reason, negative_errno(), "cannot open %s: %m", parent_path);
+                return set_message(ret_reason, negative_errno(), "cannot open %s: %m", parent_path);
         if (mkdirat(pfd, ROOT_NAME, 0755) < 0 && errno != EEXIST)
-                return reason(ret_reason, negative_errno(), "cannot create %s/" ROOT_NAME ": %m", parent_path);
+                return set_message(ret_reason, negative_errno(), "cannot create %s/" ROOT_NAME ": %m", parent_path);
         fd = openat(pfd, ROOT_NAME, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
-                return reason(ret_reason, negative_errno(), "cannot open %s/" ROOT_NAME ": %m", parent_path);
+                return set_message(ret_reason, negative_errno(), "cannot open %s/" ROOT_NAME ": %m", parent_path);
         if (geteuid() == 0) {
                 r = chown_delegated(fd, uid, gid);
                 if (r < 0)
-                        return reason(ret_reason, r, "cannot hand %s/" ROOT_NAME " to uid %u: %s", parent_path,
+                        return set_message(ret_reason, r, "cannot hand %s/" ROOT_NAME " to uid %u: %s", parent_path,
                                       (unsigned) uid, strerror(-r));
         } else if (faccessat(fd, "cgroup.procs", W_OK, AT_EACCESS) < 0 || faccessat(fd, ".", W_OK, AT_EACCESS) < 0)
-                return reason(ret_reason, negative_errno(), "%s/" ROOT_NAME " is not delegated to uid %u", parent_path,
+                return set_message(ret_reason, negative_errno(), "%s/" ROOT_NAME " is not delegated to uid %u", parent_path,
                               (unsigned) geteuid());
         *ret_fd = STEAL_FD(fd);
         return 0;
@@ -287,18 +271,18 @@ static int prepare_v2(CgroupRoot *root, const char *own, uid_t uid, gid_t gid, c
         int r;
 
         if (geteuid() != 0)
-                return reason(ret_reason, -EPERM, "cgroup v2: only a daemon started as root sets up its own cgroups");
+                return set_message(ret_reason, -EPERM, "cgroup v2: only a daemon started as root sets up its own cgroups");
         r = open_root_dir(own, uid, gid, &fd, ret_reason);
         if (r < 0)
                 return r;
         if (mkdirat(fd, DAEMON_NAME, 0755) < 0 && errno != EEXIST)
-                return reason(ret_reason, negative_errno(), "cgroup v2: cannot create %s/" ROOT_NAME "/" DAEMON_NAME ": %m",
+                return set_message(ret_reason, negative_errno(), "cgroup v2: cannot create %s/" ROOT_NAME "/" DAEMON_NAME ": %m",
                               own);
         dfd = openat(fd, DAEMON_NAME, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         (void) snprintf(pid, sizeof(pid), "%d", (int) getpid());
         r = dfd < 0 ? negative_errno() : write_at(dfd, "cgroup.procs", pid);
         if (r < 0)
-                return reason(ret_reason, r, "cgroup v2: cannot move the daemon into its leaf: %s", strerror(-r));
+                return set_message(ret_reason, r, "cgroup v2: cannot move the daemon into its leaf: %s", strerror(-r));
         pfd = open(own, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         r = pfd < 0 ? negative_errno() : write_at(pfd, "cgroup.subtree_control", enable);
         if (r >= 0)
@@ -308,7 +292,7 @@ static int prepare_v2(CgroupRoot *root, const char *own, uid_t uid, gid_t gid, c
                 if (pfd >= 0)
                         (void) write_at(pfd, "cgroup.procs", pid);
                 (void) unlinkat(fd, DAEMON_NAME, AT_REMOVEDIR);
-                return reason(ret_reason, r, "cgroup v2: cannot enable the controllers under %s: %s%s", own,
+                return set_message(ret_reason, r, "cgroup v2: cannot enable the controllers under %s: %s%s", own,
                               strerror(-r), r == -EBUSY ? " (other processes share the daemon's cgroup)" : "");
         }
         (void) chown_delegated(dfd, uid, gid);
@@ -326,7 +310,7 @@ static int prepare_v1(CgroupRoot *root, uid_t uid, gid_t gid, char **ret_reason)
         for (size_t i = 0; i < ELEMENTSOF(ctrl_names); i++)
                 dirs[i] = own_cgroup_dir(ctrl_names[i]);
         if (!dirs[0] || !dirs[1]) {
-                r = reason(ret_reason, -EOPNOTSUPP, "no cgroup v1 %s controller is mounted, and cgroup v2 has no "
+                r = set_message(ret_reason, -EOPNOTSUPP, "no cgroup v1 %s controller is mounted, and cgroup v2 has no "
                            "memory and pids controllers", !dirs[0] ? "memory" : "pids");
                 goto finish;
         }
@@ -388,7 +372,7 @@ int cgroup_root_prepare(uid_t uid, gid_t gid, CgroupRoot **ret, char **ret_reaso
                 r = prepare_v1(root, uid, gid, ret_reason);
         if (r < 0) {
                 if (!*ret_reason)
-                        r = reason(ret_reason, r, "cannot set up the daemon's cgroups: %s", strerror(-r));
+                        r = set_message(ret_reason, r, "cannot set up the daemon's cgroups: %s", strerror(-r));
                 cgroup_root_free(root);
                 return r;
         }

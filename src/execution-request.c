@@ -9,6 +9,7 @@
 #include "execution-request.h"
 #include "sandbox-argv.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 #include "workspace.h"
 
@@ -41,13 +42,9 @@ static int bad(char **ret_why, const char *fmt, ...) {
         int r;
 
         va_start(ap, fmt);
-        r = vasprintf(ret_why, fmt, ap);
+        r = set_messagev(ret_why, -EBADMSG, fmt, ap);
         va_end(ap);
-        if (r < 0) {
-                *ret_why = NULL;
-                return -ENOMEM;
-        }
-        return -EBADMSG;
+        return r;
 }
 
 static bool known_key(ExecutionKind kind, const char *key) {

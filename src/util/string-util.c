@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* String helpers. */
 
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -40,4 +42,22 @@ char *str_escape_log(const char *s, size_t max) {
 
 bool str_has_prefix_ci(const char *s, const char *prefix) {
         return s && strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int set_messagev(char **ret_message, int error, const char *fmt, va_list ap) {
+        if (vasprintf(ret_message, fmt, ap) < 0) {
+                *ret_message = NULL;
+                return -ENOMEM;
+        }
+        return error;
+}
+
+int set_message(char **ret_message, int error, const char *fmt, ...) {
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = set_messagev(ret_message, error, fmt, ap);
+        va_end(ap);
+        return r;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stddef.h>
 
 /*
@@ -14,3 +15,10 @@ char *str_escape_log(const char *s, size_t max);
 
 /* str_has_prefix_ci() - case-insensitive prefix check. */
 bool str_has_prefix_ci(const char *s, const char *prefix);
+
+/*
+ * set_message() - *ret_message = the formatted text (the caller frees), for the functions that
+ * say why they failed. Return: @error, or -ENOMEM (then *ret_message is NULL).
+ */
+int set_message(char **ret_message, int error, const char *fmt, ...) __attribute__((__format__(printf, 3, 4)));
+int set_messagev(char **ret_message, int error, const char *fmt, va_list ap) __attribute__((__format__(printf, 3, 0)));
