@@ -105,6 +105,7 @@ class Posture:
         if run_as is not None:
             os.chown(self.d.conf, run_as[0], run_as[1])
         self.seq = 0
+        self.ids = []
         self.health = None
 
     def start(self):
@@ -114,7 +115,9 @@ class Posture:
 
     def new_id(self):
         self.seq += 1
-        return "%s-%d-%s" % (self.name, self.seq, secrets.token_hex(4))
+        i = "%s-%d-%s" % (self.name, self.seq, secrets.token_hex(4))
+        self.ids.append(i)
+        return i
 
     def execute(self, command, limits=None, timeout=40.0, managed=False):
         path = "/shell-executions" if managed else "/execute-shell"
@@ -281,27 +284,39 @@ def case_cgroups_gone(p, want_uid, want_mech, res):
     res.check(os.path.isdir(ws) and os.stat(ws).st_uid == want_uid,
               "the workspace is not owned by uid %d: %r" % (want_uid, os.path.isdir(ws) and os.stat(ws).st_uid))
 
-    def keepers():
-        return {pid for pid in L.children(p.d.pid)
-                if (L.cmdline(pid) or [b""])[0].endswith(b"sandbox-runner-keeper")}
+    def is_keeper(pid):
+        return (L.cmdline(pid) or [b""])[0].endswith(b"sandbox-runner-keeper")
+
+    def ours_left(keepers):
+        """Our cgroups that should be gone: every run's (x-<id>), and x-k<pid> of a keeper that
+        is no longer there. (Other daemons started as root, say by a test suite running beside
+        this one, share the directory: their idle keepers' x-k<pid> are left alone.)"""
+        names = set(os.listdir(root))
+        left = ["x-" + i for i in p.ids if "x-" + i in names]
+        for n in names:
+            if n.startswith("x-k") and n[3:].isdigit():
+                pid = int(n[3:])
+                if pid in keepers or not is_keeper(pid):
+                    left.append(n)
+        return sorted(left)
 
     # While it runs: only the cgroups of the keepers started ahead (x-k<pid>, moved in while
     # the daemon was idle) are there; every run's is gone once its keeper is.
     left = None
     deadline = now() + 10
     while now() < deadline:
-        idle = keepers()
-        left = [n for n in os.listdir(root) if n.startswith("x-") and
-                not (n.startswith("x-k") and n[3:].isdigit() and int(n[3:]) in idle)]
+        left = ours_left(set())
         if not left:
             break
         time.sleep(0.1)
     res.check(not left, "per-execution cgroups left behind under %s: %r" % (root, left))
-    res.note("idle keepers' cgroups: %r" % sorted(n for n in os.listdir(root) if n.startswith("x-")))
     # Stopped with SIGTERM, the daemon leaves none at all (its idle keepers' go with them).
+    idle = {pid for pid in L.children(p.d.pid) if is_keeper(pid)}
+    res.check(all(os.path.isdir(os.path.join(root, "x-k%d" % pid)) for pid in idle),
+              "an idle keeper is not in a cgroup of its own: %r" % sorted(idle))
     rc, _ = p.d.terminate()
     res.eq("exit status after SIGTERM", rc, 0)
-    left = [n for n in os.listdir(root) if n.startswith("x-")]
+    left = ours_left(idle)
     res.check(not left, "cgroups left behind after SIGTERM under %s: %r" % (root, left))
 
 
