@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -230,17 +231,27 @@ static int open_root_dir(const char *parent_path, uid_t uid, gid_t gid, int *ret
         return 0;
 }
 
-/* Remove the empty "x-*" directories that a daemon which died left behind. */
+/* Remove the empty "x-*" directories that a daemon which died left behind. Other daemons started
+ * as root share the directory: one of theirs is empty only between its mkdir and the move of its
+ * keeper (microseconds), and a populated one cannot be removed (EBUSY); so only those made more
+ * than a minute ago go. */
+#define STALE_SEC 60
 static void remove_stale(int fd) {
         _cleanup_close_ int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        time_t now = time(NULL);
 
         if (!d)
                 return;
         dfd = -EBADF;
-        for (struct dirent *de; (de = readdir(d));)
-                if (de->d_type == DT_DIR && strneq(de->d_name, "x-", 2))
-                        (void) unlinkat(fd, de->d_name, AT_REMOVEDIR);   /* EBUSY: another daemon's run */
+        for (struct dirent *de; (de = readdir(d));) {
+                struct stat st;
+
+                if (de->d_type != DT_DIR || !strneq(de->d_name, "x-", 2) ||
+                    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_ctime > now - STALE_SEC)
+                        continue;
+                (void) unlinkat(fd, de->d_name, AT_REMOVEDIR);
+        }
         closedir(d);
 }
 
