@@ -11,12 +11,12 @@
 
 SR_DEFINE_FREE_FUNC(cap_t, cap_free);
 
-static int drop_bounding(bool keep_setfcap) {
+int caps_drop_bounding(void) {
         cap_value_t last = (cap_value_t) cap_max_bits() - 1;
 
         for (cap_value_t c = 0; c <= last; c++) {
                 int v = cap_get_bound(c);
-                if (v <= 0 || (keep_setfcap && c == CAP_SETFCAP))
+                if (v <= 0)
                         continue;
                 if (cap_drop_bound(c) < 0 && errno != EPERM && errno != EINVAL)
                         return negative_errno();
@@ -24,16 +24,12 @@ static int drop_bounding(bool keep_setfcap) {
         return 0;
 }
 
-int caps_drop_bounding(void) {
-        return drop_bounding(false);
-}
-
-int caps_drop_all(bool keep_setfcap_bound) {
+int caps_drop_all(void) {
         _cleanup_(cap_freep) cap_t empty = NULL;
         int r;
 
         /* The bounding set first: dropping from it needs CAP_SETPCAP, which goes next. */
-        r = drop_bounding(keep_setfcap_bound);
+        r = caps_drop_bounding();
         if (r < 0)
                 return r;
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)

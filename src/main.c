@@ -121,7 +121,7 @@ static int setup_identity(const Config *config, CgroupRoot **ret_cgroups, char *
                            "MESSAGE_ID=" SR_MESSAGE_SANDBOX_USER,
                            "SANDBOX_USER=%s", config->sandbox_user,
                            "MESSAGE=Started as root, but %s: executions are refused.", reason);
-                r = caps_drop_all(true);
+                r = caps_drop_all();
                 if (r < 0)
                         return log_error_errno(r, "Failed to drop capabilities: %m");
                 *ret_identity_error = STEAL(reason);
@@ -201,7 +201,7 @@ static int run(int argc, char *argv[]) {
         /* After the secrets (root's files may hold them), before anything else is made. */
         r = setup_identity(&config, &cgroups, &cgroups_reason, &identity_error);
         if (r >= 0 && !arg_keep_caps && !identity_error) {
-                r = caps_drop_all(false);
+                r = caps_drop_all();
                 if (r < 0)
                         log_error_errno(r, "Failed to drop capabilities: %m");
         }

@@ -118,7 +118,7 @@ int privileges_drop(const Identity *id) {
         if (setgroups(0, NULL) < 0 || setresgid(id->gid, id->gid, id->gid) < 0 ||
             setresuid(id->uid, id->uid, id->uid) < 0)
                 return negative_errno();
-        r = caps_drop_all(false);
+        r = caps_drop_all();
         if (r < 0)
                 return r;
         /* (The new uid also left us non-dumpable: processes of the same uid cannot read our memory

@@ -608,7 +608,7 @@ static int run(int argc, char *argv[]) {
 
         /* Nothing here needs a capability (tests run it as root): drop them all. */
         if (geteuid() == 0) {
-                r = caps_drop_all(false);
+                r = caps_drop_all();
                 if (r < 0)
                         return log_error_errno(r, "Failed to drop capabilities: %m");
         }

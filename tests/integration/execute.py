@@ -1387,10 +1387,10 @@ def c_sigterm_busy(ctx, res):
 def resolve_run_as(spec):
     """(uid, gid) to start the daemon with, or None for the test's own ids.
 
-    The daemon is rootless by design (its own system user).  Started as root it drops every
-    capability, and then bwrap cannot map uid 0 into the sandbox's user namespace (Linux >= 5.12
-    wants CAP_SETFCAP for that): no sandbox.  So as root the test starts it as an ordinary user,
-    which is how it runs in production; '--run-as self' keeps root to reproduce that case."""
+    The daemon is rootless by design (its own system user); started as root it becomes
+    [Execution] SandboxUser= itself (tests/integration/posture.py covers that start).  As root
+    this test starts it as an ordinary user, as the service does; '--run-as self' starts it as
+    root instead."""
     import pwd
     if spec == "self" or (spec == "auto" and os.geteuid() != 0):
         return None
