@@ -1307,7 +1307,8 @@ void *execution_keeper_attach(pid_t pid, void *userdata) {
         Cgroup *cg = NULL;
         char name[32];
 
-        (void) snprintf(name, sizeof(name), "k%d", (int) pid);
+        /* x-<daemon pid>-k<keeper pid>: whose it is, with other root daemons beside us. */
+        (void) snprintf(name, sizeof(name), "%d-k%d", (int) getpid(), (int) pid);
         if (cgroup_new(m->cgroups, name, NULL, &cg) < 0 || cgroup_attach(cg, pid) < 0) {
                 log_debug("Cannot move keeper %d into a cgroup ahead of its run; its run will.", (int) pid);
                 return cgroup_free(cg);

@@ -284,23 +284,23 @@ def case_cgroups_gone(p, want_uid, want_mech, res):
     res.check(os.path.isdir(ws) and os.stat(ws).st_uid == want_uid,
               "the workspace is not owned by uid %d: %r" % (want_uid, os.path.isdir(ws) and os.stat(ws).st_uid))
 
-    def is_keeper(pid):
-        return (L.cmdline(pid) or [b""])[0].endswith(b"sandbox-runner-keeper")
+    mine = "x-%d-k" % p.d.pid
 
     def ours_left(keepers):
-        """Our cgroups that should be gone: every run's (x-<id>), and x-k<pid> of a keeper that
-        is no longer there. (Other daemons started as root, say by a test suite running beside
-        this one, share the directory: their idle keepers' x-k<pid> are left alone.)"""
+        """Our cgroups that should be gone: every run's, and those of our keepers that are no
+        longer there: a keeper started ahead is in x-<daemon pid>-k<pid>, and its run uses that
+        one; a keeper started for a run puts it in x-<execution id>. (Other daemons started as
+        root, by a suite running beside this one, share the directory.)"""
         names = set(os.listdir(root))
         left = ["x-" + i for i in p.ids if "x-" + i in names]
         for n in names:
-            if n.startswith("x-k") and n[3:].isdigit():
-                pid = int(n[3:])
-                if pid in keepers or not is_keeper(pid):
+            if n.startswith(mine) and n[len(mine):].isdigit():
+                pid = int(n[len(mine):])
+                if pid in keepers or pid not in L.children(p.d.pid):
                     left.append(n)
         return sorted(left)
 
-    # While it runs: only the cgroups of the keepers started ahead (x-k<pid>, moved in while
+    # While it runs: only the cgroups of the keepers started ahead (moved in while
     # the daemon was idle) are there; every run's is gone once its keeper is.
     left = None
     deadline = now() + 10
@@ -311,9 +311,10 @@ def case_cgroups_gone(p, want_uid, want_mech, res):
         time.sleep(0.1)
     res.check(not left, "per-execution cgroups left behind under %s: %r" % (root, left))
     # Stopped with SIGTERM, the daemon leaves none at all (its idle keepers' go with them).
-    idle = {pid for pid in L.children(p.d.pid) if is_keeper(pid)}
-    res.check(all(os.path.isdir(os.path.join(root, "x-k%d" % pid)) for pid in idle),
-              "an idle keeper is not in a cgroup of its own: %r" % sorted(idle))
+    idle = {pid for pid in L.children(p.d.pid) if (L.cmdline(pid) or [b""])[0].endswith(b"sandbox-runner-keeper")}
+    res.check(idle and all(os.path.isdir(os.path.join(root, "%s%d" % (mine, pid))) for pid in idle),
+              "the idle keepers %r are not each in a cgroup of their own (%s<pid>): %r" %
+              (sorted(idle), mine, sorted(os.listdir(root))))
     rc, _ = p.d.terminate()
     res.eq("exit status after SIGTERM", rc, 0)
     left = ours_left(idle)
