@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Turn seccomp/NAME.profile into a C file that defines seccomp_builtin_profile() (see
-src/seccomp-profile.h), so the daemon never depends on an installed data file.
+src/sandbox/seccomp-profile.h), so the daemon never depends on an installed data file.
 
 Usage: embed-profiles.py OUTPUT.c PROFILE...
 Standard library only; no network. The output is deterministic (sorted by profile name).
@@ -72,7 +72,7 @@ def main(argv):
         "#include <errno.h>",
         "#include <string.h>",
         "",
-        '#include "seccomp-profile.h"',
+        '#include "sandbox/seccomp-profile.h"',
         "",
         "static const struct {",
         "        const char *name;",

@@ -43,7 +43,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "../util/macro.h"
+#include "util/macro.h"
 
 #define MAX_RELAYS 256                          /* relayed (or being handed over) at once; beyond this,
                                                  * connections are accepted and closed */

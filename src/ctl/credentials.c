@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/macro.h"
+#include "util/macro.h"
 #include "credentials.h"
 
 static void erase_and_freep_sized(char **p) {

@@ -5,7 +5,7 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "../util/macro.h"
+#include "util/macro.h"
 
 #ifndef MIN
 #define MIN(a, b) ({ typeof(a) _a = (a); typeof(b) _b = (b); _a < _b ? _a : _b; })

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/macro.h"
+#include "util/macro.h"
 
 /* Default address of the daemon (DESIGN.md §2: sandbox-runner.socket). */
 #define HTTP_CLIENT_DEFAULT_URL "http://127.0.0.1:4311"

@@ -10,7 +10,7 @@
 #include <nettle/hmac.h>
 #include <nettle/sha2.h>
 
-#include "../util/macro.h"
+#include "util/macro.h"
 #include "sign.h"
 
 static void hex_lower(const uint8_t *p, size_t n, char *ret) {

@@ -15,14 +15,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "egress-policy.h"
+#include "egress/egress-policy.h"
 #include "egress/connection.h"
 #include "egress/egress-log-ids.h"
 #include "egress/handoff.h"
 #include "egress/proxy-request.h"
 #include "egress/relay.h"
 #include "egress/resolver.h"
-#include "log.h"
+#include "util/log.h"
 #include "util/socket-util.h"
 
 #define LINGER_DISCARD_MAX (256U * 1024U)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* MESSAGE_IDs of the egress gateway, until src/log-ids.h carries them (each has a catalog entry). */
+/* MESSAGE_IDs of the egress gateway, until src/util/log-ids.h carries them (each has a catalog entry). */
 #pragma once
 
-#include "log-ids.h"
+#include "util/log-ids.h"
 
 #ifndef SR_MESSAGE_EGRESS_ALLOWED
 #define SR_MESSAGE_EGRESS_ALLOWED        "9394c9ce8cf744608d25f91394ffee57"

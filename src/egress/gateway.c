@@ -19,14 +19,14 @@
 #include <systemd/sd-event.h>
 
 #include "build-config.h"
-#include "caps.h"
-#include "egress-policy.h"
+#include "sandbox/caps.h"
+#include "egress/egress-policy.h"
 #include "egress/connection.h"
 #include "egress/egress-log-ids.h"
 #include "egress/handoff.h"
 #include "egress/peer.h"
 #include "egress/resolver.h"
-#include "log.h"
+#include "util/log.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
 #include "util/string-util.h"

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 
 #include "egress/peer.h"
-#include "scope.h"
+#include "sandbox/scope.h"
 #include "util/macro.h"
 
 #define CGROUP_FILE_MAX (64U * 1024U)

@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "sandbox-argv.h"
-#include "sandbox.h"
-#include "seccomp-profile.h"
+#include "http/auth.h"
+#include "sandbox/sandbox-argv.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/seccomp-profile.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
 #include "util/strv.h"

@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "quota.h"
+#include "workspace/quota.h"
 #include "util/macro.h"
 
 #ifndef TMPFS_MAGIC

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cas.h"
+#include "workspace/cas/cas.h"
 #include "util/macro.h"
 
 extern char **environ;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
+#include "http/auth.h"
 #include "fuzz.h"
 
 #define NOW 1700000000

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cas.h"
+#include "workspace/cas/cas.h"
 #include "fuzz.h"
 
 static char store_dir[4096];

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "fuzz.h"
 #include "util/socket-util.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egress-policy.h"
+#include "egress/egress-policy.h"
 #include "fuzz.h"
 
 #define MAX_LINES 32

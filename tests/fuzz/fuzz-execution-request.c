@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egress-policy.h"
-#include "execution-request.h"
+#include "egress/egress-policy.h"
+#include "execution/execution-request.h"
 #include "fuzz.h"
-#include "http-api.h"
+#include "http/http-api.h"
 
 static void check_request(json_object *o, ExecutionKind kind, const ExecutionMaxima *max) {
         ExecutionRequest *er = NULL;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "egress-policy.h"
+#include "egress/egress-policy.h"
 #include "egress/proxy-request.h"
 #include "fuzz.h"
 

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "seccomp-profile.h"
+#include "sandbox/seccomp-profile.h"
 #include "util/macro.h"
 
 static void usage(void) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/auth.h: secret loading, bearer tokens and v1 request signatures. */
+/* Unit tests of src/http/auth.h: secret loading, bearer tokens and v1 request signatures. */
 
 #include <errno.h>
 #include <ftw.h>
@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "auth.h"
-#include "config.h"
+#include "http/auth.h"
+#include "config/config.h"
 
 /*
  * Known answers, computed independently of this code with Python's hmac/hashlib:

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/cas.c: tree encoding, dedup, stat cache, untrusted trees, crash points, restore, gc, fsck. */
+/* Unit tests of src/workspace/cas/cas.c: tree encoding, dedup, stat cache, untrusted trees, crash points, restore, gc, fsck. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,7 +25,7 @@
 #include <cmocka.h>
 #include <nettle/sha2.h>
 
-#include "cas.h"
+#include "workspace/cas/cas.h"
 
 #define ZERO_DIGEST "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/config.h: defaults, the INI parser's error paths, every key, drop-in loading. */
+/* Unit tests of src/config/config.h: defaults, the INI parser's error paths, every key, drop-in loading. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "build-config.h"
-#include "config.h"
+#include "config/config.h"
 
 #define USEC 1000000ULL
 #define MIB (1024 * 1024)

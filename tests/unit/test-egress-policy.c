@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/egress-policy.h: the tables of SECURITY.md §3 and §4, case by case. */
+/* Unit tests of src/egress/egress-policy.h: the tables of SECURITY.md §3 and §4, case by case. */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "egress-policy.h"
+#include "egress/egress-policy.h"
 #include "util/macro.h"
 
 static char *repeat(char c, size_t n) {

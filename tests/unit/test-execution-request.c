@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Tables of src/execution-request.c: the bodies of /execute, /execute-shell and /shell-executions
+/* Tables of src/execution/execution-request.c: the bodies of /execute, /execute-shell and /shell-executions
  * that are accepted (and what they become), and every refusal (with the field it names). */
 
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
-#include "execution-request.h"
+#include "execution/execution-request.h"
 #include "util/strv.h"
 
 #define ELEMENTS(x) (sizeof(x) / sizeof((x)[0]))

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/http-api.h: error bodies, the errno → status map, JSON bodies, empty bodies, route
+/* Unit tests of src/http/http-api.h: error bodies, the errno → status map, JSON bodies, empty bodies, route
  * matching, revision refs. */
 
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
-#include "http-api.h"
+#include "http/http-api.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 

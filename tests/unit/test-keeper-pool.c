@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The pool of keepers started ahead (src/keeper-pool.c), with the real sandbox-runner-keeper: it
+ * The pool of keepers started ahead (src/execution/keeper-pool.c), with the real sandbox-runner-keeper: it
  * fills up from the event loop, hands out live keepers only (a ready one that died is skipped),
  * reaps a ready one that dies as soon as the loop sees it (no zombie while idle) without starting
  * keepers over and over that die at once, starts one at once when none is ready, and stops what
@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "keeper-pool.h"
+#include "execution/keeper-pool.h"
 #include "util/macro.h"
 
 typedef struct Fixture {

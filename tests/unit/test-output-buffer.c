@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/output-buffer.c: head/tail retention against a reference model, UTF-8 cuts, base64. */
+/* Unit tests of src/execution/output-buffer.c: head/tail retention against a reference model, UTF-8 cuts, base64. */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 #include <nettle/base64.h>
 
-#include "output-buffer.h"
+#include "execution/output-buffer.h"
 
 /* ---------------------------------------------------------------------------------------------
  * The reference model: the whole stream is known, so head and tail are plain slices of it. */

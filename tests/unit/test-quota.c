@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Unit tests of src/quota.c: full scans against a reference computed here (nftw, st_blocks, one
+ * Unit tests of src/workspace/quota.c: full scans against a reference computed here (nftw, st_blocks, one
  * count per dev/ino), and the inotify watcher against a fresh full scan after every kind of change.
  */
 
@@ -29,7 +29,7 @@
 #include <linux/aio_abi.h>
 #include <sys/syscall.h>
 
-#include "quota.h"
+#include "workspace/quota.h"
 
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/replay.c: the executionId replay window, expiry, pruning and the entry cap. */
+/* Unit tests of src/execution/replay.c: the executionId replay window, expiry, pruning and the entry cap. */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "replay.h"
+#include "execution/replay.h"
 
 #define WINDOW REPLAY_WINDOW_USEC_DEFAULT
 #define T0 (UINT64_C(1000) * UINT64_C(1000000))        /* an arbitrary CLOCK_MONOTONIC start */

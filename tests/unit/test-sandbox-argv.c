@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Golden tests of src/sandbox-argv.c: the whole bwrap argv per case, and the env/cwd validators. */
+/* Golden tests of src/sandbox/sandbox-argv.c: the whole bwrap argv per case, and the env/cwd validators. */
 
 #include <errno.h>
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "sandbox-argv.h"
+#include "sandbox/sandbox-argv.h"
 #include "util/strv.h"
 
 #define ELEMENTS(x) (sizeof(x) / sizeof((x)[0]))

@@ -30,8 +30,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "sandbox.h"
-#include "seccomp-profile.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/seccomp-profile.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
 #include "util/strv.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/seccomp-profile.c: parsing, includes, compilation, memfds, rule semantics in the kernel. */
+/* Unit tests of src/sandbox/seccomp-profile.c: parsing, includes, compilation, memfds, rule semantics in the kernel. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "seccomp-profile.h"
+#include "sandbox/seccomp-profile.h"
 #include "util/macro.h"
 
 static int parse(const char *text, SeccompProfile **ret, char **ret_error) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Unit tests of src/ws-files.h: the hostile-name table, symlinks at every component, magic
+ * Unit tests of src/workspace/ws-files.h: the hostile-name table, symlinks at every component, magic
  * links, FIFOs, sockets, devices, hard links, mount crossings, atomic writes, listings, removal,
  * and symlink races against a concurrent renaming process. Every resolution test runs twice:
  * with openat2 and with the component-by-component fallback (test hook), plus once more with
@@ -40,7 +40,7 @@
 #include <seccomp.h>
 
 #include "util/macro.h"
-#include "ws-files.h"
+#include "workspace/ws-files.h"
 
 #define REGULAR "REGULAR"
 #define SECRET "SECRET"

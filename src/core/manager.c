@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "build-config.h"
+#include "workspace/cas/cas.h"
+#include "sandbox/cgroup.h"
+#include "util/child-task.h"
+#include "workspace/quota.h"
+#include "egress/egress-epochs.h"
+#include "execution/execution.h"
+#include "http/http-api.h"
+#include "http/http-server.h"
+#include "execution/keeper-pool.h"
+#include "util/log-ids.h"
+#include "util/log.h"
+#include "core/manager.h"
+#include "execution/records.h"
+#include "execution/replay.h"
+#include "sandbox/scope.h"
+#include "util/macro.h"
+#include "util/socket-util.h"
+#include "util/strv.h"
+
+static uint64_t now_usec(clockid_t clock) {
+        struct timespec ts;
+
+        (void) clock_gettime(clock, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+uint64_t manager_uptime_sec(Manager *m) {
+        return (now_usec(CLOCK_MONOTONIC) - m->start_usec) / USEC_PER_SEC;
+}
+
+/* $STATE_DIRECTORY may list several directories separated by ':'; the first is ours. */
+static int dir_from_env(const char *env, const char *fallback, mode_t mode, char **ret) {
+        const char *e = getenv(env);
+        char *d;
+
+        if (!isempty(e))
+                d = strndup(e, strcspn(e, ":"));
+        else
+                d = strdup(fallback);
+        if (!d)
+                return -ENOMEM;
+        if (mkdir(d, mode) < 0 && errno != EEXIST) {
+                int r = negative_errno();
+                free(d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+int manager_directories(char **ret_state, char **ret_runtime) {
+        _cleanup_free_ char *state = NULL;
+        int r;
+
+        r = dir_from_env("STATE_DIRECTORY", "/var/lib/sandbox-runner", 0700, &state);
+        if (r < 0)
+                return r;
+        r = dir_from_env("RUNTIME_DIRECTORY", "/run/sandbox-runner", 0755, ret_runtime);
+        if (r < 0)
+                return r;
+        *ret_state = STEAL(state);
+        return 0;
+}
+
+static const char *const limits_mechanism_table[_LIMITS_MAX] = {
+        [LIMITS_SYSTEMD_SCOPE] = "systemd-scope",
+        [LIMITS_CGROUP] = "cgroup",
+        [LIMITS_RLIMIT] = "rlimit",
+};
+
+const char *limits_mechanism_to_string(LimitsMechanism l) {
+        return l >= 0 && l < _LIMITS_MAX ? limits_mechanism_table[l] : NULL;
+}
+
+void manager_set_limits_setup(Manager *m, CgroupRoot *cgroups, char *cgroups_reason, char *identity_error) {
+        m->cgroups = cgroups;
+        m->cgroups_reason = cgroups_reason;
+        m->identity_error = identity_error;
+}
+
+static void manager_arm_stop(Manager *m, uint64_t usec);
+
+static void manager_update_idle(Manager *m) {
+        int r;
+
+        if (!m->idle_timer)
+                return;
+        if (m->busy > 0 || (m->http && http_server_n_connections(m->http) > 0)) {
+                (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
+                return;
+        }
+        r = sd_event_source_set_time_relative(m->idle_timer, m->config.idle_exit_usec);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->idle_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_warning_errno(r, "Failed to arm the idle timer, ignoring: %m");
+}
+
+static void on_http_activity(HttpServer *s, void *userdata) {
+        manager_update_idle(userdata);
+}
+
+void manager_busy_ref(Manager *m) {
+        m->busy++;
+        manager_update_idle(m);
+}
+
+void manager_busy_unref(Manager *m) {
+        if (m->busy > 0)
+                m->busy--;
+        if (m->stopping && m->busy == 0)
+                /* Give the last answers a moment to be written out. */
+                manager_arm_stop(m, 200 * USEC_PER_MSEC);
+        manager_update_idle(m);
+}
+
+static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->busy > 0 || http_server_n_connections(m->http) > 0)
+                return 0;
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_IDLE_EXIT,
+                   "SANDBOX_IDLE_SEC=%" PRIu64, m->config.idle_exit_usec / USEC_PER_SEC,
+                   "MESSAGE=Idle for %" PRIu64 " s, exiting; socket activation starts the runner again.",
+                   m->config.idle_exit_usec / USEC_PER_SEC);
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        log_notice("SIGHUP received: reloading is not supported; restart the service to apply configuration changes.");
+        return 0;
+}
+
+static int on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->busy > 0)
+                log_warning("%u execution(s) did not finish in time after SIGTERM; exiting anyway.", m->busy);
+        return sd_event_exit(m->event, 0);
+}
+
+static void manager_arm_stop(Manager *m, uint64_t usec) {
+        m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
+        if (sd_event_add_time_relative(m->event, &m->stop_timer, CLOCK_MONOTONIC, usec, USEC_PER_MSEC,
+                                       on_stop_timer, m) < 0)
+                (void) sd_event_exit(m->event, 0);
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        log_debug("Received %s, shutting down.", strsignal((int) si->ssi_signo));
+        if (m->stopping)
+                return sd_event_exit(m->event, 0);
+        m->stopping = true;
+        if (m->busy == 0)
+                return sd_event_exit(m->event, 0);
+
+        /* Interrupt running executions so that their clients get an answer and nothing of them
+         * outlives the daemon; exit once they are done (bounded). */
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Interrupting running executions.");
+        for (Execution *e = m->executions, *next; e; e = next) {
+                next = execution_next(e);
+                if (!execution_finished(e))
+                        execution_cancel(e, EXECUTION_STATUS_INTERRUPTED);
+        }
+        manager_arm_stop(m, 10 * USEC_PER_SEC);
+        return 0;
+}
+
+char *manager_find_helper(const char *subdir, const char *name) {
+        char self[PATH_MAX], *slash, *p = NULL;
+        ssize_t n;
+
+        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+                self[n] = '\0';
+                slash = strrchr(self, '/');
+                if (slash) {
+                        *slash = '\0';
+                        if (asprintf(&p, "%s/%s", self, name) >= 0 && access(p, X_OK) == 0)
+                                return p;
+                        free(p);
+                        p = NULL;
+                        if (asprintf(&p, "%s/%s/%s", self, subdir, name) >= 0 && access(p, X_OK) == 0)
+                                return p;
+                        free(p);
+                        p = NULL;
+                }
+        }
+        if (asprintf(&p, "%s/%s", LIBEXECDIR, name) >= 0 && access(p, X_OK) == 0)
+                return p;
+        free(p);
+        return NULL;
+}
+
+int manager_new(Config *config, Secrets *secrets, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        HttpServerLimits limits;
+        HttpServerCallbacks cb = {
+                .begin = http_api_begin,
+                .dispatch = http_api_dispatch,
+                .activity = on_http_activity,
+        };
+        sigset_t mask;
+        int r;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        /* Before anything can fail: manager_free() closes these. */
+        m->workspaces_fd = -EBADF;
+        m->records_fd = -EBADF;
+        m->keeper_fd = -EBADF;
+        m->config = *config;
+        *config = (Config) {};
+        m->secrets = *secrets;
+        *secrets = (Secrets) {};
+        m->start_usec = now_usec(CLOCK_MONOTONIC);
+        m->start_realtime_usec = now_usec(CLOCK_REALTIME);
+
+        m->sandbox_uid = geteuid();
+        r = manager_directories(&m->state_dir, &m->runtime_dir);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the state or runtime directory: %m");
+
+        {
+                _cleanup_free_ char *ws = NULL;
+                if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
+                        return log_oom();
+                if (mkdir(ws, 0700) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Failed to create '%s': %m", ws);
+                m->workspaces_fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (m->workspaces_fd < 0)
+                        return log_error_errno(errno, "Failed to open '%s': %m", ws);
+        }
+
+        {
+                _cleanup_free_ char *error = NULL;
+                r = quota_settings_load(&m->config, m->state_dir, &m->quota, &error);
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0)
+                        return log_error_errno(r, "%s", error);
+        }
+
+        {
+                _cleanup_free_ char *p = NULL;
+                _cleanup_close_ int cfd = -EBADF;
+                if (asprintf(&p, "%s/cas", m->state_dir) < 0)
+                        return log_oom();
+                if (mkdir(p, 0700) < 0 && errno != EEXIST)
+                        return log_error_errno(errno, "Failed to create '%s': %m", p);
+                cfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (cfd < 0)
+                        return log_error_errno(errno, "Failed to open '%s': %m", p);
+                r = cas_open(cfd, &m->cas);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to open the snapshot store '%s': %m", p);
+        }
+
+        m->records_fd = records_open(m->state_dir);
+        if (m->records_fd < 0)
+                return log_error_errno(m->records_fd, "Failed to open the records directory: %m");
+
+        r = replay_table_new(60 * USEC_PER_SEC, &m->replay);
+        if (r < 0)
+                return log_oom();
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+
+        /* A write to a keeper's control pipe ('G', 'K') races with the keeper's exit, which the loop
+         * may not have seen yet: it must fail with EPIPE (handled there), not kill the daemon.
+         * systemd ignores SIGPIPE for its services (IgnoreSIGPIPE=yes), a daemon started by hand or
+         * in a container has it at its default. Children get the default back: keepers are spawned
+         * with every signal reset (sandbox_keeper_start()), the probes reset theirs. */
+        if (sigaction(SIGPIPE, &(struct sigaction) { .sa_handler = SIG_IGN }, NULL) < 0)
+                return log_error_errno(errno, "Failed to ignore SIGPIPE: %m");
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block signals: %m");
+        r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch signals: %m");
+
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog, ignoring: %m");
+
+        limits = (HttpServerLimits) {
+                .max_connections = m->config.max_connections,
+                .max_connections_per_client = m->config.max_connections_per_client,
+                .header_timeout_usec = m->config.header_timeout_usec,
+                .request_timeout_usec = m->config.request_timeout_usec,
+                .max_body_bytes = m->config.max_request_body_bytes,
+        };
+        r = http_server_new(m->event, &limits, &cb, m, &m->http);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the HTTP server: %m");
+
+        *ret = STEAL(m);
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        m->idle_timer = sd_event_source_disable_unref(m->idle_timer);
+        m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
+        m->http = http_server_free(m->http);
+        while (m->executions)
+                execution_free(m->executions);
+        execution_keeper_reaps_flush(m);
+        m->keeper_pool = keeper_pool_free(m->keeper_pool);
+        free(m->keeper_path);
+        safe_close(m->keeper_fd);
+        execution_quota_cache_flush(m);
+        egress_teardown(m);
+        m->gc_task = child_task_free(m->gc_task);
+        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
+        m->usage_task = child_task_free(m->usage_task);
+        m->cas = cas_free(m->cas);
+        m->scopes = scope_manager_free(m->scopes);
+        m->replay = replay_table_free(m->replay);
+        sandbox_probe_report_done(&m->probe);
+        free(m->scopes_reason);
+        m->cgroups = cgroup_root_free(m->cgroups);
+        free(m->cgroups_reason);
+        free(m->identity_error);
+        safe_close(m->workspaces_fd);
+        safe_close(m->records_fd);
+        sd_event_unref(m->event);
+        config_done(&m->config);
+        secrets_done(&m->secrets);
+        free(m->state_dir);
+        free(m->runtime_dir);
+        free(m);
+        return NULL;
+}
+
+static int bind_listener(const char *address) {
+        _cleanup_close_ int fd = -EBADF;
+        ListenAddress a;
+        int one = 1, r;
+
+        r = listen_address_parse(address, &a);
+        if (r < 0)
+                return log_error_errno(r, "Invalid listen address '%s'.", address);
+
+        fd = socket(a.addr.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to create a socket for '%s': %m", address);
+        if (a.addr.sa.sa_family == AF_UNIX) {
+                struct stat st;
+                /* Remove a stale socket from an earlier run, never anything else. */
+                if (lstat(a.addr.un.sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+                        (void) unlink(a.addr.un.sun_path);
+        } else
+                (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, &a.addr.sa, a.len) < 0)
+                return log_error_errno(errno, "Failed to bind to '%s': %m", address);
+        if (a.addr.sa.sa_family == AF_UNIX)
+                (void) chmod(a.addr.un.sun_path, 0660);
+        if (listen(fd, SOMAXCONN) < 0)
+                return log_error_errno(errno, "Failed to listen on '%s': %m", address);
+        return STEAL_FD(fd);
+}
+
+int manager_listen(Manager *m, char **extra_listen) {
+        char **names = NULL;
+        int n, r;
+
+        n = sd_listen_fds_with_names(true, &names);
+        if (n < 0)
+                return log_error_errno(n, "Failed to read the sockets passed by systemd: %m");
+
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                const char *name = names ? names[i] : "unknown";
+
+                if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+                        log_warning("Passed file descriptor %i ('%s') is not a listening stream socket, closing it.",
+                                    fd, name);
+                        safe_close(fd);
+                        continue;
+                }
+                r = http_server_add_listener(m->http, fd);
+                if (r < 0) {
+                        strv_free(names);
+                        return log_error_errno(r, "Failed to serve socket '%s': %m", name);
+                }
+                m->socket_activated = true;
+        }
+        strv_free(names);
+
+        if (!m->socket_activated) {
+                char **list = !strv_length(extra_listen) ? m->config.listen : extra_listen;
+
+                for (char **a = list; a && *a; a++) {
+                        int fd = bind_listener(*a);
+                        if (fd < 0)
+                                return fd;
+                        r = http_server_add_listener(m->http, fd);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to serve '%s': %m", *a);
+                }
+        }
+        if (http_server_n_listeners(m->http) == 0)
+                return log_error_errno(ENOENT,
+                                       "No socket to listen on: none was passed by systemd and no Listen= address is configured.");
+
+        /* Idle exit only makes sense when systemd keeps the listening socket for us. */
+        if (m->socket_activated && m->config.idle_exit_usec > 0) {
+                r = sd_event_add_time_relative(m->event, &m->idle_timer, CLOCK_MONOTONIC,
+                                               m->config.idle_exit_usec, USEC_PER_SEC, on_idle, m);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the idle timer: %m");
+                (void) sd_event_source_set_description(m->idle_timer, "idle-exit");
+        }
+        return 0;
+}
+
+int manager_run(Manager *m) {
+        int r;
+
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_STARTED,
+                   "SANDBOX_VERSION=%s", PACKAGE_VERSION,
+                   "SANDBOX_LISTENERS=%u", http_server_n_listeners(m->http),
+                   "SANDBOX_SOCKET_ACTIVATED=%i", m->socket_activated,
+                   "SANDBOX_STATE_DIRECTORY=%s", m->state_dir,
+                   "MESSAGE=sandbox-runnerd %s ready, serving %u socket%s%s.", PACKAGE_VERSION,
+                   http_server_n_listeners(m->http), http_server_n_listeners(m->http) == 1 ? "" : "s",
+                   m->socket_activated ? " passed by systemd" : "");
+        (void) sd_notifyf(false, "READY=1\nSTATUS=Serving %u socket(s).", http_server_n_listeners(m->http));
+
+        r = sd_event_loop(m->event);
+
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down.");
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_STOPPING,
+                   "SANDBOX_UPTIME_SEC=%" PRIu64, manager_uptime_sec(m),
+                   "MESSAGE=sandbox-runnerd stopping after %" PRIu64 " s.", manager_uptime_sec(m));
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return 0;
+}
+
+int manager_probe(Manager *m) {
+        int r;
+
+        r = sandbox_probe(m->config.bwrap, &m->probe);
+        if (r >= 0 && m->probe.usable && !m->keeper_path) {
+                _cleanup_free_ char *path = manager_find_helper("keeper", "sandbox-runner-keeper");
+                int fd = path ? open(path, O_PATH | O_CLOEXEC) : -EBADF;
+
+                /* Keepers are started from the file found now, by fd: a package upgrade that
+                 * replaces it while we run (a new job format, say) does not reach this daemon,
+                 * whose keepers stay of its own version until it restarts. */
+                if (fd >= 0 && asprintf(&m->keeper_path, "/proc/self/fd/%d", fd) >= 0)
+                        m->keeper_fd = fd;
+                else {
+                        safe_close(fd);
+                        m->probe.usable = false;
+                        free(m->probe.reason);
+                        m->probe.reason = strdup("sandbox-runner-keeper was found neither next to the daemon nor in "
+                                                 LIBEXECDIR);
+                }
+        }
+        if (r < 0)
+                return log_oom();
+        log_struct(m->probe.usable ? (m->probe.probe.proc_fresh ? LOG_INFO : LOG_WARNING) : LOG_ERR,
+                   "MESSAGE_ID=" SR_MESSAGE_PROBE_RESULT,
+                   "SANDBOX_PROBE=sandbox",
+                   "SANDBOX_USABLE=%s", m->probe.usable ? "yes" : "no",
+                   "SANDBOX_PROC=%s", m->probe.probe.proc_fresh ? "fresh" : "ro-bind",
+                   "SANDBOX_DISABLE_USERNS=%s", m->probe.probe.disable_userns ? "yes" : "no",
+                   "SANDBOX_BWRAP_VERSION=%s", m->probe.bwrap_version ?: "unknown",
+                   "MESSAGE=Sandbox probe: %s, /proc %s, --disable-userns %s%s%s.",
+                   m->probe.usable ? "usable" : "UNUSABLE",
+                   m->probe.probe.proc_fresh ? "fresh" : "read-only bind",
+                   m->probe.probe.disable_userns ? "works" : "unavailable",
+                   m->probe.reason ? ": " : "", m->probe.reason ?: "");
+
+        r = scope_manager_new(m->event, &m->scopes);
+        if (r < 0) {
+                if (asprintf(&m->scopes_reason, "cannot connect to the system bus: %s", strerror(-r)) < 0)
+                        return log_oom();
+        } else {
+                r = scope_manager_probe(m->scopes, &m->scopes_reason);
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0 && !m->scopes_reason &&
+                    asprintf(&m->scopes_reason, "scope probe failed: %s", strerror(-r)) < 0)
+                        return log_oom();
+                m->scopes_available = r >= 0;
+        }
+        m->limits = m->scopes_available ? LIMITS_SYSTEMD_SCOPE : m->cgroups ? LIMITS_CGROUP : LIMITS_RLIMIT;
+        log_struct(m->limits != LIMITS_RLIMIT ? LOG_INFO : (m->config.allow_unscoped ? LOG_WARNING : LOG_ERR),
+                   "MESSAGE_ID=" SR_MESSAGE_PROBE_RESULT,
+                   "SANDBOX_PROBE=scopes",
+                   "SANDBOX_USABLE=%s", m->scopes_available ? "yes" : "no",
+                   "SANDBOX_LIMITS=%s", limits_mechanism_to_string(m->limits),
+                   "MESSAGE=Transient scopes %s%s%s%s%s%s.",
+                   m->scopes_available ? "available" : "UNAVAILABLE",
+                   m->scopes_reason ? ": " : "", m->scopes_reason ?: "",
+                   m->limits == LIMITS_CGROUP ? "; limits enforced by the daemon's own cgroups: " : "",
+                   m->limits == LIMITS_CGROUP ? cgroup_root_describe(m->cgroups) : "",
+                   m->limits != LIMITS_RLIMIT ? "" :
+                   (m->config.allow_unscoped ? "; running executions without scopes (AllowUnscoped=yes), "
+                                               "limits enforced by rlimits only"
+                                             : "; executions are refused (set [Execution] AllowUnscoped=yes to run "
+                                               "them with rlimits only)"));
+        if (m->limits == LIMITS_RLIMIT && m->cgroups_reason)
+                log_info("No cgroups of the daemon's own either: %s.", m->cgroups_reason);
+        if (m->probe.usable && !m->keeper_pool) {
+                /* Two: a run and the next one's start overlap (a client that sends its next
+                 * request as soon as it has the answer). */
+                r = keeper_pool_new(m->event, m->keeper_path, 2, &m->keeper_pool);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to start keepers ahead of runs, starting them per run: %m");
+                else if (m->limits == LIMITS_CGROUP)
+                        keeper_pool_set_attach(m->keeper_pool, execution_keeper_attach, execution_keeper_detach, m);
+        }
+        return 0;
+}
+
+int manager_can_execute(Manager *m, const char **ret_reason) {
+        if (m->identity_error) {
+                *ret_reason = m->identity_error;
+                return -EPERM;
+        }
+        if (!m->probe.usable) {
+                *ret_reason = m->probe.reason ?: "no sandbox can be built on this host";
+                return -EOPNOTSUPP;
+        }
+        if (m->limits == LIMITS_RLIMIT && !m->config.allow_unscoped) {
+                *ret_reason = "transient scopes are unavailable, the daemon has no cgroups of its own, and "
+                              "[Execution] AllowUnscoped= is off";
+                return -EOPNOTSUPP;
+        }
+        *ret_reason = NULL;
+        return 0;
+}
+
+static void recover_one(const char *id, json_object *record, void *userdata) {
+        Manager *m = userdata;
+        _cleanup_free_ char *unit = NULL;
+        json_object *ws = NULL, *pid_o = NULL, *start_o = NULL;
+        struct timespec ts;
+        int r;
+
+        /* Another daemon on the same state directory that is alive keeps its runs. */
+        if (json_object_object_get_ex(record, "daemonPid", &pid_o) &&
+            json_object_object_get_ex(record, "daemonStartTime", &start_o)) {
+                pid_t pid = (pid_t) json_object_get_int(pid_o);
+                uint64_t start = (uint64_t) json_object_get_int64(start_o);
+                if (pid > 0 && pid != getpid() && start != 0 && process_start_time(pid) == start)
+                        return;
+        }
+
+        /* The previous daemon died with this run active: its keeper and bwrap died with it
+         * (parent-death signals); the scope is killed to be sure, and the record says so. */
+        if (m->scopes_available && asprintf(&unit, SCOPE_PREFIX "%s.scope", id) >= 0)
+                (void) scope_kill_by_name(m->scopes, unit);
+
+        (void) clock_gettime(CLOCK_REALTIME, &ts);
+        json_object_object_add(record, "state", json_object_new_string("interrupted"));
+        json_object_object_add(record, "status", json_object_new_string("interrupted"));
+        json_object_object_add(record, "finishedAt",
+                               json_object_new_int64((int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000));
+        r = record_write(m->records_fd, id, record, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to mark execution '%s' interrupted, ignoring: %m", id);
+        (void) json_object_object_get_ex(record, "workspaceId", &ws);
+        log_struct(LOG_WARNING,
+                   "MESSAGE_ID=" SR_MESSAGE_EXECUTION_FINISHED,
+                   "SANDBOX_EXECUTION_ID=%s", id,
+                   "SANDBOX_WORKSPACE=%s", ws ? json_object_get_string(ws) : "",
+                   "SANDBOX_SCOPE=%s", unit ?: "",
+                   "SANDBOX_STATUS=interrupted",
+                   "MESSAGE=Execution '%s' was still running when the previous daemon stopped; marked interrupted.", id);
+}
+
+int manager_setup_egress(Manager *m) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        r = egress_setup(m, &error);
+        if (r == -ENOMEM)
+                return log_oom();
+        if (r < 0)
+                return log_struct_errno(LOG_ERR, r,
+                                        "MESSAGE_ID=" SR_MESSAGE_CONFIG_INVALID,
+                                        "MESSAGE=Invalid network policy: %s", error ?: strerror(-r));
+        return 0;
+}
+
+int manager_recover(Manager *m) {
+        int n;
+
+        n = records_foreach_running(m->records_fd, recover_one, m);
+        if (n < 0)
+                return log_warning_errno(n, "Failed to scan the execution records, ignoring: %m");
+        n = records_prune(m->records_fd, MANAGER_RECORDS_KEEP);
+        if (n > 0)
+                log_debug("Pruned %i old execution records.", n);
+        return 0;
+}
+
+#define GC_EVERY_SNAPSHOTS 20
+/* The gc holds the store exclusively while it sweeps, and snapshots wait for it: it runs once
+ * no snapshot was published for a moment, or, under steady load, after this many anyway. */
+#define GC_QUIET_USEC (2 * USEC_PER_SEC)
+#define GC_FORCE_SNAPSHOTS 2000
+
+static int gc_child(int out_fd, void *userdata) {
+        Manager *m = userdata;
+        uint64_t freed = 0;
+        char line[64];
+        int r;
+
+        r = cas_gc(m->cas, m->config.snapshot_retention, &freed);
+        if (r < 0)
+                return r;
+        (void) snprintf(line, sizeof(line), "%" PRIu64 "\n", freed);
+        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
+}
+
+static void on_gc_done(ChildTask *t, int error, const char *out, void *userdata) {
+        Manager *m = userdata;
+
+        m->gc_task = child_task_free(m->gc_task);
+        if (error == -EBUSY)
+                return;   /* another process holds the store: next time */
+        if (error < 0) {
+                log_warning_errno(error, "Pruning the snapshot store failed, ignoring: %m");
+                return;
+        }
+        m->n_snapshots_at_gc = m->n_snapshots;
+        log_debug("Pruned the snapshot store (keeping %u per workspace): %s bytes freed.",
+                  m->config.snapshot_retention, out);
+}
+
+static void gc_start(Manager *m) {
+        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
+        if (m->gc_task)
+                return;
+        if (child_task_start(m->event, gc_child, on_gc_done, m, &m->gc_task) < 0)
+                log_warning("Failed to start pruning the snapshot store, ignoring.");
+}
+
+static int on_gc_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        gc_start(userdata);
+        return 0;
+}
+
+void manager_snapshot_published(Manager *m) {
+        int r;
+
+        if (m->config.snapshot_retention == 0 || m->gc_task ||
+            m->n_snapshots - m->n_snapshots_at_gc < GC_EVERY_SNAPSHOTS)
+                return;
+        if (m->n_snapshots - m->n_snapshots_at_gc >= GC_FORCE_SNAPSHOTS) {
+                gc_start(m);
+                return;
+        }
+        /* (Re)arm: it fires once snapshots paused for GC_QUIET_USEC. */
+        if (m->gc_timer)
+                r = sd_event_source_set_time_relative(m->gc_timer, GC_QUIET_USEC);
+        else
+                r = sd_event_add_time_relative(m->event, &m->gc_timer, CLOCK_MONOTONIC, GC_QUIET_USEC,
+                                               100 * USEC_PER_MSEC, on_gc_timer, m);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->gc_timer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                gc_start(m);
+}
+
+#define USAGE_MAX_AGE_USEC (30 * USEC_PER_SEC)
+
+static int usage_child(int out_fd, void *userdata) {
+        Manager *m = userdata;
+        uint64_t total = 0, count = 0;
+        char line[64];
+        int fd;
+        DIR *d;
+
+        fd = openat(m->workspaces_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return negative_errno();
+        }
+        for (struct dirent *de; (de = readdir(d)); ) {
+                _cleanup_close_ int wfd = -EBADF;
+                uint64_t bytes = 0;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                wfd = openat(m->workspaces_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (wfd < 0)
+                        continue;
+                count++;
+                if (quota_scan(wfd, &bytes, NULL) >= 0)
+                        total += bytes;
+        }
+        closedir(d);
+        (void) snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 "\n", total, count);
+        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
+}
+
+static void on_usage_done(ChildTask *t, int error, const char *out, void *userdata) {
+        Manager *m = userdata;
+        unsigned long long b, c;
+
+        m->usage_task = child_task_free(m->usage_task);
+        if (error >= 0 && sscanf(out, "%llu %llu", &b, &c) == 2) {
+                m->usage_bytes = b;
+                m->usage_count = c;
+                m->usage_known = true;
+        }
+        m->usage_at_usec = now_usec(CLOCK_MONOTONIC);
+}
+
+bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_count) {
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        /* A walk of every workspace is not for the request path (and /health is unauthenticated):
+         * it runs in a child, at most every 30 s, and answers give the last result. */
+        if (!m->usage_task && (!m->usage_known || now - m->usage_at_usec > USAGE_MAX_AGE_USEC))
+                (void) child_task_start(m->event, usage_child, on_usage_done, m, &m->usage_task);
+        *ret_bytes = m->usage_bytes;
+        *ret_count = m->usage_count;
+        return m->usage_known;
+}

@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The daemon's side of egress: the network policy in force (config, then the API), one gateway
+ * instance per policy revision (a systemd socket unit, or a child we socket-activate ourselves
+ * when started by hand), and what a sandbox needs to use it.
+ */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <unistd.h>
+
+#include "build-config.h"
+#include "egress/egress-policy.h"
+#include "egress/egress-epochs.h"
+#include "util/log-ids.h"
+#include "util/log.h"
+#include "core/manager.h"
+#include "util/macro.h"
+
+SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
+
+#define GATEWAY_IDLE_EXIT_SEC "60"
+
+struct EgressEpoch {
+        Manager *manager;
+        EgressEpoch *next;
+        EgressPolicy *policy;
+        char *revision;
+        char *socket_path;
+        char *policy_path;
+        unsigned refs;                   /* executions using it, +1 while it is the current one */
+        bool systemd;                    /* sandbox-runner-egress@<rev>.socket */
+        bool failed;                     /* the unit could not be started */
+        int listen_fd;                   /* by hand: ours, the gateway gets it as fd 3 */
+        sd_event_source *listen_source;  /* by hand: start the gateway on the first connection */
+        pid_t gateway_pid;
+        sd_event_source *child_source;
+};
+
+/* ---- helper binaries ------------------------------------------------------------------------- */
+
+const char *egress_bridge_path(Manager *m) {
+        return m->egress_bridge;
+}
+
+/* ---- epochs ---------------------------------------------------------------------------------- */
+
+static void epoch_stop_gateway(EgressEpoch *ep) {
+        ep->child_source = sd_event_source_disable_unref(ep->child_source);
+        if (ep->gateway_pid > 0) {
+                (void) kill(ep->gateway_pid, SIGTERM);
+                (void) waitpid(ep->gateway_pid, NULL, 0);
+                ep->gateway_pid = 0;
+        }
+}
+
+static void epoch_free(EgressEpoch *ep) {
+        Manager *m = ep->manager;
+
+        for (EgressEpoch **p = &m->egress_epochs; *p; p = &(*p)->next)
+                if (*p == ep) {
+                        *p = ep->next;
+                        break;
+                }
+        epoch_stop_gateway(ep);
+        ep->listen_source = sd_event_source_disable_unref(ep->listen_source);
+        ep->listen_fd = safe_close(ep->listen_fd);
+        if (ep->systemd && m->egress_bus) {
+                _cleanup_free_ char *unit = NULL;
+                if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) >= 0)
+                        (void) sd_bus_call_method_async(m->egress_bus, NULL, "org.freedesktop.systemd1",
+                                                        "/org/freedesktop/systemd1",
+                                                        "org.freedesktop.systemd1.Manager", "StopUnit",
+                                                        NULL, NULL, "ss", unit, "replace");
+        } else if (ep->socket_path)
+                (void) unlink(ep->socket_path);
+        if (ep->policy_path)
+                (void) unlink(ep->policy_path);
+        egress_policy_free(ep->policy);
+        free(ep->revision);
+        free(ep->socket_path);
+        free(ep->policy_path);
+        free(ep);
+}
+
+void egress_epoch_release(EgressEpoch *ep) {
+        if (!ep)
+                return;
+        if (ep->refs > 0)
+                ep->refs--;
+        if (ep->refs == 0)
+                epoch_free(ep);
+}
+
+const char *egress_epoch_socket(const EgressEpoch *ep) {
+        return ep->socket_path;
+}
+
+const char *egress_epoch_revision(const EgressEpoch *ep) {
+        return ep->revision;
+}
+
+static int on_gateway_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        EgressEpoch *ep = userdata;
+
+        ep->gateway_pid = 0;
+        ep->child_source = sd_event_source_disable_unref(ep->child_source);
+        if (si->si_code != CLD_EXITED || si->si_status != 0)
+                log_warning("Egress gateway for revision %s ended (%s %d).", ep->revision,
+                            si->si_code == CLD_EXITED ? "status" : "signal", si->si_status);
+        /* Socket activation by hand: the next connection starts it again. */
+        if (ep->listen_source)
+                (void) sd_event_source_set_enabled(ep->listen_source, SD_EVENT_ON);
+        return 0;
+}
+
+static int epoch_spawn_gateway(EgressEpoch *ep) {
+        Manager *m = ep->manager;
+        pid_t pid;
+        int r;
+
+        pid = fork();
+        if (pid < 0)
+                return negative_errno();
+        if (pid == 0) {
+                char pidbuf[32];
+                sigset_t none;
+                char *argv[] = {
+                        m->egress_gateway, (char *) "--policy", ep->policy_path,
+                        (char *) "--idle-exit-sec", (char *) GATEWAY_IDLE_EXIT_SEC,
+                        (char *) "--log-target", (char *) (log_to_journal() ? "journal" : "console"), NULL,
+                };
+
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (dup2(ep->listen_fd, 3) < 0)
+                        _exit(127);
+                (void) close_range(4, ~0U, 0);
+                (void) snprintf(pidbuf, sizeof(pidbuf), "%d", (int) getpid());
+                (void) setenv("LISTEN_FDS", "1", 1);
+                (void) setenv("LISTEN_PID", pidbuf, 1);
+                (void) setenv("LISTEN_FDNAMES", "egress", 1);
+                execv(argv[0], argv);
+                _exit(127);
+        }
+        ep->gateway_pid = pid;
+        r = sd_event_add_child(m->event, &ep->child_source, pid, WEXITED, on_gateway_exit, ep);
+        if (r < 0)
+                return r;
+        return 0;
+}
+
+static int on_listen_ready(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        EgressEpoch *ep = userdata;
+        int r;
+
+        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        if (ep->gateway_pid > 0)
+                return 0;
+        r = epoch_spawn_gateway(ep);
+        if (r < 0) {
+                log_error_errno(r, "Failed to start the egress gateway for revision %s: %m", ep->revision);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ON);
+        }
+        return 0;
+}
+
+static int epoch_listen_by_hand(EgressEpoch *ep) {
+        Manager *m = ep->manager;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (strlen(ep->socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, ep->socket_path);
+        (void) unlink(ep->socket_path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return negative_errno();
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return negative_errno();
+        /* Sandboxes connect as the daemon's own uid (user-namespace mapped): owner only. */
+        (void) chmod(ep->socket_path, 0600);
+        if (listen(fd, SOMAXCONN) < 0)
+                return negative_errno();
+        r = sd_event_add_io(m->event, &ep->listen_source, fd, EPOLLIN, on_listen_ready, ep);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(ep->listen_source, "egress-listen");
+        ep->listen_fd = STEAL_FD(fd);
+        return 0;
+}
+
+static int epoch_start_systemd(EgressEpoch *ep) {
+        Manager *m = ep->manager;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *unit = NULL;
+        int r;
+
+        if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) < 0)
+                return -ENOMEM;
+        /* Rare (a policy change or start-up): a synchronous call keeps the socket in place
+         * before any sandbox binds it. */
+        r = sd_bus_call_method(m->egress_bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                               "org.freedesktop.systemd1.Manager", "StartUnit", &error, NULL, "ss", unit,
+                               "replace");
+        if (r < 0)
+                log_warning("Failed to start %s: %s", unit, error.message ?: strerror(-r));
+        sd_bus_error_free(&error);
+        if (r < 0)
+                return r;
+        ep->systemd = true;
+        return 0;
+}
+
+static int write_policy_file(const char *path, EgressPolicy *p) {
+        _cleanup_(json_object_putp) json_object *o = egress_policy_to_json(p);
+        _cleanup_free_ char *tmp = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        const char *s;
+        int r = 0;
+
+        if (!o || asprintf(&tmp, "%s.tmp", path) < 0)
+                return -ENOMEM;
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+        /* 0644: the gateway may run as another (dynamic) user. */
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return negative_errno();
+        if (write(fd, s, strlen(s)) != (ssize_t) strlen(s))
+                r = errno > 0 ? -errno : -EIO;
+        if (r >= 0 && fchmod(fd, 0644) < 0)
+                r = negative_errno();
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = negative_errno();
+        if (r < 0)
+                (void) unlink(tmp);
+        return r;
+}
+
+/* Make @p (ownership taken) the current epoch. */
+static int egress_rotate(Manager *m, EgressPolicy *p) {
+        _cleanup_free_ char *dir = NULL;
+        EgressEpoch *ep, *old = m->egress_current;
+        int r;
+
+        if (!egress_policy_is_allowlist(p)) {
+                m->egress_current = NULL;
+                egress_policy_free(m->egress_policy);
+                m->egress_policy = p;
+                if (old)
+                        egress_epoch_release(old);
+                return 0;
+        }
+
+        ep = calloc(1, sizeof(*ep));
+        if (!ep) {
+                egress_policy_free(p);
+                return -ENOMEM;
+        }
+        *ep = (EgressEpoch) { .manager = m, .listen_fd = -EBADF, .refs = 1 };
+        ep->revision = strdup(egress_policy_revision(p));
+        ep->policy = p;
+        if (asprintf(&dir, "%s/egress", m->runtime_dir) < 0 || !ep->revision ||
+            asprintf(&ep->socket_path, "%s/%s.sock", dir, ep->revision) < 0 ||
+            asprintf(&ep->policy_path, "%s/%s.json", dir, ep->revision) < 0) {
+                ep->policy = NULL;
+                egress_policy_free(p);
+                epoch_free(ep);
+                return -ENOMEM;
+        }
+        ep->next = m->egress_epochs;
+        m->egress_epochs = ep;
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create '%s': %m", dir);
+        /* The service's UMask=0077 applies to mkdir(): the gateway runs as another (dynamic)
+         * user and must be able to read the policy snapshots in there. */
+        (void) chmod(dir, 0755);
+        r = write_policy_file(ep->policy_path, p);
+        if (r < 0)
+                return log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);
+
+        if (m->egress_under_systemd) {
+                /* No fallback to a child here: it would share the service's empty network. */
+                r = m->egress_bus ? epoch_start_systemd(ep) : -ENOTCONN;
+                if (r < 0)
+                        ep->failed = true;
+        } else {
+                r = epoch_listen_by_hand(ep);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to listen on '%s': %m", ep->socket_path);
+        }
+
+        /* The epoch owns the policy in force now; the one kept for mode "none" goes. */
+        m->egress_policy = egress_policy_free(m->egress_policy);
+        m->egress_current = ep;
+        if (old)
+                egress_epoch_release(old);
+        log_struct(LOG_NOTICE,
+                   "MESSAGE_ID=" SR_MESSAGE_POLICY_ROTATED,
+                   "SANDBOX_EGRESS_REVISION=%s", ep->revision,
+                   "SANDBOX_EGRESS_GATEWAY=%s", ep->systemd ? "systemd" : "child",
+                   "MESSAGE=Network policy revision %s in force (gateway %s).", ep->revision,
+                   ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
+        return 0;
+}
+
+/* After a crash the runtime directory (preserved) may hold the snapshots and sockets of revisions
+ * nobody uses any more: stop their units and remove the files. */
+static void egress_clean_stale(Manager *m) {
+        _cleanup_free_ char *dir = NULL;
+        DIR *d;
+
+        if (asprintf(&dir, "%s/egress", m->runtime_dir) < 0)
+                return;
+        d = opendir(dir);
+        if (!d)
+                return;
+        for (struct dirent *de; (de = readdir(d)); ) {
+                size_t l = strlen(de->d_name);
+                char rev[64], path[PATH_MAX];
+
+                if (l <= 5 || l - 5 >= sizeof(rev) || !streq(de->d_name + l - 5, ".json"))
+                        continue;
+                memcpy(rev, de->d_name, l - 5);
+                rev[l - 5] = '\0';
+                if (m->egress_current && streq(rev, m->egress_current->revision))
+                        continue;
+                if (m->egress_bus) {
+                        char unit[128];
+                        (void) snprintf(unit, sizeof(unit), "sandbox-runner-egress@%s.socket", rev);
+                        (void) sd_bus_call_method_async(m->egress_bus, NULL, "org.freedesktop.systemd1",
+                                                        "/org/freedesktop/systemd1",
+                                                        "org.freedesktop.systemd1.Manager", "StopUnit",
+                                                        NULL, NULL, "ss", unit, "replace");
+                }
+                (void) snprintf(path, sizeof(path), "%s/%s.json", dir, rev);
+                (void) unlink(path);
+                (void) snprintf(path, sizeof(path), "%s/%s.sock", dir, rev);
+                (void) unlink(path);
+        }
+        closedir(d);
+}
+
+static const EgressPolicy *current_policy(Manager *m) {
+        return m->egress_current ? m->egress_current->policy : m->egress_policy;
+}
+
+/* ---- set-up, API ----------------------------------------------------------------------------- */
+
+static char *network_settings_path(Manager *m) {
+        char *p;
+        return asprintf(&p, "%s/settings/network.json", m->state_dir) < 0 ? NULL : p;
+}
+
+int egress_setup(Manager *m, char **ret_error) {
+        _cleanup_free_ char *path = network_settings_path(m);
+        EgressPolicy *p = NULL;
+        int r;
+
+        if (!path)
+                return -ENOMEM;
+        m->egress_gateway = manager_find_helper("egress", "sandbox-runner-egress");
+        m->egress_bridge = manager_find_helper("bridge", "sandbox-runner-bridge");
+
+        /* Run as a systemd service, the gateway instances are units (the service itself has no
+         * network: PrivateNetwork=yes); started by hand, we run them as children. */
+        if (getenv("INVOCATION_ID")) {
+                m->egress_under_systemd = true;
+                if (sd_bus_open_system(&m->egress_bus) < 0)
+                        m->egress_bus = NULL;
+        }
+
+        if (access(path, F_OK) == 0) {
+                _cleanup_(json_object_putp) json_object *o = json_object_from_file(path);
+                if (!o) {
+                        if (asprintf(ret_error, "%s: not valid JSON", path) < 0)
+                                return -ENOMEM;
+                        return -EINVAL;
+                }
+                r = egress_policy_from_json(o, &p, ret_error);
+        } else
+                r = egress_policy_new(m->config.network_mode == NETWORK_MODE_ALLOWLIST, m->config.network_allow,
+                                      m->config.network_mirrors, &p, ret_error);
+        if (r < 0)
+                return r;
+        r = egress_rotate(m, p);
+        if (r >= 0)
+                egress_clean_stale(m);
+        return r;
+}
+
+void egress_teardown(Manager *m) {
+        m->egress_current = NULL;
+        while (m->egress_epochs)
+                epoch_free(m->egress_epochs);
+        m->egress_policy = egress_policy_free(m->egress_policy);
+        m->egress_bus = sd_bus_flush_close_unref(m->egress_bus);
+        free(m->egress_gateway);
+        free(m->egress_bridge);
+        m->egress_gateway = m->egress_bridge = NULL;
+}
+
+json_object *egress_current_json(Manager *m) {
+        return egress_policy_to_json(current_policy(m));
+}
+
+int egress_set_policy(Manager *m, json_object *body, char **ret_error) {
+        _cleanup_free_ char *path = network_settings_path(m), *tmp = NULL, *dir = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        EgressPolicy *p = NULL;
+        int r;
+
+        if (!path || asprintf(&tmp, "%s.tmp", path) < 0 || asprintf(&dir, "%s/settings", m->state_dir) < 0)
+                return -ENOMEM;
+        r = egress_policy_from_json(body, &p, ret_error);
+        if (r < 0)
+                return r;
+        if (streq(egress_policy_revision(p), egress_policy_revision(current_policy(m)))) {
+                egress_policy_free(p);
+                return 0;   /* same content, same revision: nothing rotates */
+        }
+
+        o = egress_policy_to_json(p);
+        if (!o) {
+                egress_policy_free(p);
+                return -ENOMEM;
+        }
+        if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+            json_object_to_file_ext(tmp, o, JSON_C_TO_STRING_PRETTY) < 0 || rename(tmp, path) < 0) {
+                r = errno > 0 ? -errno : -EIO;
+                (void) unlink(tmp);
+                egress_policy_free(p);
+                return r;
+        }
+        return egress_rotate(m, p);
+}
+
+int egress_epoch_acquire(Manager *m, EgressEpoch **ret, const char **ret_reason) {
+        EgressEpoch *ep = m->egress_current;
+
+        *ret = NULL;
+        if (!ep)
+                return 0;   /* mode none: no network at all */
+        if (!m->egress_bridge) {
+                *ret_reason = "the sandbox-runner-bridge helper is not installed";
+                return -EOPNOTSUPP;
+        }
+        if (!ep->systemd && !m->egress_gateway) {
+                *ret_reason = "the sandbox-runner-egress gateway is not installed";
+                return -EOPNOTSUPP;
+        }
+        if (ep->failed) {
+                *ret_reason = "the gateway unit sandbox-runner-egress@.socket could not be started (see the journal)";
+                return -EOPNOTSUPP;
+        }
+        ep->refs++;
+        *ret = ep;
+        return 0;
+}
+
+void egress_health(Manager *m, json_object *o) {
+        const EgressPolicy *p = current_policy(m);
+        EgressEpoch *ep = m->egress_current;
+        const char *reason = NULL;
+        bool available = true;
+
+        json_object_object_add(o, "mode", json_object_new_string(ep ? "allowlist" : "none"));
+        if (ep) {
+                json_object_object_add(o, "revision", json_object_new_string(ep->revision));
+                json_object_object_add(o, "gateway", json_object_new_string(
+                                ep->systemd || m->egress_under_systemd ? "systemd" : "child"));
+                json_object_object_add(o, "gatewayRunning",
+                                       json_object_new_boolean(ep->systemd || ep->gateway_pid > 0));
+                if (!m->egress_bridge)
+                        reason = "the sandbox-runner-bridge helper is not installed";
+                else if (ep->failed)
+                        reason = "the gateway unit sandbox-runner-egress@.socket could not be started";
+                else if (!ep->systemd && !m->egress_gateway)
+                        reason = "the sandbox-runner-egress gateway is not installed";
+                available = !reason;
+        } else
+                (void) p;
+        json_object_object_add(o, "available", json_object_new_boolean(available));
+        if (reason)
+                json_object_object_add(o, "reason", json_object_new_string(reason));
+}

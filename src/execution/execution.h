@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One execution: lease, sandbox launch in its scope, output capture, limits, result, records. */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "execution/execution-request.h"
+
+typedef struct Manager Manager;
+typedef struct Execution Execution;
+typedef struct ExecutionWatch ExecutionWatch;
+
+typedef enum ExecutionStatus {
+        EXECUTION_STATUS_RUNNING,
+        EXECUTION_STATUS_EXITED,
+        EXECUTION_STATUS_SIGNALED,
+        EXECUTION_STATUS_TIMEOUT,
+        EXECUTION_STATUS_MEMORY_LIMIT,
+        EXECUTION_STATUS_TASKS_LIMIT,
+        EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED,
+        EXECUTION_STATUS_CANCELLED,
+        EXECUTION_STATUS_INTERRUPTED,
+        EXECUTION_STATUS_FAILED,            /* the sandbox could not be started */
+        _EXECUTION_STATUS_MAX,
+        _EXECUTION_STATUS_INVALID = -22,
+} ExecutionStatus;
+
+const char *execution_status_to_string(ExecutionStatus s);
+
+typedef void (*ExecutionDoneFn)(Execution *e, void *userdata);
+
+/*
+ * execution_new() - create an execution for a validated request (ownership of @req moves in).
+ * Return: 0 or -errno.
+ */
+int execution_new(Manager *m, ExecutionRequest *req, Execution **ret);
+/* execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once. */
+int execution_start(Execution *e, ExecutionDoneFn done, void *userdata);
+/* execution_cancel() - stop the run (the scope is killed); it finishes with @reason. */
+void execution_cancel(Execution *e, ExecutionStatus reason);
+/* execution_detach() - the waiting client is gone: @done will not be called; freed when done. */
+void execution_detach(Execution *e);
+/* execution_free_later() - free from the event loop (safe inside callbacks). */
+void execution_free_later(Execution *e);
+Execution *execution_free(Execution *e);
+/* execution_keeper_reaps_flush() - kill and reap the released keepers still exiting, without the
+ * loop (shutdown, after it ended: the loop reaps them otherwise, and the daemon is busy until then,
+ * so that neither the idle exit nor SIGTERM needs this but when the stop timer ran out). */
+void execution_keeper_reaps_flush(Manager *m);
+
+/* execution_quota_cache_flush() - drop the quota watchers kept between runs (shutdown). */
+void execution_quota_cache_flush(Manager *m);
+
+Execution *execution_next(const Execution *e);
+const char *execution_id(const Execution *e);
+const char *execution_workspace(const Execution *e);
+bool execution_finished(const Execution *e);
+/* execution_to_json() - the answer object of API.md. Return: a new object or NULL on OOM. */
+json_object *execution_to_json(const Execution *e);
+/* execution_record_json() - the answer plus "state", "kind", "createdAt" (and "logs" for managed runs). */
+json_object *execution_record_json(const Execution *e);
+/* execution_record_json_full() - with @for_disk, also who runs it (daemon pid and start time). */
+json_object *execution_record_json_full(const Execution *e, bool for_disk);
+
+/* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
+void execution_set_managed(Execution *e);
+bool execution_is_managed(const Execution *e);
+/* execution_find() - a run this daemon knows in memory (running or recently finished). */
+Execution *execution_find(Manager *m, const char *id);
+
+/*
+ * execution_watch_add() - call @cb whenever the run writes to its logs, when it finishes, and
+ * when it is freed (after which execution_watch_alive() is false). Free with execution_watch_free().
+ */
+int execution_watch_add(Execution *e, void (*cb)(void *userdata), void *userdata, ExecutionWatch **ret);
+ExecutionWatch *execution_watch_free(ExecutionWatch *w);
+bool execution_watch_alive(const ExecutionWatch *w);
+Execution *execution_watch_execution(const ExecutionWatch *w);
+
+/* execution_failure() - for FAILED runs: the errno and message of what went wrong. */
+int execution_failure(const Execution *e, const char **ret_message);
+
+/* The keeper pool's attach hooks with the daemon's own cgroups (keeper_pool_set_attach(), with
+ * the Manager): a keeper started ahead goes into a fresh cgroup while the loop is idle. */
+void *execution_keeper_attach(pid_t pid, void *userdata);
+void execution_keeper_detach(void *attached, void *userdata);

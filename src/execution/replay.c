@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The executionId replay table: which ids were used within the replay window. */
+
+#include <assert.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "execution/replay.h"
+#include "util/macro.h"
+
+/* Bucket counts are powers of two between these; the top one keeps the load at most ~1 at the cap. */
+#define REPLAY_BUCKETS_MIN ((size_t) 64)
+#define REPLAY_BUCKETS_MAX ((size_t) 1 << 20)
+
+typedef struct ReplayEntry ReplayEntry;
+struct ReplayEntry {
+        ReplayEntry *bucket_next;       /* chain of the same bucket */
+        ReplayEntry *fifo_next;         /* the next younger entry */
+        uint64_t expires_usec;
+        uint64_t hash;
+        size_t len;
+        char id[];
+};
+
+struct ReplayTable {
+        uint64_t window_usec;
+        uint64_t last_now_usec;         /* the latest time seen, so that the FIFO stays sorted */
+        uint8_t key[16];                /* SipHash key */
+        ReplayEntry **buckets;
+        size_t n_buckets;
+        size_t n_entries;
+        size_t max_entries;
+        ReplayEntry *fifo_oldest, *fifo_newest;
+};
+
+static uint64_t load_le64(const uint8_t *p) {
+        uint64_t v = 0;
+
+        for (size_t i = 0; i < 8; i++)
+                v |= (uint64_t) p[i] << (8 * i);
+        return v;
+}
+
+static uint64_t rotl64(uint64_t x, unsigned b) {
+        return (x << b) | (x >> (64 - b));
+}
+
+#define SIPROUND(v0, v1, v2, v3)                                                \
+        do {                                                                    \
+                v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);   \
+                v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                        \
+                v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                        \
+                v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);   \
+        } while (0)
+
+/*
+ * SipHash-2-4 (Aumasson, Bernstein: "SipHash: a fast short-input PRF", 2012), written from the
+ * paper; checked against its test vectors (key 00..0f: "" → 0x726fdb47dd0e0e31, bytes 00..0e →
+ * 0xa129ca6149be45e5). Keyed so that clients cannot choose ids that share a bucket.
+ */
+static uint64_t siphash24(const void *data, size_t n, const uint8_t key[static 16]) {
+        const uint8_t *m = data;
+        uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
+        uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ k0;
+        uint64_t v1 = UINT64_C(0x646f72616e646f6d) ^ k1;
+        uint64_t v2 = UINT64_C(0x6c7967656e657261) ^ k0;
+        uint64_t v3 = UINT64_C(0x7465646279746573) ^ k1;
+        uint64_t last = (uint64_t) n << 56, mi;
+        size_t i;
+
+        for (i = 0; i + 8 <= n; i += 8) {
+                mi = load_le64(m + i);
+                v3 ^= mi;
+                SIPROUND(v0, v1, v2, v3);
+                SIPROUND(v0, v1, v2, v3);
+                v0 ^= mi;
+        }
+        for (size_t j = 0; i + j < n; j++)
+                last |= (uint64_t) m[i + j] << (8 * j);
+
+        v3 ^= last;
+        SIPROUND(v0, v1, v2, v3);
+        SIPROUND(v0, v1, v2, v3);
+        v0 ^= last;
+
+        v2 ^= 0xff;
+        SIPROUND(v0, v1, v2, v3);
+        SIPROUND(v0, v1, v2, v3);
+        SIPROUND(v0, v1, v2, v3);
+        SIPROUND(v0, v1, v2, v3);
+        return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static void table_seed(ReplayTable *t) {
+        static const uint8_t zero_key[16] = {};
+        struct timespec mono = {}, real = {};
+        uint64_t seed[4], k[2];
+
+        if (getrandom(t->key, sizeof(t->key), GRND_NONBLOCK) == (ssize_t) sizeof(t->key))
+                return;
+
+        /*
+         * Only before the kernel's pool is initialised (or without getrandom()). The key guards
+         * against chosen collisions, not secrets, so a key nobody outside can predict to the
+         * nanosecond is good enough there: it is never worse than an unkeyed hash.
+         */
+        (void) clock_gettime(CLOCK_MONOTONIC, &mono);
+        (void) clock_gettime(CLOCK_REALTIME, &real);
+        seed[0] = (uint64_t) mono.tv_sec * UINT64_C(1000000000) + (uint64_t) mono.tv_nsec;
+        seed[1] = (uint64_t) real.tv_sec * UINT64_C(1000000000) + (uint64_t) real.tv_nsec;
+        seed[2] = (uint64_t) getpid();
+        seed[3] = (uint64_t) (uintptr_t) t;
+        k[0] = siphash24(seed, sizeof(seed), zero_key);
+        seed[0] ^= k[0];
+        k[1] = siphash24(seed, sizeof(seed), zero_key);
+        memcpy(t->key, k, sizeof(t->key));
+}
+
+int replay_table_new(uint64_t window_usec, ReplayTable **ret) {
+        _cleanup_(replay_table_freep) ReplayTable *t = NULL;
+
+        assert(ret);
+
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        *t = (ReplayTable) {
+                .window_usec = window_usec,
+                .max_entries = REPLAY_TABLE_MAX_ENTRIES,
+                .n_buckets = REPLAY_BUCKETS_MIN,
+        };
+
+        t->buckets = calloc(t->n_buckets, sizeof(ReplayEntry *));
+        if (!t->buckets)
+                return -ENOMEM;
+        table_seed(t);
+
+        *ret = STEAL(t);
+        return 0;
+}
+
+ReplayTable *replay_table_free(ReplayTable *t) {
+        if (!t)
+                return NULL;
+
+        for (ReplayEntry *e = t->fifo_oldest, *next; e; e = next) {
+                next = e->fifo_next;
+                free(e);
+        }
+        free(t->buckets);
+        free(t);
+        return NULL;
+}
+
+int replay_table_set_max_entries(ReplayTable *t, size_t max) {
+        assert(t);
+
+        if (max == 0 || max > REPLAY_TABLE_MAX_ENTRIES)
+                return -EINVAL;
+        t->max_entries = max;
+        return 0;
+}
+
+size_t replay_table_size(const ReplayTable *t) {
+        assert(t);
+        return t->n_entries;
+}
+
+/* Rebuild the chains for @n buckets (a power of two). Best effort: on OOM keep the old ones. */
+static void table_resize(ReplayTable *t, size_t n) {
+        ReplayEntry **b;
+
+        assert(n > 0 && (n & (n - 1)) == 0);
+
+        if (n == t->n_buckets)
+                return;
+        b = calloc(n, sizeof(ReplayEntry *));
+        if (!b)
+                return;         /* longer chains, still correct */
+
+        for (ReplayEntry *e = t->fifo_oldest; e; e = e->fifo_next) {
+                ReplayEntry **head = &b[e->hash & (n - 1)];
+
+                e->bucket_next = *head;
+                *head = e;
+        }
+        free(t->buckets);
+        t->buckets = b;
+        t->n_buckets = n;
+}
+
+/* Drop every entry whose window ended at or before @now_usec: a prefix of the FIFO. */
+static void table_prune(ReplayTable *t, uint64_t now_usec) {
+        size_t n;
+        bool pruned = false;
+
+        while (t->fifo_oldest && t->fifo_oldest->expires_usec <= now_usec) {
+                ReplayEntry *e = t->fifo_oldest, **pp;
+
+                t->fifo_oldest = e->fifo_next;
+                if (!t->fifo_oldest)
+                        t->fifo_newest = NULL;
+
+                for (pp = &t->buckets[e->hash & (t->n_buckets - 1)]; *pp != e; pp = &(*pp)->bucket_next)
+                        assert(*pp);
+                *pp = e->bucket_next;
+
+                free(e);
+                t->n_entries--;
+                pruned = true;
+        }
+
+        /* Give memory back after a burst; the gap to the growth threshold avoids flapping. */
+        if (pruned && t->n_buckets > REPLAY_BUCKETS_MIN && t->n_entries < t->n_buckets / 8) {
+                for (n = REPLAY_BUCKETS_MIN; n < t->n_entries * 2; n *= 2)
+                        ;
+                table_resize(t, n);
+        }
+}
+
+int replay_table_check_and_insert(ReplayTable *t, const char *id, uint64_t now_usec) {
+        ReplayEntry *e, **head;
+        uint64_t h;
+        size_t len;
+
+        assert(t);
+        assert(id);
+
+        len = strnlen(id, REPLAY_ID_MAX + 1);
+        if (len == 0 || len > REPLAY_ID_MAX)
+                return -EINVAL;
+
+        /* All entries share one window, so the FIFO is sorted by expiry as long as time does
+         * not go backwards; CLOCK_MONOTONIC does not, but do not rely on the caller for that. */
+        now_usec = MAX(now_usec, t->last_now_usec);
+        t->last_now_usec = now_usec;
+
+        table_prune(t, now_usec);
+
+        h = siphash24(id, len, t->key);
+        for (e = t->buckets[h & (t->n_buckets - 1)]; e; e = e->bucket_next)
+                if (e->hash == h && e->len == len && memcmp(e->id, id, len) == 0)
+                        return -EEXIST;
+
+        if (t->window_usec == 0)
+                return 0;               /* nothing is remembered */
+        if (t->n_entries >= t->max_entries)
+                return -ENOSPC;
+
+        e = malloc(sizeof(ReplayEntry) + len + 1);
+        if (!e)
+                return -ENOMEM;
+        *e = (ReplayEntry) {
+                .expires_usec = now_usec > UINT64_MAX - t->window_usec ? UINT64_MAX
+                                                                        : now_usec + t->window_usec,
+                .hash = h,
+                .len = len,
+        };
+        memcpy(e->id, id, len);
+        e->id[len] = 0;
+
+        head = &t->buckets[h & (t->n_buckets - 1)];
+        e->bucket_next = *head;
+        *head = e;
+        if (t->fifo_newest)
+                t->fifo_newest->fifo_next = e;
+        else
+                t->fifo_oldest = e;
+        t->fifo_newest = e;
+        t->n_entries++;
+
+        if (t->n_entries > t->n_buckets && t->n_buckets < REPLAY_BUCKETS_MAX)
+                table_resize(t, t->n_buckets * 2);
+
+        return 0;
+}

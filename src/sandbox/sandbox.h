@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Start-up probes of bwrap, and launching one sandbox through a keeper (src/keeper/). */
+#pragma once
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "keeper/keeper-job.h"   /* the fd layout of bwrap (SandboxSpec takes these numbers) */
+#include "sandbox/sandbox-argv.h"
+
+
+typedef struct SandboxProbeReport {
+        SandboxProbe probe;
+        bool usable;
+        char *reason;            /* why unusable, or the warning about a fallback; NULL if none */
+        char *bwrap_version;
+} SandboxProbeReport;
+
+/*
+ * sandbox_probe() - find the sandbox shape that works on this host by running minimal sandboxes:
+ * /proc first (fresh procfs, else a read-only bind), then --disable-userns on that shape; also
+ * which /etc files and lib links exist. Synchronous (a few ms each; done once at start-up).
+ * Return: 0 (see ->usable) or -ENOMEM.
+ */
+int sandbox_probe(const char *bwrap, SandboxProbeReport *ret);
+void sandbox_probe_report_done(SandboxProbeReport *r);
+
+typedef struct SandboxLimits {
+        uint64_t fsize;          /* RLIMIT_FSIZE, 0 = none */
+        uint64_t as;             /* RLIMIT_AS (only when no scope enforces memory), 0 = none */
+        uint64_t nofile;         /* RLIMIT_NOFILE */
+        uint64_t nproc;          /* RLIMIT_NPROC (only when no cgroup counts tasks), 0 = none; it
+                                  * counts every process of the host uid, not just this sandbox's */
+} SandboxLimits;
+
+typedef struct SandboxFds {
+        int stdin_fd;            /* becomes fd 0 (a memfd or /dev/null) */
+        int seccomp_fd;
+        int passwd_fd, group_fd, hosts_fd, code_fd;   /* -1 = none */
+        /* The write end of a pipe for bwrap's --info-fd, or -1. With it (and not @start_now), the
+         * keeper starts bwrap at once but gated (early start, see sandbox_spawn()). */
+        int info_fd;
+        /* Without a scope to wait for: the keeper starts bwrap at once, no 'G', no gate. */
+        bool start_now;
+} SandboxFds;
+
+/* A keeper (sandbox-runner-keeper), started ahead of its run, waiting for its job. */
+typedef struct SandboxKeeper {
+        pid_t pid;               /* 0 = none */
+        int pidfd;
+        int job_fd;
+} SandboxKeeper;
+#define SANDBOX_KEEPER_NULL ((SandboxKeeper) { .pid = 0, .pidfd = -EBADF, .job_fd = -EBADF })
+
+/*
+ * sandbox_keeper_start() - start a keeper (@keeper_path) as our child: it dies with us, and
+ * waits for the job that sandbox_spawn() sends. Starting one is a fork and an exec (most of a
+ * millisecond here): the daemon keeps one ready, so that neither sits between a request and its
+ * sandbox. Return: 0 or -errno.
+ */
+int sandbox_keeper_start(const char *keeper_path, SandboxKeeper *ret);
+/* sandbox_keeper_alive() - still waiting for its job (not dead, not used). */
+bool sandbox_keeper_alive(const SandboxKeeper *k);
+/* sandbox_keeper_stop() - kill and reap an unused keeper. */
+void sandbox_keeper_stop(SandboxKeeper *k);
+/*
+ * sandbox_keeper_reap() - reap an unused keeper that exited or is exiting (its pidfd is readable,
+ * or its end of the job socket is closed, which happens only as it exits), and learn how it ended.
+ * Waits for it up to @timeout_ms (-1: no bound); one still running after that is killed. Blocks
+ * only for that wait: call it for a keeper known to be on its way out.
+ * @ret_si: si_code (CLD_EXITED, CLD_KILLED, CLD_DUMPED) and si_status, as waitid() tells; may be NULL.
+ * Return: 0, or -ETIMEDOUT if it did not exit in time (then killed; *ret_si says so).
+ */
+int sandbox_keeper_reap(SandboxKeeper *k, int timeout_ms, siginfo_t *ret_si);
+
+typedef struct SandboxProcess {
+        pid_t keeper_pid;        /* our child: holds the scope's cgroup until we release it */
+        int keeper_pidfd;
+        int control_fd;          /* write 'G' to start bwrap, 'K' to kill it; close to release */
+        int report_fd;           /* keeper writes "S<pid>\n" when bwrap started, "X<status>\n" at its exit */
+        int stdout_fd;
+        int stderr_fd;
+} SandboxProcess;
+
+/*
+ * sandbox_spawn() - hand @keeper (consumed: moved into @ret, or reaped on failure) the job of
+ * running bwrap with @argv (fds laid out as SANDBOX_FD_*), an explicit minimal environment and
+ * @limits. The keeper waits for 'G' on its control pipe (not with @fds->start_now), then starts
+ * bwrap, reports its pid and, later, its wait status (once the sandbox's pid 1, and so the pid
+ * namespace, is gone too), then waits to be released.
+ *
+ * Early start (@fds->info_fd set, @argv has --info-fd SANDBOX_FD_INFO): the keeper execs bwrap at
+ * once, but bwrap gets its seccomp program through a pipe, not the memfd: bwrap reads it to EOF
+ * in the sandbox's pid 1 after it has built the whole sandbox and before it forks the payload,
+ * so the sandbox is built while systemd makes the scope, and nothing runs until 'G', on which the
+ * keeper writes the program in one write() and closes the pipe. If the keeper dies first, bwrap
+ * reads an empty program, which it refuses: it fails closed. The caller puts the keeper, bwrap
+ * ("S<pid>") and the pid 1 (from the --info-fd JSON) into the scope before 'G'.
+ *
+ * A keeper that exited before it took the job (it died while it waited, or it gave up, or it
+ * refuses jobs and exits while this one is being sent, as a keeper of another version may) is
+ * reaped here, and @ret_keeper_exit (may be NULL; written on -ECHILD only) says how it ended,
+ * whatever the send saw of it (nothing yet, EPIPE, ECONNRESET). A keeper that takes the job and
+ * gives up later is the caller's to watch (its pidfd, in @ret).
+ * Return: 0; -ECHILD if @keeper exited before it took the job; or -errno.
+ */
+int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
+                  SandboxKeeper *keeper, SandboxProcess *ret, siginfo_t *ret_keeper_exit);
+void sandbox_process_done(SandboxProcess *p);
+
+/*
+ * sandbox_pidfd_of_child() - a pidfd of @pid (the sandbox's pid 1, from bwrap's --info-fd),
+ * checked to be a child or grandchild of the keeper @keeper. Return: the fd or -errno.
+ */
+int sandbox_pidfd_of_child(pid_t pid, pid_t keeper);
