@@ -23,7 +23,7 @@
 #include "workspace/quota.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
-#include "http/http-api.h"
+#include "api/api.h"
 #include "http/http-server.h"
 #include "execution/keeper-pool.h"
 #include "util/log-ids.h"

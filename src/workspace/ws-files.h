@@ -27,7 +27,7 @@
  *   -EACCES/-EPERM permission denied by the file system
  *   -EAGAIN        openat2 saw too many concurrent renames to guarantee a safe lookup; retry
  *   -ENOMEM        out of memory
- * Suggested HTTP mapping (http-api.c): EINVAL/ENAMETOOLONG 400; ELOOP/EXDEV/EMLINK/EBADFD/
+ * Suggested HTTP mapping (api/api-files.c): EINVAL/ENAMETOOLONG 400; ELOOP/EXDEV/EMLINK/EBADFD/
  * EACCES/EPERM 403; ENOENT 404; EISDIR/ENOTDIR/ENOTEMPTY/EEXIST 409; EFBIG/E2BIG 413;
  * EDQUOT/ENOSPC 507; EAGAIN/EWOULDBLOCK 503.
  */

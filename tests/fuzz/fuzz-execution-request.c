@@ -12,7 +12,7 @@
 #include "egress/egress-policy.h"
 #include "execution/execution-request.h"
 #include "fuzz.h"
-#include "http/http-api.h"
+#include "http/http-reply.h"
 
 static void check_request(json_object *o, ExecutionKind kind, const ExecutionMaxima *max) {
         ExecutionRequest *er = NULL;

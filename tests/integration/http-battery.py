@@ -963,7 +963,7 @@ def c_exec_nobearer(ctx, res):
 
 # ---- endpoints without a body: "{}" (what many clients send with every POST) is no body
 
-NO_BODY_MAX = 1024      # HTTP_EMPTY_BODY_MAX in src/http/http-api.h
+NO_BODY_MAX = 1024      # HTTP_EMPTY_BODY_MAX in src/http/http-reply.h
 NO_BODY_ENDPOINTS = ("cancel", "teardown")
 
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/http/http-api.h: error bodies, the errno → status map, JSON bodies, empty bodies, route
- * matching, revision refs. */
+/* Unit tests of src/http/http-reply.h and src/api/api.h: error bodies, the errno → status map, JSON
+ * bodies, empty bodies, route matching, revision refs. */
 
 #include <errno.h>
 #include <setjmp.h>
@@ -15,7 +15,8 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
-#include "http/http-api.h"
+#include "api/api.h"
+#include "http/http-reply.h"
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 

@@ -5,7 +5,8 @@
  * Uploads stream into unnamed temporary files in the target directories while the body arrives
  * (never held in memory); only the commit (link + rename into place) takes the workspace's write
  * lease, so a running execution delays it but does not block the transfer. Anything refused
- * (limits, names) leaves nothing behind. Reads never take the lease.
+ * (limits, names) leaves nothing behind. Reads never take the lease. May call core/, workspace/
+ * and the http/ transport.
  */
 
 #include <errno.h>
@@ -18,17 +19,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "http/http-api.h"
-#include "http/http-files.h"
+#include "api/api-internal.h"
+#include "core/manager.h"
+#include "http/http-reply.h"
 #include "http/http-server.h"
 #include "util/log.h"
-#include "core/manager.h"
 #include "util/macro.h"
 #include "util/utf8.h"
 #include "workspace/workspace.h"
 #include "workspace/ws-files.h"
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 #define LEASE_RETRY_USEC (50 * USEC_PER_MSEC)
 
@@ -99,43 +98,39 @@ static void upload_refuse(Upload *u, int error, const char *fmt, ...) {
                 u->parts[i].writer = ws_writer_free(u->parts[i].writer);
 }
 
+/* The answer to a failed file operation on @path. Not http_error_from_errno(): as clients have
+ * always seen it (docs/api.md section 8.2), -EEXIST is a conflict with a directory or file (400
+ * invalid_request, not 409), links and special files are 403 forbidden whatever the errno, and
+ * -ENOMEM is 500 internal (not 503). */
 static void reply_path_error(HttpRequest *req, int r, const char *path) {
         switch (r) {
         case -EINVAL:
         case -ENAMETOOLONG:
-                return http_reply_error(req, 400, "invalid_request", "Invalid file name '%s' (relative, no '.' or '..', "
+                return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid file name '%s' (relative, no '.' or '..', "
                                         "valid UTF-8, components ≤ 255 bytes).", path);
         case -ENOENT:
-                return http_reply_error(req, 404, "not_found", "No such file or directory: '%s'.", path);
+                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such file or directory: '%s'.", path);
         case -ELOOP:
         case -EXDEV:
         case -EMLINK:
         case -EBADFD:
         case -EACCES:
         case -EPERM:
-                return http_reply_error(req, 403, "forbidden", "'%s' is not a regular file reachable without "
+                return http_reply_error(req, HTTP_ERROR_FORBIDDEN, "'%s' is not a regular file reachable without "
                                         "following links.", path);
         case -EISDIR:
         case -ENOTDIR:
         case -ENOTEMPTY:
         case -EEXIST:
-                return http_reply_error(req, 400, "invalid_request", "'%s' conflicts with a directory or file.", path);
+                return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "'%s' conflicts with a directory or file.", path);
         case -EFBIG:
         case -E2BIG:
-                return http_reply_error(req, 413, "payload_too_large", "'%s' exceeds the size limit.", path);
+                return http_reply_error(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, "'%s' exceeds the size limit.", path);
         case -EWOULDBLOCK:
-                return http_reply_error(req, 503, "sandbox_unavailable", "'%s' is in use; retry.", path);
+                return http_reply_error(req, HTTP_ERROR_SANDBOX_UNAVAILABLE, "'%s' is in use; retry.", path);
         default:
-                return http_reply_error(req, 500, "internal", "'%s': %s.", path, strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "'%s': %s.", path, strerror(-r));
         }
-}
-
-static int ws_from_params(const char **params, size_t *lens, char ws[static 129]) {
-        if (lens[0] == 0 || lens[0] > 128)
-                return -EINVAL;
-        memcpy(ws, params[0], lens[0]);
-        ws[lens[0]] = '\0';
-        return workspace_id_valid(ws) ? 0 : -EINVAL;
 }
 
 static int content_length(HttpRequest *req, uint64_t *ret) {
@@ -177,12 +172,12 @@ static Upload *upload_new(Manager *m, HttpRequest *req, const char **params, siz
                 .file_max = limit_or_max(m->quota.max_upload_file_bytes),
                 .request_max = limit_or_max(m->quota.max_upload_request_bytes),
         };
-        if (ws_from_params(params, lens, u->ws) < 0)
+        if (api_param_id(params[0], lens[0], u->ws) < 0)
                 return upload_free(u);
         return u;
 }
 
-uint64_t http_files_put_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
+uint64_t api_files_put_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
         _cleanup_free_ char *path = NULL;
         Upload *u;
         uint64_t cl;
@@ -190,7 +185,7 @@ uint64_t http_files_put_begin(Manager *m, HttpRequest *req, const char **params,
 
         u = upload_new(m, req, params, lens);
         if (!u) {
-                http_reply_error(req, 404, "not_found", "No such workspace.");
+                http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such workspace.");
                 return 0;
         }
         path = strndup(params[1], lens[1]);
@@ -200,7 +195,7 @@ uint64_t http_files_put_begin(Manager *m, HttpRequest *req, const char **params,
                 return 0;
         }
         if (content_length(req, &cl) > 0 && cl > u->file_max) {
-                http_reply_error_full(req, 413, "payload_too_large", true, NULL,
+                http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
                                       "The file exceeds %" PRIu64 " bytes (maxUploadFileBytes).", u->file_max);
                 upload_free(u);
                 return 0;
@@ -208,7 +203,7 @@ uint64_t http_files_put_begin(Manager *m, HttpRequest *req, const char **params,
         u->ws_fd = workspace_open(m->workspaces_fd, u->ws);
         u->parts = calloc(1, sizeof(UploadPart));
         if (u->ws_fd < 0 || !u->parts) {
-                http_reply_error(req, 500, "internal", "The workspace cannot be opened.");
+                http_reply_error(req, HTTP_ERROR_INTERNAL, "The workspace cannot be opened.");
                 upload_free(u);
                 return 0;
         }
@@ -292,24 +287,24 @@ static int on_post_body(HttpRequest *req, const void *data, size_t size, int err
         return 0;
 }
 
-uint64_t http_files_post_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
+uint64_t api_files_post_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
         const char *ct = http_request_header(req, "Content-Type");
         Upload *u;
         uint64_t cl;
 
         u = upload_new(m, req, params, lens);
         if (!u) {
-                http_reply_error(req, 404, "not_found", "No such workspace.");
+                http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such workspace.");
                 return 0;
         }
         if (!ct || strncasecmp(ct, "multipart/form-data", 19) != 0) {
-                http_reply_error_full(req, 415, "invalid_request", true, NULL,
+                http_reply_error_full(req, HTTP_ERROR_UNSUPPORTED_MEDIA_TYPE, true, NULL,
                                       "Uploads with POST must be multipart/form-data (or PUT the raw file).");
                 upload_free(u);
                 return 0;
         }
         if (content_length(req, &cl) > 0 && cl > u->request_max) {
-                http_reply_error_full(req, 413, "payload_too_large", true, NULL,
+                http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
                                       "The upload exceeds %" PRIu64 " bytes (maxUploadRequestBytes).", u->request_max);
                 upload_free(u);
                 return 0;
@@ -318,7 +313,7 @@ uint64_t http_files_post_begin(Manager *m, HttpRequest *req, const char **params
         u->ws_fd = workspace_open(m->workspaces_fd, u->ws);
         u->pp = http_request_post_processor(req, 64 * 1024, on_part, u);
         if (u->ws_fd < 0 || !u->pp) {
-                http_reply_error(req, 400, "invalid_request", "Cannot read this multipart/form-data body "
+                http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Cannot read this multipart/form-data body "
                                  "(a boundary is required).");
                 upload_free(u);
                 return 0;
@@ -358,7 +353,7 @@ static void upload_commit(Upload *u) {
                 json_object_object_add(o, "written", json_object_get(written));
                 http_reply_json(u->req, 201, o);
         } else if (r >= 0)
-                http_reply_error(u->req, 500, "internal", "Out of memory.");
+                http_reply_oom(u->req);
         json_object_put(written);
         http_request_set_userdata(u->req, NULL, NULL);
         upload_free(u);
@@ -376,7 +371,7 @@ static int on_upload_lease(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         u->retry = sd_event_source_disable_unref(u->retry);
         if (r < 0) {
-                http_reply_error(u->req, 500, "internal", "The workspace lease cannot be taken: %s.", strerror(-r));
+                http_reply_error(u->req, HTTP_ERROR_INTERNAL, "The workspace lease cannot be taken: %s.", strerror(-r));
                 http_request_set_userdata(u->req, NULL, NULL);
                 upload_free(u);
                 return 0;
@@ -386,12 +381,13 @@ static int on_upload_lease(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-void http_files_upload_finish(Manager *m, HttpRequest *req) {
+void api_files_upload(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                      const char **params, size_t *lens) {
         Upload *u = http_request_get_userdata(req);
         int r;
 
         if (!u)
-                return http_reply_error(req, 500, "internal", "Upload state lost.");
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "Upload state lost.");
         if (u->pp) {
                 (void) MHD_destroy_post_processor(u->pp);
                 u->pp = NULL;
@@ -403,14 +399,17 @@ void http_files_upload_finish(Manager *m, HttpRequest *req) {
         if (u->error < 0) {
                 int e = u->error;
                 http_request_set_userdata(req, NULL, NULL);
+                /* As clients have always seen it: -ENOSPC is insufficient_storage too (507; the
+                 * errno map knows -EDQUOT only), -ENOMEM 500 internal (the map: 503), and any
+                 * other refusal but -ENOENT 400 invalid_request. */
                 if (e == -EFBIG || e == -E2BIG)
-                        http_reply_error(req, 413, "payload_too_large", "%s.", u->error_message ?: "too large");
+                        http_reply_error(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, "%s.", u->error_message ?: "too large");
                 else if (e == -ENOSPC || e == -EDQUOT)
-                        http_reply_error(req, 507, "insufficient_storage", "%s.", u->error_message ?: "no space left");
+                        http_reply_error(req, HTTP_ERROR_INSUFFICIENT_STORAGE, "%s.", u->error_message ?: "no space left");
                 else if (e == -ENOMEM)
-                        http_reply_error(req, 500, "internal", "Out of memory.");
+                        http_reply_oom(req);
                 else
-                        http_reply_error(req, e == -ENOENT ? 404 : 400, e == -ENOENT ? "not_found" : "invalid_request",
+                        http_reply_error(req, e == -ENOENT ? HTTP_ERROR_NOT_FOUND : HTTP_ERROR_INVALID_REQUEST,
                                          "%s.", u->error_message ?: "invalid upload");
                 upload_free(u);
                 return;
@@ -420,7 +419,7 @@ void http_files_upload_finish(Manager *m, HttpRequest *req) {
         if (r < 0) {
                 http_request_set_userdata(req, NULL, NULL);
                 upload_free(u);
-                return http_reply_error(req, 500, "internal", "Out of memory.");
+                return http_reply_oom(req);
         }
         http_request_suspend(req);
 }
@@ -432,7 +431,8 @@ static int open_existing_ws(Manager *m, const char *ws) {
         return fd < 0 ? negative_errno() : fd;
 }
 
-void http_files_get(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
+void api_files_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                   const char **params, size_t *lens) {
         _cleanup_free_ char *path = NULL, *repr = NULL;
         _cleanup_close_ int ws_fd = -EBADF;
         char ws[129], hex[65], size_s[32];
@@ -440,17 +440,17 @@ void http_files_get(Manager *m, HttpRequest *req, const char **params, size_t *l
         struct stat st;
         int fd = -EBADF, r;
 
-        if (ws_from_params(params, lens, ws) < 0)
-                return http_reply_error(req, 404, "not_found", "No such workspace.");
+        if (api_param_id(params[0], lens[0], ws) < 0)
+                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such workspace.");
         path = strndup(params[1], lens[1]);
         if (!path)
-                return http_reply_error(req, 500, "internal", "Out of memory.");
+                return http_reply_oom(req);
         r = ws_path_validate(path, false);
         if (r < 0)
                 return reply_path_error(req, r, path);
         ws_fd = open_existing_ws(m, ws);
         if (ws_fd < 0)
-                return http_reply_error(req, 404, "not_found", "No workspace '%s'.", ws);
+                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No workspace '%s'.", ws);
         r = ws_file_open_read(ws_fd, path, UINT64_MAX, &fd, &st);
         if (r < 0)
                 return reply_path_error(req, r, path);
@@ -468,10 +468,11 @@ void http_files_get(Manager *m, HttpRequest *req, const char **params, size_t *l
         const char *const hdr[] = { "Repr-Digest", repr, "X-Sandbox-SHA256", hex, NULL };
         r = http_request_reply_fd(req, 200, "application/octet-stream", fd, 0, (uint64_t) st.st_size, hdr);
         if (r < 0)
-                http_reply_error(req, 500, "internal", "Out of memory.");
+                http_reply_oom(req);
 }
 
-void http_files_list(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
+void api_files_list(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                    const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_close_ int ws_fd = -EBADF;
         const char *dir = http_request_query(req, "dir") ?: "";
@@ -481,14 +482,14 @@ void http_files_list(Manager *m, HttpRequest *req, const char **params, size_t *
         char ws[129];
         int r;
 
-        if (ws_from_params(params, lens, ws) < 0)
-                return http_reply_error(req, 404, "not_found", "No such workspace.");
+        if (api_param_id(params[0], lens[0], ws) < 0)
+                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such workspace.");
         r = ws_path_validate(dir, true);
         if (r < 0)
                 return reply_path_error(req, r, dir);
         ws_fd = open_existing_ws(m, ws);
         if (ws_fd < 0)
-                return http_reply_error(req, 404, "not_found", "No workspace '%s'.", ws);
+                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No workspace '%s'.", ws);
         r = ws_list_dir(ws_fd, dir, &entries, &n);
         if (r < 0)
                 return reply_path_error(req, r, dir);
@@ -510,7 +511,7 @@ void http_files_list(Manager *m, HttpRequest *req, const char **params, size_t *
         ws_entries_free(entries, n);
         if (!o || !list) {
                 json_object_put(list);
-                return http_reply_error(req, 500, "internal", "Out of memory.");
+                return http_reply_oom(req);
         }
         json_object_object_add(o, "entries", list);
         if (hidden > 0)
@@ -556,21 +557,22 @@ static int on_removal_lease(sd_event_source *s, uint64_t usec, void *userdata) {
                 json_object_object_add(o, "removed", json_object_new_string(x->path));
                 http_reply_json(x->req, 200, o);
         } else
-                http_reply_error(x->req, 500, "internal", "Out of memory.");
+                http_reply_oom(x->req);
         removal_free(x);
         return 0;
 }
 
-void http_files_delete(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
+void api_files_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                      const char **params, size_t *lens) {
         Removal *x;
         char ws[129];
         int r = 0;
 
-        if (ws_from_params(params, lens, ws) < 0)
-                return http_reply_error(req, 404, "not_found", "No such workspace.");
+        if (api_param_id(params[0], lens[0], ws) < 0)
+                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such workspace.");
         x = calloc(1, sizeof(*x));
         if (!x)
-                return http_reply_error(req, 500, "internal", "Out of memory.");
+                return http_reply_oom(req);
         *x = (Removal) { .req = req, .ws_fd = -EBADF };
         x->path = strndup(params[1], lens[1]);
         if (!x->path || (r = ws_path_validate(x->path, false)) < 0) {
@@ -580,12 +582,12 @@ void http_files_delete(Manager *m, HttpRequest *req, const char **params, size_t
         x->ws_fd = open_existing_ws(m, ws);
         if (x->ws_fd < 0) {
                 removal_free(x);
-                return http_reply_error(req, 404, "not_found", "No workspace '%s'.", ws);
+                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No workspace '%s'.", ws);
         }
         r = sd_event_add_time_relative(m->event, &x->retry, CLOCK_MONOTONIC, 0, USEC_PER_MSEC, on_removal_lease, x);
         if (r < 0) {
                 removal_free(x);
-                return http_reply_error(req, 500, "internal", "Out of memory.");
+                return http_reply_oom(req);
         }
         http_request_set_userdata(req, x, on_removal_gone);
         http_request_suspend(req);

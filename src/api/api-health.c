@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * GET /health and GET /status: what the daemon can do and how busy it is. Reads the Manager and
+ * the server's counters; may call core/, sandbox/, egress/, execution/ and the http/ transport.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "api/api-internal.h"
+#include "build-config.h"
+#include "core/manager.h"
+#include "egress/egress-epochs.h"
+#include "execution/execution.h"
+#include "http/http-reply.h"
+#include "http/http-server.h"
+#include "sandbox/cgroup.h"
+#include "util/macro.h"
+
+void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *runner, *sandbox, *scopes, *net, *ws;
+        const char *reason;
+        bool can = manager_can_execute(m, &reason) >= 0;
+
+        if (!o)
+                return http_reply_oom(req);
+        json_object_object_add(o, "status", json_object_new_string(can ? "ok" : "degraded"));
+        json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(o, "uptimeSec", api_json_u64(manager_uptime_sec(m)));
+
+        sandbox = json_object_new_object();
+        json_object_object_add(sandbox, "usable", json_object_new_boolean(m->probe.usable));
+        json_object_object_add(sandbox, "proc", json_object_new_string(m->probe.probe.proc_fresh ? "fresh" : "ro-bind"));
+        json_object_object_add(sandbox, "disableUserns", json_object_new_boolean(m->probe.probe.disable_userns));
+        if (m->probe.bwrap_version)
+                json_object_object_add(sandbox, "bwrap", json_object_new_string(m->probe.bwrap_version));
+        if (m->probe.reason)
+                json_object_object_add(sandbox, "reason", json_object_new_string(m->probe.reason));
+        /* The host uid that payloads run as (never 0: a root-started daemon became its user). */
+        json_object_object_add(sandbox, "hostUid", json_object_new_int64((int64_t) m->sandbox_uid));
+        json_object_object_add(sandbox, "executions", json_object_new_boolean(can));
+        if (!can)
+                json_object_object_add(sandbox, "executionsRefused", json_object_new_string(reason));
+        json_object_object_add(o, "sandbox", sandbox);
+
+        scopes = json_object_new_object();
+        json_object_object_add(scopes, "available", json_object_new_boolean(m->scopes_available));
+        if (m->scopes_reason)
+                json_object_object_add(scopes, "reason", json_object_new_string(m->scopes_reason));
+        /* What enforces the limits: a scope, our own cgroups, or (weaker) rlimits only. */
+        json_object_object_add(scopes, "mechanism", json_object_new_string(limits_mechanism_to_string(m->limits)));
+        if (m->limits == LIMITS_CGROUP)
+                json_object_object_add(scopes, "cgroup", json_object_new_string(cgroup_root_describe(m->cgroups)));
+        else if (m->limits == LIMITS_RLIMIT && m->cgroups_reason)
+                json_object_object_add(scopes, "cgroupReason", json_object_new_string(m->cgroups_reason));
+        json_object_object_add(scopes, "limits", json_object_new_string(
+                        m->limits == LIMITS_SYSTEMD_SCOPE ? "scope" :
+                        m->limits == LIMITS_CGROUP ? "cgroup" :
+                        m->config.allow_unscoped ? "rlimit (weaker: memory as address space, tasks counted over the "
+                                                   "whole sandbox user, no CPU limit, no accounting)"
+                                                 : "none"));
+        json_object_object_add(o, "scopes", scopes);
+
+        net = json_object_new_object();
+        egress_health(m, net);
+        json_object_object_add(o, "sandboxNetwork", net);
+
+        ws = json_object_new_object();
+        {
+                _cleanup_free_ char *root = NULL;
+                uint64_t used, count;
+                bool known = manager_workspace_usage(m, &used, &count);
+
+                if (asprintf(&root, "%s/workspaces", m->state_dir) >= 0)
+                        json_object_object_add(ws, "root", json_object_new_string(root));
+                /* Measured in the background at most every 30 s: null until the first result. */
+                json_object_object_add(ws, "usedBytes", known ? api_json_u64(used) : NULL);
+                json_object_object_add(ws, "count", known ? api_json_u64(count) : NULL);
+        }
+        json_object_object_add(o, "workspace", ws);
+
+        runner = json_object_new_object();
+        json_object_object_add(runner, "maxWorkspaceBytes", api_json_u64(m->quota.max_workspace_bytes));
+        json_object_object_add(runner, "maxFileBytes", api_json_u64(0));
+        json_object_object_add(runner, "maxOutputBytes", api_json_u64(m->quota.max_output_bytes));
+        json_object_object_add(runner, "maxUploadFileBytes", api_json_u64(m->quota.max_upload_file_bytes));
+        json_object_object_add(runner, "maxUploadRequestBytes", api_json_u64(m->quota.max_upload_request_bytes));
+        json_object_object_add(runner, "runningExecutions", api_json_u64(m->n_executions_running));
+        json_object_object_add(o, "runner", runner);
+        http_reply_json(req, 200, o);
+}
+
+void api_status(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *conn = json_object_new_object(), *reqs = json_object_new_object();
+
+        if (!o || !conn || !reqs) {
+                json_object_put(conn);
+                json_object_put(reqs);
+                return http_reply_oom(req);
+        }
+        json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(o, "uptimeSec", api_json_u64(manager_uptime_sec(m)));
+        json_object_object_add(o, "socketActivated", json_object_new_boolean(m->socket_activated));
+        json_object_object_add(o, "listeners", api_json_u64(http_server_n_listeners(m->http)));
+        json_object_object_add(conn, "open", api_json_u64(http_server_n_connections(m->http)));
+        json_object_object_add(conn, "max", api_json_u64(m->config.max_connections));
+        json_object_object_add(conn, "maxPerClient", api_json_u64(m->config.max_connections_per_client));
+        json_object_object_add(o, "connections", conn);
+        json_object_object_add(reqs, "total", api_json_u64(http_server_n_requests(m->http)));
+        json_object_object_add(reqs, "authFailures", api_json_u64(m->n_auth_failures));
+        json_object_object_add(o, "requests", reqs);
+        json_object_object_add(o, "idleExitSec", api_json_u64(m->config.idle_exit_usec / USEC_PER_SEC));
+        {
+                json_object *ex = json_object_new_object(), *running = json_object_new_array();
+                for (Execution *e = m->executions; e; e = execution_next(e))
+                        if (!execution_finished(e)) {
+                                json_object *x = json_object_new_object();
+                                json_object_object_add(x, "executionId", json_object_new_string(execution_id(e)));
+                                json_object_object_add(x, "workspaceId", json_object_new_string(execution_workspace(e)));
+                                json_object_array_add(running, x);
+                        }
+                json_object_object_add(ex, "running", running);
+                json_object_object_add(ex, "total", api_json_u64(m->n_executions_total));
+                json_object_object_add(o, "executions", ex);
+        }
+        http_reply_json(req, 200, o);
+}

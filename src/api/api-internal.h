@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What the API's files share: the route table's types and the handlers each resource file
+ * (api-health.c, api-executions.c, api-workspaces.c, api-files.c, api-settings.c) gives to the
+ * table in api-routes.c. Handlers answer every request they get (a reply, or a suspension that
+ * ends in one); errors go through http_reply_error() with an HttpError kind.
+ */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/macro.h"
+
+typedef struct HttpRequest HttpRequest;
+typedef struct Manager Manager;
+
+typedef enum RouteAuth {
+        ROUTE_AUTH_NONE,
+        ROUTE_AUTH_BEARER,
+        ROUTE_AUTH_SIGNED,              /* bearer + X-Sandbox-Timestamp + X-Sandbox-Signature */
+} RouteAuth;
+
+typedef struct Route Route;
+typedef void (*RouteHandler)(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                             const char **params, size_t *lens);
+/* Streamed bodies: set up a body sink once the headers are in; return the body cap. */
+typedef uint64_t (*RouteBegin)(Manager *m, HttpRequest *req, const char **params, size_t *lens);
+
+struct Route {
+        const char *method;
+        const char *pattern;
+        RouteAuth auth;
+        bool json_body;
+        RouteHandler handler;
+        RouteBegin begin;
+};
+
+SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
+
+static inline json_object *api_json_u64(uint64_t v) {
+        return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);
+}
+
+/* api-routes.c: an id in a path ({ws} of /workspaces/{ws}/..., {id} of /shell-executions/{id}):
+ * @len bytes at @p copied to @ret and validated. Return: 0, or -EINVAL when it is not a valid id. */
+int api_param_id(const char *p, size_t len, char ret[static 129]);
+
+/* api-health.c */
+void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                const char **params, size_t *lens);
+void api_status(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                const char **params, size_t *lens);
+
+/* api-executions.c */
+void api_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                 const char **params, size_t *lens);
+void api_shell_create(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                      const char **params, size_t *lens);
+void api_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                   const char **params, size_t *lens);
+void api_shell_logs(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                    const char **params, size_t *lens);
+void api_shell_cancel(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                      const char **params, size_t *lens);
+
+/* api-workspaces.c */
+void api_teardown(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                  const char **params, size_t *lens);
+void api_revisions(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                   const char **params, size_t *lens);
+void api_revision_tree(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                       const char **params, size_t *lens);
+void api_revision_file(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                       const char **params, size_t *lens);
+void api_restore(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                 const char **params, size_t *lens);
+
+/* api-settings.c */
+void api_quota_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                   const char **params, size_t *lens);
+void api_quota_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                   const char **params, size_t *lens);
+void api_network_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                     const char **params, size_t *lens);
+void api_network_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                     const char **params, size_t *lens);
+
+/* api-files.c: workspace files. Begin hooks (headers in, no body yet) may reply; else they set up
+ * the body sink. Return: the body cap. */
+uint64_t api_files_put_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
+uint64_t api_files_post_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
+void api_files_upload(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                      const char **params, size_t *lens);
+void api_files_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                   const char **params, size_t *lens);
+void api_files_list(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                    const char **params, size_t *lens);
+void api_files_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                      const char **params, size_t *lens);
