@@ -26,12 +26,6 @@
 /* Room for a temporary file's name next to the target: ".<name>.XXXXXX" within NAME_MAX. */
 #define TMP_NAME_BASE_MAX 200
 
-/* Uploads, downloads and the commands that wait for the workspace (a run holds it while it goes
- * on) have no overall time limit unless --timeout is given. */
-static uint64_t long_timeout(void) {
-        return arg_timeout_set ? arg_timeout_usec : 0;
-}
-
 /* "/workspaces/<ws>" with the id escaped, followed by @fmt. NULL on OOM (reported). */
 _printf_(2, 3)
 static char *workspace_path(const char *ws, const char *fmt, ...) {
@@ -163,7 +157,7 @@ static void source_close(Source *s) {
 }
 
 /* Compare the daemon's record of one written file with what was sent. Returns an exit code. */
-static int check_written(json_object *w, const char *remote, Source *s, char hex[static 65]) {
+static int check_written(const CtlOptions *o, json_object *w, const char *remote, Source *s, char hex[static 65]) {
         _cleanup_free_ char *er = output_escaped(remote), *theirs = NULL;
         uint8_t digest[TRANSFER_SHA256_SIZE];
         const char *sha = json_string_field(w, "sha256"), *path = json_string_field(w, "path");
@@ -186,12 +180,12 @@ static int check_written(json_object *w, const char *remote, Source *s, char hex
                           " bytes with SHA-256 %s.", er ?: "", s->sent, hex, bytes, theirs ?: "");
                 return CTL_EXIT_FAILURE;
         }
-        if (arg_verbose)
+        if (o->verbose)
                 log_error("'%s': the daemon's SHA-256 matches the one computed while sending.", er ?: "");
         return 0;
 }
 
-static int show_written(json_object *answer, Source *sources, char **remotes, size_t n) {
+static int show_written(const CtlOptions *o, json_object *answer, Source *sources, char **remotes, size_t n) {
         json_object *written;
         char hex[65];
         int r;
@@ -199,17 +193,17 @@ static int show_written(json_object *answer, Source *sources, char **remotes, si
         if (!json_object_object_get_ex(answer, "written", &written) || !json_object_is_type(written, json_type_array) ||
             json_object_array_length(written) != n) {
                 log_error("The daemon's answer does not list the %zu file%s written.", n, n == 1 ? "" : "s");
-                if (arg_json)
-                        (void) show_answer(answer, NULL);
+                if (o->json)
+                        (void) show_answer(o, answer, NULL);
                 return CTL_EXIT_FAILURE;
         }
         for (size_t i = 0; i < n; i++) {
-                r = check_written(json_object_array_get_idx(written, i), remotes[i], &sources[i], hex);
+                r = check_written(o, json_object_array_get_idx(written, i), remotes[i], &sources[i], hex);
                 if (r != 0)
                         return r;
         }
-        if (arg_json)
-                return show_answer(answer, NULL);
+        if (o->json)
+                return show_answer(o, answer, NULL);
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *ep = output_escaped(remotes[i]);
 
@@ -221,7 +215,7 @@ static int show_written(json_object *answer, Source *sources, char **remotes, si
         return flush_stdout();
 }
 
-static int upload_one(const char *ws, const char *local, const char *remote) {
+static int upload_one(const CtlOptions *o, const char *ws, const char *local, const char *remote) {
         _cleanup_(json_object_putp) json_object *answer = NULL;
         _cleanup_free_ char *rpath = NULL, *path = NULL, *base = NULL;
         Source src;
@@ -253,11 +247,11 @@ static int upload_one(const char *ws, const char *local, const char *remote) {
                 source_close(&src);
                 return r;
         }
-        r = request(&(const Request) {
+        r = request(o, &(const Request) {
                             .method = "PUT",
                             .path = path,
                             .need_token = true,
-                            .timeout_usec = long_timeout(),
+                            .timeout_usec = ctl_long_timeout(o),
                             .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
                             .read_body = source_read,
                             .rewind_body = source_rewind,
@@ -270,10 +264,10 @@ static int upload_one(const char *ws, const char *local, const char *remote) {
         source_close(&src);
         if (r != 0)
                 return r;
-        return show_written(answer, &src, (char *[]) { (char *) remote }, 1);
+        return show_written(o, answer, &src, (char *[]) { (char *) remote }, 1);
 }
 
-static int upload_multipart(const char *ws, int n, char *locals[]) {
+static int upload_multipart(const CtlOptions *o, const char *ws, int n, char *locals[]) {
         _cleanup_(json_object_putp) json_object *answer = NULL;
         _cleanup_free_ Source *sources = NULL;
         _cleanup_free_ HttpMimePart *parts = NULL;
@@ -333,11 +327,11 @@ static int upload_multipart(const char *ws, int n, char *locals[]) {
         }
 
         if (r == 0)
-                r = request(&(const Request) {
+                r = request(o, &(const Request) {
                                     .method = "POST",
                                     .path = path,
                                     .need_token = true,
-                                    .timeout_usec = long_timeout(),
+                                    .timeout_usec = ctl_long_timeout(o),
                                     .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
                                     .parts = parts,
                                     .n_parts = (size_t) n,
@@ -347,21 +341,21 @@ static int upload_multipart(const char *ws, int n, char *locals[]) {
         for (int i = 0; i < n; i++)
                 source_close(&sources[i]);
         if (r == 0)
-                r = show_written(answer, sources, names, (size_t) n);
+                r = show_written(o, answer, sources, names, (size_t) n);
         for (int i = 0; i < n; i++)
                 free(names[i]);
         free(names);
         return r;
 }
 
-int verb_upload(int argc, char *argv[]) {
-        if (arg_multipart)
-                return upload_multipart(argv[0], argc - 1, argv + 1);
+int verb_upload(const CtlOptions *o, int argc, char *argv[]) {
+        if (o->multipart)
+                return upload_multipart(o, argv[0], argc - 1, argv + 1);
         if (argc > 3) {
                 log_error("upload takes WORKSPACE LOCAL [REMOTE]; several files need --multipart.");
                 return CTL_EXIT_USAGE;
         }
-        return upload_one(argv[0], argv[1], argc > 2 ? argv[2] : NULL);
+        return upload_one(o, argv[0], argv[1], argc > 2 ? argv[2] : NULL);
 }
 
 /* ---- download ---------------------------------------------------------------------------------- */
@@ -445,31 +439,103 @@ static int make_temporary(const char *target, char **ret_path, int *ret_fd) {
         return 0;
 }
 
-int verb_download(int argc, char *argv[]) {
-        _cleanup_(http_response_done) HttpResponse resp = {};
-        _cleanup_free_ char *target = NULL, *tmp = NULL, *path = NULL, *rpath = NULL, *erev = NULL;
-        _cleanup_free_ char *etarget = NULL, *eremote = NULL, *eheader = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        const char *ws = argv[0], *remote = argv[1], *header;
+/* The API path of @remote in workspace @ws, or in its revision --revision. NULL on OOM (reported). */
+static char *download_path(const CtlOptions *o, const char *ws, const char *remote) {
+        _cleanup_free_ char *rpath = remote_path(remote), *erev = NULL;
+
+        if (!rpath)
+                return NULL;
+        if (!o->revision)
+                return workspace_path(ws, "/files/%s", rpath);
+        if (transfer_escape(o->revision, &erev) < 0) {
+                (void) log_oom();
+                return NULL;
+        }
+        return workspace_path(ws, "/revisions/%s/files/%s", erev, rpath);
+}
+
+/* Compare what @d received with the answer's Repr-Digest; @ours_hex: the SHA-256 of what came.
+ * Returns an exit code. */
+static int download_verify(const CtlOptions *o, const Dest *d, const HttpResponse *resp, const char *eremote,
+                           bool to_file, char ours_hex[static 65]) {
+        _cleanup_free_ char *eheader = NULL;
         uint8_t ours[TRANSFER_SHA256_SIZE], theirs[TRANSFER_SHA256_SIZE];
-        char ours_hex[65], theirs_hex[65];
+        struct sha256_ctx sha = d->sha;
+        char theirs_hex[65];
+        const char *header;
+
+        sha256_digest(&sha, sizeof(ours), ours);
+        transfer_hex(ours, sizeof(ours), ours_hex);
+        header = http_response_header(resp, "Repr-Digest");
+        if (!header) {
+                log_error("The daemon sent no Repr-Digest for '%s'; the download cannot be verified%s.", eremote,
+                          to_file ? " and was discarded" : "");
+                return CTL_EXIT_FAILURE;
+        }
+        if (transfer_repr_digest_sha256(header, theirs) < 0) {
+                eheader = output_escaped(header);
+                log_error("The Repr-Digest of '%s' (%s) has no valid sha-256 value; the download cannot be "
+                          "verified%s.", eremote, eheader ?: "", to_file ? " and was discarded" : "");
+                return CTL_EXIT_FAILURE;
+        }
+        transfer_hex(theirs, sizeof(theirs), theirs_hex);
+        if (memcmp(ours, theirs, sizeof(ours)) != 0) {
+                log_error("Digest mismatch for '%s': the daemon announced SHA-256 %s, the %" PRIu64 " bytes received "
+                          "have %s. %s", eremote, theirs_hex, d->bytes, ours_hex,
+                          to_file ? "Nothing was saved." : "The output is damaged.");
+                return CTL_EXIT_FAILURE;
+        }
+        if (o->verbose)
+                log_error("'%s': %" PRIu64 " bytes, SHA-256 %s matches Repr-Digest.", eremote, d->bytes, ours_hex);
+        return 0;
+}
+
+/* The verified temporary file @tmp (open as *@fd, closed here) becomes @target. Returns an exit code. */
+static int download_save(int *fd, const char *tmp, const char *target, const char *etarget) {
+        mode_t mask;
+
+        /* The permissions a new file gets (mkostemp() made it 0600). */
+        mask = umask(0);
+        (void) umask(mask);
+        if (fchmod(*fd, 0666 & ~mask) < 0 || fsync(*fd) < 0 || close(STEAL_FD(*fd)) < 0 || rename(tmp, target) < 0) {
+                log_error("Cannot save %s: %s", etarget, strerror(errno));
+                return CTL_EXIT_FAILURE;
+        }
+        transfer_interrupt_unlink(NULL);
+        return 0;
+}
+
+/* What was saved: JSON with --json, else one line. Returns the exit code. */
+static int download_show(const CtlOptions *o, const char *remote, const char *target, const char *etarget,
+                         uint64_t bytes, const char *ours_hex) {
+        if (o->json) {
+                _cleanup_(json_object_putp) json_object *result = json_object_new_object();
+
+                if (!result || json_add_string(result, "path", remote, strlen(remote)) < 0 ||
+                    json_add_string(result, "file", target, strlen(target)) < 0 ||
+                    json_add_u64(result, "bytes", bytes) < 0 ||
+                    json_add_string(result, "sha256", ours_hex, strlen(ours_hex)) < 0)
+                        return log_oom();
+                return show_answer(o, result, NULL);
+        }
+        printf("%s: %" PRIu64 " bytes, sha256 %s (verified)\n", etarget, bytes, ours_hex);
+        return flush_stdout();
+}
+
+int verb_download(const CtlOptions *o, int argc, char *argv[]) {
+        _cleanup_(http_response_done) HttpResponse resp = {};
+        _cleanup_free_ char *target = NULL, *tmp = NULL, *path = NULL, *etarget = NULL, *eremote = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        const char *ws = argv[0], *remote = argv[1];
+        char ours_hex[65];
         json_object *answer = NULL;
         Dest d = {};
-        mode_t mask;
         int r;
 
         r = download_target(remote, argc > 2 ? argv[2] : NULL, &target);
         if (r != 0)
                 return r;
-        rpath = remote_path(remote);
-        if (!rpath)
-                return CTL_EXIT_FAILURE;
-        if (arg_revision) {
-                if (transfer_escape(arg_revision, &erev) < 0)
-                        return log_oom();
-                path = workspace_path(ws, "/revisions/%s/files/%s", erev, rpath);
-        } else
-                path = workspace_path(ws, "/files/%s", rpath);
+        path = download_path(o, ws, remote);
         if (!path)
                 return CTL_EXIT_FAILURE;
         etarget = output_escaped(target ?: "standard output");
@@ -494,11 +560,12 @@ int verb_download(int argc, char *argv[]) {
         d.name = target ? etarget : "standard output";
         sha256_init(&d.sha);
 
-        r = request(&(const Request) {
+        r = request(o,
+                    &(const Request) {
                             .method = "GET",
                             .path = path,
                             .need_token = true,
-                            .timeout_usec = long_timeout(),
+                            .timeout_usec = ctl_long_timeout(o),
                             .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
                             .write_body = dest_write,
                             .write_userdata = &d,
@@ -508,82 +575,24 @@ int verb_download(int argc, char *argv[]) {
                             .ret_response = &resp,
                     },
                     &answer);
-        if (r != 0)
-                goto fail;
-
-        sha256_digest(&d.sha, sizeof(ours), ours);
-        transfer_hex(ours, sizeof(ours), ours_hex);
-        header = http_response_header(&resp, "Repr-Digest");
-        if (!header) {
-                log_error("The daemon sent no Repr-Digest for '%s'; the download cannot be verified%s.", eremote,
-                          target ? " and was discarded" : "");
-                r = CTL_EXIT_FAILURE;
-                goto fail;
+        if (r == 0)
+                r = download_verify(o, &d, &resp, eremote, target, ours_hex);
+        if (r == 0 && target)
+                r = download_save(&fd, tmp, target, etarget);
+        if (r != 0) {
+                if (tmp) {
+                        (void) unlink(tmp);
+                        transfer_interrupt_unlink(NULL);
+                }
+                return r;
         }
-        r = transfer_repr_digest_sha256(header, theirs);
-        if (r < 0) {
-                eheader = output_escaped(header);
-                log_error("The Repr-Digest of '%s' (%s) has no valid sha-256 value; the download cannot be "
-                          "verified%s.", eremote, eheader ?: "", target ? " and was discarded" : "");
-                r = CTL_EXIT_FAILURE;
-                goto fail;
-        }
-        transfer_hex(theirs, sizeof(theirs), theirs_hex);
-        if (memcmp(ours, theirs, sizeof(ours)) != 0) {
-                log_error("Digest mismatch for '%s': the daemon announced SHA-256 %s, the %" PRIu64 " bytes received "
-                          "have %s. %s", eremote, theirs_hex, d.bytes, ours_hex,
-                          target ? "Nothing was saved." : "The output is damaged.");
-                r = CTL_EXIT_FAILURE;
-                goto fail;
-        }
-        if (arg_verbose)
-                log_error("'%s': %" PRIu64 " bytes, SHA-256 %s matches Repr-Digest.", eremote, d.bytes, ours_hex);
 
         if (!target)
                 return 0;
-
-        /* The permissions a new file gets (mkostemp() made it 0600). */
-        mask = umask(0);
-        (void) umask(mask);
-        if (fchmod(fd, 0666 & ~mask) < 0 || fsync(fd) < 0 || close(STEAL_FD(fd)) < 0 || rename(tmp, target) < 0) {
-                log_error("Cannot save %s: %s", etarget, strerror(errno));
-                r = CTL_EXIT_FAILURE;
-                goto fail;
-        }
-        transfer_interrupt_unlink(NULL);
-
-        if (arg_json) {
-                _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-
-                if (!o || json_add_string(o, "path", remote, strlen(remote)) < 0 ||
-                    json_add_string(o, "file", target, strlen(target)) < 0 ||
-                    json_add_u64(o, "bytes", d.bytes) < 0 ||
-                    json_add_string(o, "sha256", ours_hex, strlen(ours_hex)) < 0)
-                        return log_oom();
-                return show_answer(o, NULL);
-        }
-        printf("%s: %" PRIu64 " bytes, sha256 %s (verified)\n", etarget, d.bytes, ours_hex);
-        return flush_stdout();
-
-fail:
-        if (tmp) {
-                (void) unlink(tmp);
-                transfer_interrupt_unlink(NULL);
-        }
-        return r;
+        return download_show(o, remote, target, etarget, d.bytes, ours_hex);
 }
 
 /* ---- listings ---------------------------------------------------------------------------------- */
-
-static int get_json(const char *path, json_object **ret) {
-        return request(&(const Request) {
-                               .method = "GET",
-                               .path = path,
-                               .need_token = true,
-                               .timeout_usec = arg_timeout_usec,
-                       },
-                       ret);
-}
 
 /* "?dir=<escaped>" or "". NULL on OOM (reported). */
 static char *dir_query(const char *dir) {
@@ -645,43 +654,41 @@ static int print_entries(json_object *answer, bool with_mode) {
         return flush_stdout();
 }
 
-int verb_ls(int argc, char *argv[]) {
+/* GET a listing at @path (built by the caller, NULL: failed, reported) and show its entries.
+ * Returns the exit code. */
+static int list_dir(const CtlOptions *o, const char *path, bool with_mode) {
         _cleanup_(json_object_putp) json_object *answer = NULL;
-        _cleanup_free_ char *q = dir_query(argc > 1 ? argv[1] : NULL), *path = NULL;
         int r;
+
+        if (!path)
+                return CTL_EXIT_FAILURE;
+        r = request_get(o, path, &answer);
+        if (r != 0)
+                return r;
+        if (o->json)
+                return show_answer(o, answer, NULL);
+        return print_entries(answer, with_mode);
+}
+
+int verb_ls(const CtlOptions *o, int argc, char *argv[]) {
+        _cleanup_free_ char *q = dir_query(argc > 1 ? argv[1] : NULL), *path = NULL;
 
         if (!q)
                 return CTL_EXIT_FAILURE;
         path = workspace_path(argv[0], "/files%s", q);
-        if (!path)
-                return CTL_EXIT_FAILURE;
-        r = get_json(path, &answer);
-        if (r != 0)
-                return r;
-        if (arg_json)
-                return show_answer(answer, NULL);
-        return print_entries(answer, false);
+        return list_dir(o, path, false);
 }
 
-int verb_tree(int argc, char *argv[]) {
-        _cleanup_(json_object_putp) json_object *answer = NULL;
+int verb_tree(const CtlOptions *o, int argc, char *argv[]) {
         _cleanup_free_ char *q = dir_query(argc > 2 ? argv[2] : NULL), *path = NULL, *erev = NULL;
-        int r;
 
         if (!q || transfer_escape(argv[1], &erev) < 0)
                 return q ? log_oom() : CTL_EXIT_FAILURE;
         path = workspace_path(argv[0], "/revisions/%s/tree%s", erev, q);
-        if (!path)
-                return CTL_EXIT_FAILURE;
-        r = get_json(path, &answer);
-        if (r != 0)
-                return r;
-        if (arg_json)
-                return show_answer(answer, NULL);
-        return print_entries(answer, true);
+        return list_dir(o, path, true);
 }
 
-int verb_revisions(int argc, char *argv[]) {
+int verb_revisions(const CtlOptions *o, int argc, char *argv[]) {
         _cleanup_(json_object_putp) json_object *answer = NULL;
         _cleanup_free_ char *path = workspace_path(argv[0], "/revisions");
         json_object *list;
@@ -690,11 +697,11 @@ int verb_revisions(int argc, char *argv[]) {
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        r = get_json(path, &answer);
+        r = request_get(o, path, &answer);
         if (r != 0)
                 return r;
-        if (arg_json)
-                return show_answer(answer, NULL);
+        if (o->json)
+                return show_answer(o, answer, NULL);
 
         list = entries_of(answer, "revisions");
         if (!list) {
@@ -733,52 +740,41 @@ int verb_revisions(int argc, char *argv[]) {
 
 /* ---- changes ----------------------------------------------------------------------------------- */
 
-int verb_restore(int argc, char *argv[]) {
+int verb_restore(const CtlOptions *o, int argc, char *argv[]) {
         static const char *const first[] = { "workspaceId", "restored", "tree", NULL };
-        _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
+        _cleanup_(json_object_putp) json_object *body = json_object_new_object();
         _cleanup_free_ char *path = workspace_path(argv[0], "/restore");
-        const char *s;
-        size_t size;
-        int r;
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        if (!body || json_add_string(body, "ref", argv[1], strlen(argv[1])) < 0 || !(s = json_body(body, &size)))
+        if (!body || json_add_string(body, "ref", argv[1], strlen(argv[1])) < 0)
                 return log_oom();
-        r = request(&(const Request) {
-                            .method = "POST",
-                            .path = path,
-                            .need_token = true,
-                            .body = s,
-                            .body_size = size,
-                            .timeout_usec = long_timeout(),
-                            .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
-                    },
-                    &answer);
-        if (r != 0)
-                return r;
-        return show_answer(answer, first);
+        return request_and_show(o,
+                                &(const Request) {
+                                        .method = "POST",
+                                        .path = path,
+                                        .need_token = true,
+                                        .json = body,
+                                        .timeout_usec = ctl_long_timeout(o),
+                                        .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
+                                },
+                                first);
 }
 
 /* A request without a body that may wait for the workspace; shows the answer. */
-static int change(const char *method, const char *path) {
-        _cleanup_(json_object_putp) json_object *answer = NULL;
-        int r;
-
-        r = request(&(const Request) {
-                            .method = method,
-                            .path = path,
-                            .need_token = true,
-                            .timeout_usec = long_timeout(),
-                            .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
-                    },
-                    &answer);
-        if (r != 0)
-                return r;
-        return show_answer(answer, NULL);
+static int change(const CtlOptions *o, const char *method, const char *path) {
+        return request_and_show(o,
+                                &(const Request) {
+                                        .method = method,
+                                        .path = path,
+                                        .need_token = true,
+                                        .timeout_usec = ctl_long_timeout(o),
+                                        .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
+                                },
+                                NULL);
 }
 
-int verb_rm(int argc, char *argv[]) {
+int verb_rm(const CtlOptions *o, int argc, char *argv[]) {
         _cleanup_free_ char *rpath = remote_path(argv[1]), *path = NULL;
 
         if (!rpath)
@@ -786,13 +782,13 @@ int verb_rm(int argc, char *argv[]) {
         path = workspace_path(argv[0], "/files/%s", rpath);
         if (!path)
                 return CTL_EXIT_FAILURE;
-        return change("DELETE", path);
+        return change(o, "DELETE", path);
 }
 
-int verb_teardown(int argc, char *argv[]) {
+int verb_teardown(const CtlOptions *o, int argc, char *argv[]) {
         _cleanup_free_ char *path = workspace_path(argv[0], "/teardown");
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        return change("POST", path);
+        return change(o, "POST", path);
 }
