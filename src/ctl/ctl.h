@@ -158,6 +158,10 @@ int request_and_show(const CtlOptions *o, const Request *req, const char *const 
 /* GET @path with the token and the --timeout limit. Returns an exit code (see request()). */
 int request_get(const CtlOptions *o, const char *path, json_object **ret_answer);
 
+/* GET @path; with --json the answer is shown and *@ret_answer is NULL (nothing more to print),
+ * else the caller gets the answer to print. Returns an exit code. */
+int request_get_unless_json(const CtlOptions *o, const char *path, json_object **ret_answer);
+
 /* Print @answer: pretty JSON with --json, else aligned "key: value" lines with @first first.
  * Returns an exit code. */
 int show_answer(const CtlOptions *o, json_object *answer, const char *const *first);
@@ -182,6 +186,11 @@ int verb_status(const CtlOptions *o, int argc, char *argv[]);
 
 /* ---- execute.c: exec and shell ----------------------------------------------------------------- */
 
+/* The exit code of a run that ended with @status (@estatus: escaped), @code as
+ * exec_status_exit_code() says; a status other than exited/signaled is said (not with --json), a
+ * missing exitCode/signal reported. */
+int execution_outcome(const CtlOptions *o, const char *eid, const char *status, const char *estatus, int code);
+
 int verb_exec(const CtlOptions *o, int argc, char *argv[]);
 int verb_shell(const CtlOptions *o, int argc, char *argv[]);
 
@@ -193,7 +202,12 @@ int verb_status_of(const CtlOptions *o, int argc, char *argv[]);
 int verb_logs(const CtlOptions *o, int argc, char *argv[]);
 int verb_cancel(const CtlOptions *o, int argc, char *argv[]);
 
-/* ---- files.c: workspace files and revisions ---------------------------------------------------- */
+/* ---- files.c: workspace files and revisions; upload.c, download.c ----------------------------- */
+
+/* "/workspaces/<ws>" with the id escaped, followed by @fmt. NULL on OOM (reported). */
+_printf_(2, 3) char *workspace_path(const char *ws, const char *fmt, ...);
+/* A path inside the workspace, each segment escaped. NULL on OOM (reported). */
+char *remote_path(const char *path);
 
 int verb_upload(const CtlOptions *o, int argc, char *argv[]);
 int verb_download(const CtlOptions *o, int argc, char *argv[]);

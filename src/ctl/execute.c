@@ -251,6 +251,18 @@ static void note_truncation(json_object *answer, const char *eid, const char *na
                 log_error("The %s of execution %s was truncated by the daemon.", name, eid);
 }
 
+int execution_outcome(const CtlOptions *o, const char *eid, const char *status, const char *estatus, int code) {
+        if (!o->json && code >= 0 && !streq(status, "exited") && !streq(status, "signaled"))
+                log_error("execution %s ended: %s", eid, estatus);
+
+        if (code < 0) {
+                log_error("Execution %s ended with status %s but without a valid %s.", eid, estatus,
+                          streq(status, "exited") ? "exitCode" : "signal");
+                return CTL_EXIT_FAILURE;
+        }
+        return code;
+}
+
 /* Send an execution request, show its outcome. Returns the exit code. */
 static int run_execution(const CtlOptions *o, const char *path, json_object *body) {
         _cleanup_(json_object_putp) json_object *answer = NULL;
@@ -315,16 +327,9 @@ static int run_execution(const CtlOptions *o, const char *path, json_object *bod
 
                 note_truncation(answer, eid, "stdout");
                 note_truncation(answer, eid, "stderr");
-                if (code >= 0 && !streq(status, "exited") && !streq(status, "signaled"))
-                        log_error("execution %s ended: %s", eid, estatus);
         }
 
-        if (code < 0) {
-                log_error("Execution %s ended with status %s but without a valid %s.", eid, estatus,
-                          streq(status, "exited") ? "exitCode" : "signal");
-                return CTL_EXIT_FAILURE;
-        }
-        return code;
+        return execution_outcome(o, eid, status, estatus, code);
 }
 
 /* exec --language: the code from --code, --file or standard input. Returns an exit code. */

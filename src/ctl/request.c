@@ -394,3 +394,18 @@ int request_get(const CtlOptions *o, const char *path, json_object **ret_answer)
                        },
                        ret_answer);
 }
+
+int request_get_unless_json(const CtlOptions *o, const char *path, json_object **ret_answer) {
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        int r;
+
+        r = request_get(o, path, &answer);
+        if (r != 0)
+                return r;
+        if (o->json) {
+                *ret_answer = NULL;
+                return show_answer(o, answer, NULL);
+        }
+        *ret_answer = STEAL(answer);
+        return 0;
+}

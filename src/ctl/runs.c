@@ -237,16 +237,9 @@ static int finish_run(const CtlOptions *o, const char *id, const char *eid, json
                         return r;
                 note_log_truncation(record, eid, "stdout");
                 note_log_truncation(record, eid, "stderr");
-                if (code >= 0 && !streq(status, "exited") && !streq(status, "signaled"))
-                        log_error("execution %s ended: %s", eid, estatus);
         }
 
-        if (code < 0) {
-                log_error("Execution %s ended with status %s but without a valid %s.", eid, estatus,
-                          streq(status, "exited") ? "exitCode" : "signal");
-                return CTL_EXIT_FAILURE;
-        }
-        return code;
+        return execution_outcome(o, eid, status, estatus, code);
 }
 
 int run_managed_shell(const CtlOptions *o, json_object *body) {
