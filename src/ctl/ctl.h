@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* What the command modules of sandbox-runnerctl share with main.c: the options, messages, one
- * request to the daemon, JSON helpers, and the commands each module implements. */
+/* What the command modules of sandbox-runnerctl share with main.c: the options (one CtlOptions,
+ * passed to every command), messages, one request to the daemon and the request/answer helpers,
+ * JSON helpers, and the commands each module implements. No module keeps mutable globals. */
 #pragma once
 
 #include <stdbool.h>
@@ -21,19 +22,83 @@
  * overall time limit unless --timeout is given; connecting still is limited to this. */
 #define CONNECT_TIMEOUT_USEC (30 * USEC_PER_SEC)
 
-/* Global options. */
-extern bool arg_json;
-extern bool arg_verbose;
-extern uint64_t arg_timeout_usec;
-extern bool arg_timeout_set;
+/* exec and shell: what the request may take beyond the execution's own timeout (sandbox set-up,
+ * waiting for the workspace, the snapshot, the answer's transfer); the longest --timeout-ms. */
+#define EXEC_TIMEOUT_MARGIN_USEC (30 * USEC_PER_SEC)
+#define EXEC_TIMEOUT_MS_MAX ((uint64_t) 7 * 24 * 3600 * 1000)
 
-/* Options of some commands. */
-extern bool arg_follow;                 /* shell, logs */
-extern bool arg_detach;                 /* shell */
-extern const char *arg_stream;          /* logs: "stdout" (default) or "stderr" */
-extern uint64_t arg_offset;             /* logs */
-extern const char *arg_revision;        /* download */
-extern bool arg_multipart;              /* upload */
+/* Options of the CLI: which command may take which (see options.c). */
+typedef enum VerbFlags {
+        VERB_EXEC_OPTIONS = 1 << 0,     /* takes the options of exec/shell */
+        VERB_OPTIONS_FIRST = 1 << 1,    /* options end at the first argument (it is a program's argv) */
+        VERB_FOLLOW = 1 << 2,           /* --follow */
+        VERB_DETACH = 1 << 3,           /* --detach */
+        VERB_LOG_OPTIONS = 1 << 4,      /* --stream, --offset */
+        VERB_REVISION = 1 << 5,         /* --revision */
+        VERB_MULTIPART = 1 << 6,        /* --multipart */
+} VerbFlags;
+
+/* How many classes of command options there are (options.c: option_classes[]). */
+#define CTL_OPTION_CLASSES 6
+
+/* Every option of the command line, filled by options_parse() and read by the commands. */
+typedef struct CtlOptions {
+        /* Global options. */
+        const char *url;
+        const char *token_file;
+        const char *signing_key_file;
+        bool json;
+        bool verbose;
+        uint64_t timeout_usec;
+        bool timeout_set;
+
+        /* Options of some commands. */
+        bool follow;                    /* shell, logs */
+        bool detach;                    /* shell */
+        const char *stream;             /* logs: "stdout" (default) or "stderr" */
+        uint64_t offset;                /* logs */
+        const char *revision;           /* download */
+        bool multipart;                 /* upload */
+
+        /* Options of exec and shell. */
+        const char *workspace;
+        const char *execution_id;
+        uint64_t exec_timeout_ms;       /* 0: not given, the daemon's default */
+        uint64_t memory;                /* 0: not given */
+        uint64_t tasks;
+        uint64_t cpu;
+        const char **env;               /* "NAME=VALUE", pointing into argv; owned */
+        size_t n_env;
+        const char *cwd;
+        const char *stdin_file;
+        const char *language;
+        const char *code;
+        const char *code_file;
+
+        /* The first option of each class given, for "not an option of this command". */
+        const char *class_option[CTL_OPTION_CLASSES];
+} CtlOptions;
+
+#define CTL_OPTIONS_INIT { .timeout_usec = DEFAULT_TIMEOUT_USEC }
+
+void ctl_options_done(CtlOptions *o);
+
+/* options_parse() returns these (or <0 on a usage error, already reported). */
+enum {
+        OPTIONS_EXIT = 0,               /* done: --version was printed */
+        OPTIONS_CONTINUE = 1,
+        OPTIONS_HELP = 2,               /* --help: print the help and exit */
+};
+
+/* Options may come before the command and after it (before a program's argv for exec). */
+int options_parse(CtlOptions *o, int argc, char *argv[], bool options_first);
+
+/* A command-only option given to a command that does not take it is reported. Returns an exit code. */
+int options_check_verb(const CtlOptions *o, VerbFlags flags, const char *name);
+
+/* The overall time limit of a transfer whose length is not known beforehand (uploads, downloads,
+ * requests that wait for a workspace): none unless --timeout is given. */
+uint64_t ctl_long_timeout(const CtlOptions *o);
 
 SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
@@ -50,6 +115,7 @@ typedef struct Request {
         bool sign;                      /* X-Sandbox-Timestamp and X-Sandbox-Signature */
         const char *body;               /* JSON, or NULL */
         size_t body_size;
+        json_object *json;              /* or this, serialised as the body (json_body()) */
         uint64_t timeout_usec;          /* whole request; 0: none */
         uint64_t connect_timeout_usec;  /* 0: libcurl's default */
         size_t max_response_size;       /* 0: HTTP_RESPONSE_SIZE_MAX */
@@ -83,11 +149,22 @@ typedef struct Request {
  * Returns an exit code: 0 with @ret_answer set to the 2xx answer's JSON (NULL for @raw_answer),
  * else the failure's.
  */
-int request(const Request *req, json_object **ret_answer);
+int request(const CtlOptions *o, const Request *req, json_object **ret_answer);
+
+/* The request/answer pattern of most commands: request(), then show_answer() with @first.
+ * Returns the exit code. */
+int request_and_show(const CtlOptions *o, const Request *req, const char *const *first);
+
+/* GET @path with the token and the --timeout limit. Returns an exit code (see request()). */
+int request_get(const CtlOptions *o, const char *path, json_object **ret_answer);
+
+/* GET @path; with --json the answer is shown and *@ret_answer is NULL (nothing more to print),
+ * else the caller gets the answer to print. Returns an exit code. */
+int request_get_unless_json(const CtlOptions *o, const char *path, json_object **ret_answer);
 
 /* Print @answer: pretty JSON with --json, else aligned "key: value" lines with @first first.
  * Returns an exit code. */
-int show_answer(json_object *answer, const char *const *first);
+int show_answer(const CtlOptions *o, json_object *answer, const char *const *first);
 
 /* Field accessors that tolerate anything: NULL, @fallback or false when missing or mistyped. */
 const char *json_string_field(json_object *o, const char *key);
@@ -102,26 +179,46 @@ int json_add_u64(json_object *o, const char *key, uint64_t v);
 /* The JSON text of @o, for a request body. NULL on OOM. */
 const char *json_body(json_object *o, size_t *ret_size);
 
+/* ---- daemon.c: the daemon's state ------------------------------------------------------------- */
+
+int verb_health(const CtlOptions *o, int argc, char *argv[]);
+int verb_status(const CtlOptions *o, int argc, char *argv[]);
+
+/* ---- execute.c: exec and shell ----------------------------------------------------------------- */
+
+/* The exit code of a run that ended with @status (@estatus: escaped), @code as
+ * exec_status_exit_code() says; a status other than exited/signaled is said (not with --json), a
+ * missing exitCode/signal reported. */
+int execution_outcome(const CtlOptions *o, const char *eid, const char *status, const char *estatus, int code);
+
+int verb_exec(const CtlOptions *o, int argc, char *argv[]);
+int verb_shell(const CtlOptions *o, int argc, char *argv[]);
+
 /* ---- runs.c: managed shell executions ---------------------------------------------------------- */
 
 /* shell --follow / --detach with the /execute-shell body @body. Returns the exit code. */
-int run_managed_shell(json_object *body);
-int verb_status_of(int argc, char *argv[]);
-int verb_logs(int argc, char *argv[]);
-int verb_cancel(int argc, char *argv[]);
+int run_managed_shell(const CtlOptions *o, json_object *body);
+int verb_status_of(const CtlOptions *o, int argc, char *argv[]);
+int verb_logs(const CtlOptions *o, int argc, char *argv[]);
+int verb_cancel(const CtlOptions *o, int argc, char *argv[]);
 
-/* ---- files.c: workspace files and revisions ---------------------------------------------------- */
+/* ---- files.c: workspace files and revisions; upload.c, download.c ----------------------------- */
 
-int verb_upload(int argc, char *argv[]);
-int verb_download(int argc, char *argv[]);
-int verb_ls(int argc, char *argv[]);
-int verb_revisions(int argc, char *argv[]);
-int verb_tree(int argc, char *argv[]);
-int verb_restore(int argc, char *argv[]);
-int verb_rm(int argc, char *argv[]);
-int verb_teardown(int argc, char *argv[]);
+/* "/workspaces/<ws>" with the id escaped, followed by @fmt. NULL on OOM (reported). */
+_printf_(2, 3) char *workspace_path(const char *ws, const char *fmt, ...);
+/* A path inside the workspace, each segment escaped. NULL on OOM (reported). */
+char *remote_path(const char *path);
+
+int verb_upload(const CtlOptions *o, int argc, char *argv[]);
+int verb_download(const CtlOptions *o, int argc, char *argv[]);
+int verb_ls(const CtlOptions *o, int argc, char *argv[]);
+int verb_revisions(const CtlOptions *o, int argc, char *argv[]);
+int verb_tree(const CtlOptions *o, int argc, char *argv[]);
+int verb_restore(const CtlOptions *o, int argc, char *argv[]);
+int verb_rm(const CtlOptions *o, int argc, char *argv[]);
+int verb_teardown(const CtlOptions *o, int argc, char *argv[]);
 
 /* ---- settings.c: quota and network policy ------------------------------------------------------ */
 
-int verb_quota(int argc, char *argv[]);
-int verb_policy(int argc, char *argv[]);
+int verb_quota(const CtlOptions *o, int argc, char *argv[]);
+int verb_policy(const CtlOptions *o, int argc, char *argv[]);

@@ -380,58 +380,40 @@ static int setup_mime(CURL *curl, Transfer *t, MimePart *wrappers, curl_mime **r
         return 0;
 }
 
-int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret, char **ret_error) {
-        _cleanup_(curl_slist_erase_and_freep) struct curl_slist *headers = NULL;
-        _cleanup_(curl_easy_cleanupp) CURL *curl = NULL;
-        _cleanup_(curl_mime_freep) curl_mime *mime = NULL;
-        _cleanup_free_ char *full_url = NULL, *ua = NULL, *ct = NULL, *accept = NULL;
-        _cleanup_free_ char *buffer_data = NULL, *ct_copy = NULL;
-        _cleanup_free_ MimePart *wrappers = NULL;
-        char errbuf[CURL_ERROR_SIZE] = "";
-        Transfer t = { .req = req };
-        const char *content_type = NULL;
-        bool streamed_body = req->read_body || req->n_parts > 0;
-        CURLcode code;
-        long status = 0;
-        int r;
-
-        if (ret_error)
-                *ret_error = NULL;
-
-        t.b.max = req->max_response_size > 0 ? req->max_response_size : HTTP_RESPONSE_SIZE_MAX;
-
+static bool request_valid(const HttpRequest *req) {
         if (isempty(req->method) || has_bad_chars(req->method) ||
             !req->path || req->path[0] != '/' || has_bad_chars(req->path))
-                return -EINVAL;
+                return false;
         if (req->bearer && (isempty(req->bearer) || has_bad_chars(req->bearer)))
-                return -EINVAL;
+                return false;
         if (!!req->body + !!req->read_body + (req->n_parts > 0) > 1 || (req->n_parts > 0 && !req->parts))
-                return -EINVAL;
+                return false;
         if (req->accept && strpbrk(req->accept, "\r\n"))
-                return -EINVAL;
+                return false;
+        return true;
+}
 
-        if (asprintf(&full_url, "%s%s", c->base, req->path) < 0) {
-                full_url = NULL;
+/* Append the header line "@name: @prefix@value"; it is erased before it is freed (a token). */
+static int append_header_value(struct curl_slist **l, const char *name, const char *prefix, const char *value) {
+        _cleanup_erase_ char *line = NULL;
+
+        if (asprintf(&line, "%s: %s%s", name, prefix, value) < 0) {
+                line = NULL;
                 return -ENOMEM;
         }
-        if (asprintf(&ua, "User-Agent: %s", c->user_agent) < 0) {
-                ua = NULL;
-                return -ENOMEM;
-        }
-        if (asprintf(&accept, "Accept: %s", req->accept ?: "application/json") < 0) {
-                accept = NULL;
-                return -ENOMEM;
-        }
+        return append_header(l, line);
+}
 
-        curl = curl_easy_init();
-        if (!curl)
-                return -ENOMEM;
-        t.curl = curl;
+/* The request's header lines: Accept, User-Agent, Expect, Content-Type, Authorization, the extra ones. */
+static int build_headers(const HttpClient *c, const HttpRequest *req, struct curl_slist **ret) {
+        _cleanup_(curl_slist_erase_and_freep) struct curl_slist *headers = NULL;
+        bool streamed_body = req->read_body || req->n_parts > 0;
+        int r;
 
-        r = append_header(&headers, accept);
+        r = append_header_value(&headers, "Accept", "", req->accept ?: "application/json");
         if (r < 0)
                 return r;
-        r = append_header(&headers, ua);
+        r = append_header_value(&headers, "User-Agent", "", c->user_agent);
         if (r < 0)
                 return r;
         /* A body in memory is sent at once, without an "Expect: 100-continue" round trip. A
@@ -441,22 +423,12 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
         if (r < 0)
                 return r;
         if ((req->body || req->read_body) && req->content_type) {
-                if (asprintf(&ct, "Content-Type: %s", req->content_type) < 0) {
-                        ct = NULL;
-                        return -ENOMEM;
-                }
-                r = append_header(&headers, ct);
+                r = append_header_value(&headers, "Content-Type", "", req->content_type);
                 if (r < 0)
                         return r;
         }
         if (req->bearer) {
-                _cleanup_erase_ char *auth = NULL;
-
-                if (asprintf(&auth, "Authorization: Bearer %s", req->bearer) < 0) {
-                        auth = NULL;
-                        return -ENOMEM;
-                }
-                r = append_header(&headers, auth);
+                r = append_header_value(&headers, "Authorization", "Bearer ", req->bearer);
                 if (r < 0)
                         return r;
         }
@@ -465,6 +437,16 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
                 if (r < 0)
                         return r;
         }
+
+        *ret = STEAL(headers);
+        return 0;
+}
+
+/* The options of every transfer: where to, the safety switches, callbacks, time limits. */
+static CURLcode setup_transfer(const HttpClient *c, Transfer *t, const char *full_url, struct curl_slist *headers,
+                               char *errbuf) {
+        CURL *curl = t->curl;
+        CURLcode code;
 
         /* Each setopt that can fail only does so on memory or an unsupported option. */
         code = curl_easy_setopt(curl, CURLOPT_URL, full_url);
@@ -492,113 +474,173 @@ int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret
         if (code == CURLE_OK)
                 code = curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write_cb);
         if (code == CURLE_OK)
-                code = curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+                code = curl_easy_setopt(curl, CURLOPT_WRITEDATA, t);
         if (code == CURLE_OK)
                 code = curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, header_cb);
         if (code == CURLE_OK)
-                code = curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+                code = curl_easy_setopt(curl, CURLOPT_HEADERDATA, t);
         if (code == CURLE_OK && c->timeout_usec > 0)
                 code = curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
                                         (long) MIN(DIV_ROUND_UP(c->timeout_usec, USEC_PER_MSEC),
                                                    (uint64_t) LONG_MAX));
-        if (code == CURLE_OK && req->connect_timeout_usec > 0)
+        if (code == CURLE_OK && t->req->connect_timeout_usec > 0)
                 code = curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
-                                        (long) MIN(DIV_ROUND_UP(req->connect_timeout_usec, USEC_PER_MSEC),
+                                        (long) MIN(DIV_ROUND_UP(t->req->connect_timeout_usec, USEC_PER_MSEC),
                                                    (uint64_t) LONG_MAX));
+        return code;
+}
 
-        if (code == CURLE_OK) {
-                if (req->read_body) {
-                        /* An upload (PUT unless the method says otherwise), streamed; chunked when
-                         * its size is not known. */
-                        code = curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-                        if (code == CURLE_OK)
-                                code = curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_cb);
-                        if (code == CURLE_OK)
-                                code = curl_easy_setopt(curl, CURLOPT_READDATA, &t);
-                        if (code == CURLE_OK)
-                                code = curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, seek_cb);
-                        if (code == CURLE_OK)
-                                code = curl_easy_setopt(curl, CURLOPT_SEEKDATA, &t);
-                        if (code == CURLE_OK && req->read_size >= 0)
-                                code = curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t) req->read_size);
-                        if (code == CURLE_OK && !streq(req->method, "PUT"))
-                                code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
-                } else if (req->n_parts > 0) {
-                        wrappers = calloc(req->n_parts, sizeof(MimePart));
-                        if (!wrappers)
-                                return -ENOMEM;
-                        r = setup_mime(curl, &t, wrappers, &mime);
-                        if (r < 0)
-                                return r;
-                        code = curl_easy_setopt(curl, CURLOPT_MIMEPOST, mime);
-                        if (code == CURLE_OK && !streq(req->method, "POST"))
-                                code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
-                } else if (req->body || !streq(req->method, "GET")) {
-                        /* POST-style transfer of the body (possibly empty, which still sends
-                         * "Content-Length: 0"), then the method's own name if it is not POST. */
-                        code = curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
-                                                (curl_off_t) (req->body ? req->body_size : 0));
-                        if (code == CURLE_OK)
-                                code = curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->body ?: "");
-                        if (code == CURLE_OK && !streq(req->method, "POST"))
-                                code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
-                } else
-                        code = curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
-        }
-        if (code != CURLE_OK) {
-                strv_free_n(t.headers, t.n_headers);
+/* How the body goes: streamed (an upload), multipart (parts wrapped in @wrappers, into @mime),
+ * from memory, or none (GET). Returns 0, -ENOMEM, -EINVAL (a bad part), -EIO. */
+static int setup_body(Transfer *t, MimePart **wrappers, curl_mime **mime) {
+        const HttpRequest *req = t->req;
+        CURL *curl = t->curl;
+        CURLcode code;
+        int r;
+
+        if (req->read_body) {
+                /* An upload (PUT unless the method says otherwise), streamed; chunked when
+                 * its size is not known. */
+                code = curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+                if (code == CURLE_OK)
+                        code = curl_easy_setopt(curl, CURLOPT_READFUNCTION, read_cb);
+                if (code == CURLE_OK)
+                        code = curl_easy_setopt(curl, CURLOPT_READDATA, t);
+                if (code == CURLE_OK)
+                        code = curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, seek_cb);
+                if (code == CURLE_OK)
+                        code = curl_easy_setopt(curl, CURLOPT_SEEKDATA, t);
+                if (code == CURLE_OK && req->read_size >= 0)
+                        code = curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t) req->read_size);
+                if (code == CURLE_OK && !streq(req->method, "PUT"))
+                        code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+        } else if (req->n_parts > 0) {
+                *wrappers = calloc(req->n_parts, sizeof(MimePart));
+                if (!*wrappers)
+                        return -ENOMEM;
+                r = setup_mime(curl, t, *wrappers, mime);
+                if (r < 0)
+                        return r;
+                code = curl_easy_setopt(curl, CURLOPT_MIMEPOST, *mime);
+                if (code == CURLE_OK && !streq(req->method, "POST"))
+                        code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+        } else if (req->body || !streq(req->method, "GET")) {
+                /* POST-style transfer of the body (possibly empty, which still sends
+                 * "Content-Length: 0"), then the method's own name if it is not POST. */
+                code = curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE,
+                                        (curl_off_t) (req->body ? req->body_size : 0));
+                if (code == CURLE_OK)
+                        code = curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req->body ?: "");
+                if (code == CURLE_OK && !streq(req->method, "POST"))
+                        code = curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req->method);
+        } else
+                code = curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+
+        if (code != CURLE_OK)
                 return code == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+        return 0;
+}
+
+/* curl_easy_perform() failed with @code: the error, and libcurl's (or the OS's) text for it. */
+static int transfer_failed(Transfer *t, CURLcode code, char *errbuf, char **ret_error) {
+        long os_errno = 0;
+
+        /* A callback's own error says best what went wrong. */
+        if (t->cb_error < 0)
+                return t->cb_error;
+
+        /* For a refused connection the OS error says it best ("No such file or directory"
+         * for a missing socket file); libcurl's text would name "localhost port 80". */
+        if (code == CURLE_COULDNT_CONNECT &&
+            curl_easy_getinfo(t->curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno > 0)
+                (void) snprintf(errbuf, CURL_ERROR_SIZE, "%s", strerror((int) os_errno));
+
+        if (ret_error) {
+                *ret_error = strdup(errbuf[0] != '\0' ? errbuf : curl_easy_strerror(code));
+                if (!*ret_error)
+                        return -ENOMEM;
         }
+        return curl_code_to_errno(code, &t->b);
+}
 
-        code = curl_easy_perform(curl);
-        buffer_data = t.b.data;   /* freed on every return path below */
-        if (code != CURLE_OK) {
-                long os_errno = 0;
+/* The answer of a finished transfer: status, body (taken from @t), content type, header lines. */
+static int collect_response(Transfer *t, HttpResponse *ret) {
+        _cleanup_free_ char *body = STEAL(t->b.data), *ct_copy = NULL;
+        const char *content_type = NULL;
+        long status = 0;
 
-                strv_free_n(t.headers, t.n_headers);
-                /* A callback's own error says best what went wrong. */
-                if (t.cb_error < 0)
-                        return t.cb_error;
-
-                /* For a refused connection the OS error says it best ("No such file or directory"
-                 * for a missing socket file); libcurl's text would name "localhost port 80". */
-                if (code == CURLE_COULDNT_CONNECT &&
-                    curl_easy_getinfo(curl, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno > 0)
-                        (void) snprintf(errbuf, sizeof(errbuf), "%s", strerror((int) os_errno));
-
-                if (ret_error) {
-                        *ret_error = strdup(errbuf[0] != '\0' ? errbuf : curl_easy_strerror(code));
-                        if (!*ret_error)
-                                return -ENOMEM;
-                }
-                return curl_code_to_errno(code, &t.b);
-        }
-
-        (void) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-        (void) curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &content_type);
+        (void) curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+        (void) curl_easy_getinfo(t->curl, CURLINFO_CONTENT_TYPE, &content_type);
 
         if (content_type) {
                 ct_copy = strdup(content_type);
-                if (!ct_copy) {
-                        strv_free_n(t.headers, t.n_headers);
+                if (!ct_copy)
                         return -ENOMEM;
-                }
         }
-        if (!buffer_data) {
-                buffer_data = strdup("");       /* an empty answer, or a streamed one */
-                if (!buffer_data) {
-                        strv_free_n(t.headers, t.n_headers);
+        if (!body) {
+                body = strdup("");      /* an empty answer, or a streamed one */
+                if (!body)
                         return -ENOMEM;
-                }
         }
 
         *ret = (HttpResponse) {
                 .status = status,
-                .body = STEAL(buffer_data),
-                .body_size = t.b.size,
+                .body = STEAL(body),
+                .body_size = t->b.size,
                 .content_type = STEAL(ct_copy),
-                .headers = t.headers,
-                .n_headers = t.n_headers,
+                .headers = t->headers,
+                .n_headers = t->n_headers,
         };
         return 0;
+}
+
+int http_client_request(HttpClient *c, const HttpRequest *req, HttpResponse *ret, char **ret_error) {
+        _cleanup_(curl_slist_erase_and_freep) struct curl_slist *headers = NULL;
+        _cleanup_(curl_easy_cleanupp) CURL *curl = NULL;
+        _cleanup_(curl_mime_freep) curl_mime *mime = NULL;
+        _cleanup_free_ char *full_url = NULL;
+        _cleanup_free_ MimePart *wrappers = NULL;
+        char errbuf[CURL_ERROR_SIZE] = "";
+        Transfer t = { .req = req };
+        CURLcode code;
+        int r;
+
+        if (ret_error)
+                *ret_error = NULL;
+
+        t.b.max = req->max_response_size > 0 ? req->max_response_size : HTTP_RESPONSE_SIZE_MAX;
+
+        if (!request_valid(req))
+                return -EINVAL;
+
+        if (asprintf(&full_url, "%s%s", c->base, req->path) < 0) {
+                full_url = NULL;
+                return -ENOMEM;
+        }
+
+        curl = curl_easy_init();
+        if (!curl)
+                return -ENOMEM;
+        t.curl = curl;
+
+        r = build_headers(c, req, &headers);
+        if (r < 0)
+                return r;
+
+        code = setup_transfer(c, &t, full_url, headers, errbuf);
+        if (code != CURLE_OK)
+                return code == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+        r = setup_body(&t, &wrappers, &mime);
+        if (r < 0)
+                return r;
+
+        code = curl_easy_perform(curl);
+        if (code == CURLE_OK)
+                r = collect_response(&t, ret);
+        else
+                r = transfer_failed(&t, code, errbuf, ret_error);
+        free(t.b.data);
+        if (r < 0)
+                strv_free_n(t.headers, t.n_headers);
+        return r;
 }

@@ -58,7 +58,7 @@ static int log_sink_write(const void *data, size_t size, void *userdata) {
  * (X-Sandbox-Next-Offset, or @offset plus what arrived when following). @quiet_404: a missing log
  * (a run still waiting for its workspace has none yet) is not reported; @ret_status says so.
  * Returns an exit code. */
-static int read_log(const char *id, const char *stream, uint64_t offset, bool follow, LogSink *sink,
+static int read_log(const CtlOptions *o, const char *id, const char *stream, uint64_t offset, bool follow, LogSink *sink,
                     uint64_t *ret_next, bool quiet_404, long *ret_status) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_free_ char *base = NULL, *path = NULL;
@@ -74,12 +74,12 @@ static int read_log(const char *id, const char *stream, uint64_t offset, bool fo
 
         sink->bytes = 0;
         sink->error = 0;
-        r = request(&(const Request) {
+        r = request(o, &(const Request) {
                             .method = "GET",
                             .path = path,
                             .need_token = true,
                             /* A followed log lasts as long as the run. */
-                            .timeout_usec = follow && !arg_timeout_set ? 0 : arg_timeout_usec,
+                            .timeout_usec = follow ? ctl_long_timeout(o) : o->timeout_usec,
                             .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
                             .write_body = log_sink_write,
                             .write_userdata = sink,
@@ -107,18 +107,12 @@ static int read_log(const char *id, const char *stream, uint64_t offset, bool fo
 }
 
 /* GET /shell-executions/{id}. Returns an exit code. */
-static int get_record(const char *id, json_object **ret) {
+static int get_record(const CtlOptions *o, const char *id, json_object **ret) {
         _cleanup_free_ char *path = execution_path(id, NULL);
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        return request(&(const Request) {
-                               .method = "GET",
-                               .path = path,
-                               .need_token = true,
-                               .timeout_usec = arg_timeout_usec,
-                       },
-                       ret);
+        return request_get(o, path, ret);
 }
 
 static bool record_running(json_object *record) {
@@ -138,27 +132,23 @@ static void note_log_truncation(json_object *record, const char *eid, const char
                   json_int_field(l, "bytes", 0));
 }
 
-int run_managed_shell(json_object *body) {
-        _cleanup_(json_object_putp) json_object *started = NULL, *record = NULL;
-        _cleanup_free_ char *id = NULL, *eid = NULL, *estatus = NULL, *note = NULL;
-        LogSink out = { .fd = arg_json ? -EBADF : STDOUT_FILENO };
-        uint64_t offset = 0;
-        const char *s, *status;
-        size_t size;
-        int r, code;
+/* POST /shell-executions: start the run. @ret_id, @ret_eid: its id, raw and escaped for messages.
+ * Returns an exit code. */
+static int start_run(const CtlOptions *o, json_object *body, json_object **ret_started, char **ret_id,
+                     char **ret_eid) {
+        _cleanup_(json_object_putp) json_object *started = NULL;
+        _cleanup_free_ char *id = NULL, *eid = NULL;
+        const char *s;
+        int r;
 
-        s = json_body(body, &size);
-        if (!s)
-                return log_oom();
-
-        r = request(&(const Request) {
+        r = request(o,
+                    &(const Request) {
                             .method = "POST",
                             .path = "/shell-executions",
                             .need_token = true,
                             .sign = true,
-                            .body = s,
-                            .body_size = size,
-                            .timeout_usec = arg_timeout_usec,
+                            .json = body,
+                            .timeout_usec = o->timeout_usec,
                     },
                     &started);
         if (r != 0)
@@ -174,48 +164,53 @@ int run_managed_shell(json_object *body) {
         if (!id || !eid)
                 return log_oom();
 
-        if (arg_detach) {
-                if (arg_json)
-                        return show_answer(started, NULL);
-                /* The id alone, for "id=$(sandbox-runnerctl shell --detach ...)". */
-                printf("%s\n", eid);
-                return flush_stdout();
-        }
+        *ret_started = STEAL(started);
+        *ret_id = STEAL(id);
+        *ret_eid = STEAL(eid);
+        return 0;
+}
 
-        /* --follow: the run goes on without us; an interrupt says how to stop it. */
-        if (asprintf(&note, "\n" PROGRAM ": execution %s keeps running; stop it with: " PROGRAM " cancel %s\n",
-                     eid, eid) < 0)
-                return log_oom();
-        transfer_interrupt_setup();
-        transfer_interrupt_message(note);
-        if (arg_verbose)
-                log_error("Started execution %s.", eid);
+/* Follow the stdout log of run @id into @out until the run's record says it ended; @ret_record:
+ * that record. Returns an exit code, negated when the output could not be written after the run
+ * ended (reported; the run is not said to be still running then). */
+static int follow_run(const CtlOptions *o, const char *id, LogSink *out, json_object **ret_record) {
+        _cleanup_(json_object_putp) json_object *record = NULL;
+        uint64_t offset = 0;
+        int r;
 
-        if (flush_stdout() != 0)
-                return CTL_EXIT_FAILURE;
         for (;;) {
                 long http_status = 0;
 
                 /* With --json the output is not shown: the stream only tells when the run ends. A
                  * run waiting for its workspace (another run holds it) has no log yet: 404. */
-                r = read_log(id, "stdout", offset, true, &out, &offset, true, &http_status);
+                r = read_log(o, id, "stdout", offset, true, out, &offset, true, &http_status);
                 if (r != 0 && http_status != 404)
-                        goto fail;
+                        return r;
 
                 json_object_put(record);
                 record = NULL;
-                r = get_record(id, &record);
+                r = get_record(o, id, &record);
                 if (r != 0)
-                        goto fail;
+                        return r;
                 if (!record_running(record))
                         break;
                 (void) usleep(REFOLLOW_DELAY_USEC);
         }
-        /* What was written after the last stream ended (if it ended early, or never started). */
-        r = read_log(id, "stdout", offset, false, &out, &offset, true, NULL);
-        if (r != 0 && out.error < 0)
-                return r;
-        transfer_interrupt_message(NULL);
+        /* What was written after the last stream ended (if it ended early, or never started). A
+         * failure here counts only when the output could not be written. */
+        r = read_log(o, id, "stdout", offset, false, out, &offset, true, NULL);
+        if (r != 0 && out->error < 0)
+                return -r;
+
+        *ret_record = STEAL(record);
+        return 0;
+}
+
+/* The ended run's @record: shown, its stderr written, its exit code the CLI's. */
+static int finish_run(const CtlOptions *o, const char *id, const char *eid, json_object *record) {
+        _cleanup_free_ char *estatus = NULL;
+        const char *status;
+        int r, code;
 
         status = json_string_field(record, "status");
         if (!status || streq(status, "running")) {
@@ -228,8 +223,8 @@ int run_managed_shell(json_object *body) {
         if (!estatus)
                 return log_oom();
 
-        if (arg_json) {
-                r = show_answer(record, NULL);
+        if (o->json) {
+                r = show_answer(o, record, NULL);
                 if (r != 0)
                         return r;
         } else {
@@ -237,47 +232,77 @@ int run_managed_shell(json_object *body) {
 
                 long http_status = 0;
 
-                r = read_log(id, "stderr", 0, false, &err, NULL, true, &http_status);
+                r = read_log(o, id, "stderr", 0, false, &err, NULL, true, &http_status);
                 if (r != 0 && http_status != 404)
                         return r;
                 note_log_truncation(record, eid, "stdout");
                 note_log_truncation(record, eid, "stderr");
-                if (code >= 0 && !streq(status, "exited") && !streq(status, "signaled"))
-                        log_error("execution %s ended: %s", eid, estatus);
         }
 
-        if (code < 0) {
-                log_error("Execution %s ended with status %s but without a valid %s.", eid, estatus,
-                          streq(status, "exited") ? "exitCode" : "signal");
-                return CTL_EXIT_FAILURE;
-        }
-        return code;
-
-fail:
-        transfer_interrupt_message(NULL);
-        log_error("Execution %s may still be running; see: " PROGRAM " status-of %s", eid, eid);
-        return r;
+        return execution_outcome(o, eid, status, estatus, code);
 }
 
-int verb_status_of(int argc, char *argv[]) {
+int run_managed_shell(const CtlOptions *o, json_object *body) {
+        _cleanup_(json_object_putp) json_object *started = NULL, *record = NULL;
+        _cleanup_free_ char *id = NULL, *eid = NULL, *note = NULL;
+        LogSink out = { .fd = o->json ? -EBADF : STDOUT_FILENO };
+        int r;
+
+        r = start_run(o, body, &started, &id, &eid);
+        if (r != 0)
+                return r;
+
+        if (o->detach) {
+                if (o->json)
+                        return show_answer(o, started, NULL);
+                /* The id alone, for "id=$(sandbox-runnerctl shell --detach ...)". */
+                printf("%s\n", eid);
+                return flush_stdout();
+        }
+
+        /* --follow: the run goes on without us; an interrupt says how to stop it. */
+        if (asprintf(&note, "\n" PROGRAM ": execution %s keeps running; stop it with: " PROGRAM " cancel %s\n",
+                     eid, eid) < 0)
+                return log_oom();
+        transfer_interrupt_setup();
+        transfer_interrupt_message(note);
+        if (o->verbose)
+                log_error("Started execution %s.", eid);
+
+        if (flush_stdout() != 0)
+                return CTL_EXIT_FAILURE;
+        r = follow_run(o, id, &out, &record);
+        if (r < 0)
+                return -r;      /* the output could not be written (reported) */
+        if (r > 0) {
+                transfer_interrupt_message(NULL);
+                log_error("Execution %s may still be running; see: " PROGRAM " status-of %s", eid, eid);
+                return r;
+        }
+        transfer_interrupt_message(NULL);
+
+        return finish_run(o, id, eid, record);
+}
+
+int verb_status_of(const CtlOptions *o, int argc, char *argv[]) {
         static const char *const first[] = { "executionId", "state", "status", "exitCode", "signal",
                                              "workspaceId", "durationMs", NULL };
         _cleanup_(json_object_putp) json_object *record = NULL;
         int r;
 
-        r = get_record(argv[0], &record);
+        r = get_record(o, argv[0], &record);
         if (r != 0)
                 return r;
 
         /* The output itself is what "logs" is for: the summary leaves it out. */
-        if (!arg_json && json_object_is_type(record, json_type_object)) {
+        if (!o->json && json_object_is_type(record, json_type_object)) {
                 json_object_object_del(record, "stdout");
                 json_object_object_del(record, "stderr");
         }
-        return show_answer(record, first);
+        return show_answer(o, record, first);
 }
 
-int verb_logs(int argc, char *argv[]) {
+int verb_logs(const CtlOptions *o, int argc, char *argv[]) {
         LogSink out = { .fd = STDOUT_FILENO };
         uint64_t next = 0;
         int r;
@@ -285,31 +310,27 @@ int verb_logs(int argc, char *argv[]) {
         r = flush_stdout();
         if (r != 0)
                 return r;
-        r = read_log(argv[0], arg_stream ?: "stdout", arg_offset, arg_follow, &out, &next, false, NULL);
+        r = read_log(o, argv[0], o->stream ?: "stdout", o->offset, o->follow, &out, &next, false, NULL);
         if (r != 0)
                 return r;
-        if (arg_verbose)
+        if (o->verbose)
                 fprintf(stderr, "next offset: %" PRIu64 "\n", next);
         return 0;
 }
 
-int verb_cancel(int argc, char *argv[]) {
+int verb_cancel(const CtlOptions *o, int argc, char *argv[]) {
         static const char *const first[] = { "executionId", "state", NULL };
-        _cleanup_(json_object_putp) json_object *answer = NULL;
         _cleanup_free_ char *path = execution_path(argv[0], "/cancel");
-        int r;
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        r = request(&(const Request) {
-                            .method = "POST",
-                            .path = path,
-                            .need_token = true,
-                            .sign = true,
-                            .timeout_usec = arg_timeout_usec,
-                    },
-                    &answer);
-        if (r != 0)
-                return r;
-        return show_answer(answer, first);
+        return request_and_show(o,
+                                &(const Request) {
+                                        .method = "POST",
+                                        .path = path,
+                                        .need_token = true,
+                                        .sign = true,
+                                        .timeout_usec = o->timeout_usec,
+                                },
+                                first);
 }

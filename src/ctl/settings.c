@@ -17,30 +17,14 @@ static json_object *unref(json_object *o) {
         return NULL;
 }
 
-static int get_json(const char *path, json_object **ret) {
-        return request(&(const Request) {
-                               .method = "GET",
-                               .path = path,
-                               .need_token = true,
-                               .timeout_usec = arg_timeout_usec,
-                       },
-                       ret);
-}
-
-static int put_json(const char *path, json_object *body, json_object **ret) {
-        const char *s;
-        size_t size;
-
-        s = json_body(body, &size);
-        if (!s)
-                return log_oom();
-        return request(&(const Request) {
+static int put_json(const CtlOptions *o, const char *path, json_object *body, json_object **ret) {
+        return request(o,
+                       &(const Request) {
                                .method = "PUT",
                                .path = path,
                                .need_token = true,
-                               .body = s,
-                               .body_size = size,
-                               .timeout_usec = arg_timeout_usec,
+                               .json = body,
+                               .timeout_usec = o->timeout_usec,
                        },
                        ret);
 }
@@ -61,8 +45,8 @@ static const char *const quota_first[] = {
         "maxWorkspaceBytes", "maxOutputBytes", "maxUploadFileBytes", "maxUploadRequestBytes", NULL,
 };
 
-static int quota_set(int argc, char *argv[]) {
-        _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
+static int quota_set(const CtlOptions *o, int argc, char *argv[]) {
+        _cleanup_(json_object_putp) json_object *body = json_object_new_object();
         int r;
 
         if (!body)
@@ -96,26 +80,32 @@ static int quota_set(int argc, char *argv[]) {
                         return log_oom();
         }
 
-        r = put_json("/api/quota-settings", body, &answer);
-        if (r != 0)
-                return r;
-        return show_answer(answer, quota_first);
+        return request_and_show(o,
+                                &(const Request) {
+                                        .method = "PUT",
+                                        .path = "/api/quota-settings",
+                                        .need_token = true,
+                                        .json = body,
+                                        .timeout_usec = o->timeout_usec,
+                                },
+                                quota_first);
 }
 
-int verb_quota(int argc, char *argv[]) {
-        _cleanup_(json_object_putp) json_object *answer = NULL;
-        int r;
-
+int verb_quota(const CtlOptions *o, int argc, char *argv[]) {
         if (argc > 0 && streq(argv[0], "set"))
-                return quota_set(argc - 1, argv + 1);
+                return quota_set(o, argc - 1, argv + 1);
         if (argc > 1 || (argc == 1 && !streq(argv[0], "show"))) {
                 log_error("Usage: quota [show] | quota set KEY=SIZE...");
                 return CTL_EXIT_USAGE;
         }
-        r = get_json("/api/quota-settings", &answer);
-        if (r != 0)
-                return r;
-        return show_answer(answer, quota_first);
+        return request_and_show(o,
+                                &(const Request) {
+                                        .method = "GET",
+                                        .path = "/api/quota-settings",
+                                        .need_token = true,
+                                        .timeout_usec = o->timeout_usec,
+                                },
+                                quota_first);
 }
 
 /* ---- network policy ---------------------------------------------------------------------------- */
@@ -202,13 +192,13 @@ static int print_list(const char *label, json_object *o, const char *key) {
 }
 
 /* The policy in @answer; @before: the revision before a change (NULL for "show"). */
-static int print_policy(json_object *answer, const char *before) {
+static int print_policy(const CtlOptions *o, json_object *answer, const char *before) {
         _cleanup_free_ char *mode = output_escaped(json_string_field(answer, "mode") ?: "?"),
                             *rev = output_escaped(json_string_field(answer, "revision") ?: "-"),
                             *old = before ? output_escaped(before) : NULL;
 
-        if (arg_json)
-                return show_answer(answer, NULL);
+        if (o->json)
+                return show_answer(o, answer, NULL);
         if (!mode || !rev || (before && !old))
                 return log_oom();
         printf("%-10s%s\n", "mode:", mode);
@@ -234,7 +224,57 @@ static int policy_usage(void) {
         return CTL_EXIT_USAGE;
 }
 
-int verb_policy(int argc, char *argv[]) {
+/* Whether the arguments of "policy @verb" are complete and make sense. */
+static bool policy_args_valid(const char *verb, int argc, char *argv[]) {
+        if (streq(verb, "show"))
+                return argc <= 1;
+        if (streq(verb, "set"))
+                return !(argc < 2 || (!streq(argv[1], "none") && !streq(argv[1], "allowlist")) ||
+                         (streq(argv[1], "none") && argc > 2));
+        if (streq(verb, "allow") || streq(verb, "deny") || streq(verb, "mirrors"))
+                return !(argc < 2 || (streq(verb, "mirrors") && streq(argv[1], "none") && argc > 2));
+        return false;
+}
+
+/* policy deny ENTRY...: the allow list of @current without argv[1..]; an entry that is not in it
+ * is reported. @ret_removed: how many were dropped. NULL on OOM. */
+static json_object *allow_without(json_object *current, int argc, char *argv[], size_t *ret_removed) {
+        json_object *old = string_list(current, "allow"), *allow = json_object_new_array();
+        size_t removed = 0;
+
+        for (size_t i = 0; old && allow && i < json_object_array_length(old); i++) {
+                json_object *e = json_object_array_get_idx(old, i);
+                bool drop = false;
+
+                for (int k = 1; k < argc && !drop; k++)
+                        drop = entries_equal(json_object_get_string(e), argv[k]);
+                if (drop)
+                        removed++;
+                else if (json_object_array_add(allow, json_object_get(e)) < 0) {
+                        json_object_put(e);
+                        allow = unref(allow);
+                }
+        }
+        for (int k = 1; old && k < argc; k++) {
+                bool found = false;
+
+                for (size_t i = 0; i < json_object_array_length(old) && !found; i++)
+                        found = entries_equal(json_object_get_string(json_object_array_get_idx(old, i)), argv[k]);
+                if (!found) {
+                        _cleanup_free_ char *e = output_escaped(argv[k]);
+                        log_error("'%s' is not in the allow list (see 'policy show').", e ?: "");
+                }
+        }
+        if (!old) {
+                json_object_put(allow);
+                allow = NULL;
+        } else
+                json_object_put(old);
+        *ret_removed = removed;
+        return allow;
+}
+
+int verb_policy(const CtlOptions *o, int argc, char *argv[]) {
         _cleanup_(json_object_putp) json_object *current = NULL, *body = NULL, *answer = NULL;
         _cleanup_free_ char *before = NULL;
         json_object *allow = NULL, *mirrors = NULL;
@@ -242,24 +282,14 @@ int verb_policy(int argc, char *argv[]) {
         bool changed = true, empty_note = false;
         int r;
 
-        if (streq(verb, "show")) {
-                if (argc > 1)
-                        return policy_usage();
-        } else if (streq(verb, "set")) {
-                if (argc < 2 || (!streq(argv[1], "none") && !streq(argv[1], "allowlist")) ||
-                    (streq(argv[1], "none") && argc > 2))
-                        return policy_usage();
-        } else if (streq(verb, "allow") || streq(verb, "deny") || streq(verb, "mirrors")) {
-                if (argc < 2 || (streq(verb, "mirrors") && streq(argv[1], "none") && argc > 2))
-                        return policy_usage();
-        } else
+        if (!policy_args_valid(verb, argc, argv))
                 return policy_usage();
 
-        r = get_json(POLICY_PATH, &current);
+        r = request_get(o, POLICY_PATH, &current);
         if (r != 0)
                 return r;
         if (streq(verb, "show"))
-                return print_policy(current, NULL);
+                return print_policy(o, current, NULL);
 
         before = strdup(json_string_field(current, "revision") ?: "-");
         mode = json_string_field(current, "mode") ?: "none";
@@ -284,39 +314,10 @@ int verb_policy(int argc, char *argv[]) {
                 if (allow && list_add_args(allow, argc - 1, argv + 1) < 0)
                         allow = unref(allow);
         } else if (streq(verb, "deny")) {
-                json_object *old = string_list(current, "allow");
                 size_t removed = 0;
 
-                allow = json_object_new_array();
+                allow = allow_without(current, argc, argv, &removed);
                 mirrors = string_list(current, "mirrors");
-                for (size_t i = 0; old && allow && i < json_object_array_length(old); i++) {
-                        json_object *e = json_object_array_get_idx(old, i);
-                        bool drop = false;
-
-                        for (int k = 1; k < argc && !drop; k++)
-                                drop = entries_equal(json_object_get_string(e), argv[k]);
-                        if (drop)
-                                removed++;
-                        else if (json_object_array_add(allow, json_object_get(e)) < 0) {
-                                json_object_put(e);
-                                allow = unref(allow);
-                        }
-                }
-                for (int k = 1; old && k < argc; k++) {
-                        bool found = false;
-
-                        for (size_t i = 0; i < json_object_array_length(old) && !found; i++)
-                                found = entries_equal(json_object_get_string(json_object_array_get_idx(old, i)), argv[k]);
-                        if (!found) {
-                                _cleanup_free_ char *e = output_escaped(argv[k]);
-                                log_error("'%s' is not in the allow list (see 'policy show').", e ?: "");
-                        }
-                }
-                if (!old) {
-                        json_object_put(allow);
-                        allow = NULL;
-                } else
-                        json_object_put(old);
                 changed = removed > 0;
                 empty_note = allow && streq(mode, "allowlist") && json_object_array_length(allow) == 0;
         } else { /* mirrors */
@@ -340,12 +341,12 @@ int verb_policy(int argc, char *argv[]) {
 
         if (!changed)
                 /* Nothing to remove: the policy stays as it is. */
-                return print_policy(current, before);
+                return print_policy(o, current, before);
 
-        r = put_json(POLICY_PATH, body, &answer);
+        r = put_json(o, POLICY_PATH, body, &answer);
         if (r != 0)
                 return r;
         if (empty_note)
                 note_empty_allowlist();
-        return print_policy(answer, before);
+        return print_policy(o, answer, before);
 }
