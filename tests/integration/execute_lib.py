@@ -16,6 +16,8 @@ import tempfile
 import threading
 import time
 
+from testlib import chown_tree, popen_ids
+
 LOOPBACK = "127.0.0.1"
 
 CONFIG_TEXT = """\
@@ -331,10 +333,11 @@ class DaemonError(Exception):
 
 
 class Daemon:
-    def __init__(self, path, keep_tmp=False, run_as=None):
+    def __init__(self, path, keep_tmp=False, run_as=None, config=CONFIG_TEXT):
         self.path = os.path.abspath(path)
         self.keep_tmp = keep_tmp
         self.run_as = run_as            # None, or (uid, gid): start the daemon with these ids
+        # (testlib.resolve_run_as); config: the text of its runner.conf
         self.tmp = tempfile.mkdtemp(prefix="execute-test.")
         os.chmod(self.tmp, 0o755)
         self.token = secrets.token_hex(32)
@@ -358,13 +361,8 @@ class Daemon:
         for d in (self.state, self.run):
             os.mkdir(d, 0o700)
         with open(self.conf, "w") as f:
-            f.write(CONFIG_TEXT)
-        if self.run_as is not None:
-            uid, gid = self.run_as
-            for dp, dns, fns in os.walk(self.tmp):
-                os.chown(dp, uid, gid)
-                for n in fns:
-                    os.chown(os.path.join(dp, n), uid, gid)
+            f.write(config)
+        chown_tree(self.tmp, self.run_as)
 
     def workspace_path(self, ws):
         return os.path.join(self.state, "workspaces", ws)
@@ -403,11 +401,9 @@ class Daemon:
             logf.flush()
             argv = [self.path, "--listen", "%s:%d" % (LOOPBACK, self.port), "--config", self.conf,
                     "--log-target", "console"]
-            ids = {}
-            if self.run_as is not None:
-                ids = dict(user=self.run_as[0], group=self.run_as[1], extra_groups=[])
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                         env=self.env(), cwd=self.tmp, close_fds=True, **ids)
+                                         env=self.env(), cwd=self.tmp, close_fds=True,
+                                         **popen_ids(self.run_as))
             logf.close()
             deadline = now() + wait
             while now() < deadline:
@@ -524,12 +520,17 @@ class Tap:
             else:
                 self.out.write("not ok %d - %s\n" % (self.n, res.name))
                 self.failed.append((self.n, res.name))
-            lines = []
-            if not res.ok:
-                lines += ["FAIL: " + f for f in res.failures]
-            if not res.ok or verbose:
-                lines += res.notes
-            for ln in lines:
+            for ln in self.comments(res, verbose):
                 for sub in str(ln).splitlines() or [""]:
                     self.out.write("#   %s\n" % sub)
             self.out.flush()
+
+    def comments(self, res, verbose):
+        """The lines printed as TAP comments below @res's line: its failures, and its notes when
+        it failed or @verbose."""
+        lines = []
+        if not res.ok:
+            lines += ["FAIL: " + f for f in res.failures]
+        if not res.ok or verbose:
+            lines += res.notes
+        return lines

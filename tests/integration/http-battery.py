@@ -24,6 +24,7 @@ import traceback
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_battery_lib as L                                    # noqa: E402
+import testlib as T                                             # noqa: E402
 from http_battery_lib import build_request, exchange, RawConn, now           # noqa: E402
 
 GLOBAL_BUDGET = 240     # hard stop (seconds) even if every case hits its timeouts
@@ -186,14 +187,7 @@ def expect_success(res, ex, statuses=(200,)):
 # --------------------------------------------------------------------------------------------
 # Cases
 
-CASES = []
-
-
-def case(name):
-    def deco(fn):
-        CASES.append((name, fn))
-        return fn
-    return deco
+CASES, case = T.case_registry()
 
 
 def simple(ctx, data, timeout=READ_TIMEOUT, settle=0.0, shut_wr=False):

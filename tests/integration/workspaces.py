@@ -34,6 +34,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+import testlib as T                                                        # noqa: E402
 import workspaces_lib as W                                                 # noqa: E402
 from execute_lib import now, trunc                                         # noqa: E402
 from workspaces_lib import Result                                          # noqa: E402
@@ -129,14 +130,7 @@ def fail_not_wired(res, what, r):
 # --------------------------------------------------------------------------------------------
 # Cases
 
-CASES = []
-
-
-def case(name):
-    def deco(fn):
-        CASES.append((name, fn))
-        return fn
-    return deco
+CASES, case = T.case_registry()
 
 
 # ---- 1. managed runs
@@ -1634,7 +1628,7 @@ def main():
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep-tmp", action="store_true")
-    ap.add_argument("--run-as", default="auto", help="as in execute.py")
+    T.add_run_as_option(ap)
     ap.add_argument("--only", help="run only cases whose name contains this")
     args = ap.parse_args()
 
@@ -1644,9 +1638,9 @@ def main():
     tap = W.Tap(out)
     out.write("1..%d\n" % len(cases))
     out.flush()
-    run_as = W.resolve_run_as(args.run_as)
+    run_as = T.resolve_run_as(args.run_as)
     d = W.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
-    out.write("# daemon runs as uid %s\n" % (run_as[0] if run_as else os.geteuid()))
+    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
     try:
         h = d.start()
     except (L.DaemonError, OSError) as e:
