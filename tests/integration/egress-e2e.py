@@ -921,17 +921,8 @@ def main():
         run_as = T.resolve_run_as(args.run_as)
         d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG_TEXT)
         out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
-        try:
-            h = d.start()
-        except (L.DaemonError, OSError) as e:
-            for name, _ in CASES:
-                r = Result(name)
-                r.fail("daemon did not start: %s" % e)
-                tap.emit(r)
+        if L.start_or_fail_all(d, CASES, tap, Result, 700) is None:
             return 1
-        out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (
-            d.pid, d.port, d.tmp, trunc(h.body.decode("utf-8", "replace"), 700)))
-        out.flush()
         budget = L.Budget(BUDGET)
         ctx = Ctx(d, budget, dns)
 
@@ -976,11 +967,7 @@ def main():
             if args.keep_tmp:
                 out.write("# kept %s\n" % d.tmp)
         shutil.rmtree(workdir, ignore_errors=True)
-    out.write("# %d/%d passed in %.1fs\n" % (len(CASES) - len(tap.failed), len(CASES), now() - t0))
-    if tap.failed:
-        out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in tap.failed))
-    out.flush()
-    return 1 if tap.failed else 0
+    return tap.summary(len(CASES), now() - t0)
 
 
 if __name__ == "__main__":

@@ -1397,18 +1397,9 @@ def main():
     run_as = T.resolve_run_as(args.run_as)
     d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
-    try:
-        h = d.start()
-    except (L.DaemonError, OSError) as e:
-        for name, _ in cases:
-            r = Result(name)
-            r.fail("daemon did not start: %s" % e)
-            tap.emit(r)
+    if L.start_or_fail_all(d, cases, tap, Result, 600) is None:
         d.cleanup()
         return 1
-    out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (d.pid, d.port, d.tmp,
-                                                                         trunc(h.body.decode("utf-8", "replace"), 600)))
-    out.flush()
 
     ctx = Ctx(d, budget, args.verbose)
 
@@ -1442,25 +1433,14 @@ def main():
         if not budget.expired.is_set():
             budget.expired.set()     # stops the watchdog
         # Leftover payload processes of this run (they carry our marker): end them by pid.
-        for pid in L.find_marked(ctx.run_mark.encode()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                out.write("# killed leftover payload process %d\n" % pid)
-            except OSError:
-                pass
+        L.kill_leftovers(L.find_marked(ctx.run_mark.encode()), out)
         if tap.failed:
-            out.write("# daemon log tail:\n")
-            for ln in d.log_tail(3000).splitlines():
-                out.write("#   %s\n" % ln)
+            L.write_log_tail(d, out)
         d.cleanup()
         if args.keep_tmp:
             out.write("# kept %s\n" % d.tmp)
 
-    out.write("# %d/%d passed in %.1fs\n" % (len(cases) - len(tap.failed), len(cases), budget.elapsed()))
-    if tap.failed:
-        out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in tap.failed))
-    out.flush()
-    return 1 if tap.failed else 0
+    return tap.summary(len(cases), budget.elapsed())
 
 
 if __name__ == "__main__":

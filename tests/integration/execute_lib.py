@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 
-from testlib import chown_tree, popen_ids
+from testlib import Result, chown_tree, popen_ids          # noqa: F401 (Result: L.Result)
 
 LOOPBACK = "127.0.0.1"
 
@@ -474,34 +474,45 @@ class Daemon:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def kill_leftovers(pids, out):
+    """SIGKILL each of @pids (payload processes of this run left behind), saying so on @out."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            out.write("# killed leftover payload process %d\n" % pid)
+        except OSError:
+            pass
+
+
+def write_log_tail(d, out):
+    """The tail of the daemon @d's log on @out, as TAP comments."""
+    out.write("# daemon log tail:\n")
+    for ln in d.log_tail(3000).splitlines():
+        out.write("#   %s\n" % ln)
+
+
+def start_or_fail_all(d, cases, tap, result_cls, health_chars):
+    """Start the daemon @d and say so in TAP comments (its pid, port, tmp and the first
+    @health_chars of its /health); return that /health response.  When it does not start: each
+    of @cases ((name, function) pairs) is emitted on @tap as a @result_cls that failed with why,
+    and None is returned."""
+    out = tap.out
+    try:
+        h = d.start()
+    except (DaemonError, OSError) as e:
+        for name, _ in cases:
+            r = result_cls(name)
+            r.fail("daemon did not start: %s" % e)
+            tap.emit(r)
+        return None
+    out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (
+        d.pid, d.port, d.tmp, trunc(h.body.decode("utf-8", "replace"), health_chars)))
+    out.flush()
+    return h
+
+
 # --------------------------------------------------------------------------------------------
-# Results and TAP
-
-class Result:
-    def __init__(self, name):
-        self.name = name
-        self.failures = []
-        self.notes = []
-        self.skip = None
-
-    def fail(self, msg):
-        self.failures.append(msg)
-
-    def note(self, msg):
-        self.notes.append(msg)
-
-    def check(self, cond, msg):
-        if not cond:
-            self.fail(msg)
-        return bool(cond)
-
-    def eq(self, what, actual, expected):
-        return self.check(actual == expected, "%s: expected %r, got %r" % (what, expected, actual))
-
-    @property
-    def ok(self):
-        return not self.failures
-
+# TAP (the outcome of a case: testlib.Result)
 
 class Tap:
     def __init__(self, out):
@@ -524,6 +535,15 @@ class Tap:
                 for sub in str(ln).splitlines() or [""]:
                     self.out.write("#   %s\n" % sub)
             self.out.flush()
+
+    def summary(self, total, seconds):
+        """The closing comments (how many of @total passed in @seconds, which failed); return the
+        exit status of the suite."""
+        self.out.write("# %d/%d passed in %.1fs\n" % (total - len(self.failed), total, seconds))
+        if self.failed:
+            self.out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in self.failed))
+        self.out.flush()
+        return 1 if self.failed else 0
 
     def comments(self, res, verbose):
         """The lines printed as TAP comments below @res's line: its failures, and its notes when

@@ -1169,7 +1169,7 @@ def main():
                  (d.path, d.proc.pid, d.port, " (ASan build)" if d.asan else "", d.tmp))
         ctx = Ctx(d)
         for name, fn in cases:
-            res = L.CaseResult(name)
+            res = T.Result(name)
             t0 = now()
             try:
                 fn(ctx, res)
@@ -1188,7 +1188,7 @@ def main():
                     return 1
 
         # final: clean shutdown
-        res = L.CaseResult("daemon alive at the end, stops on SIGTERM without sanitizer reports")
+        res = T.Result("daemon alive at the end, stops on SIGTERM without sanitizer reports")
         if not d.alive():
             res.fail("daemon not running at the end (exit status %s)" % d.returncode())
         rc = d.stop()

@@ -2,7 +2,7 @@
 """The harness pieces every Python suite of tests/integration shares, whatever its client
 library (execute_lib, workspaces_lib, http_battery_lib): the --run-as option (which user the
 daemon under test is started as, resolved to ids, the daemon's files handed to that user, the
-ids for subprocess.Popen) and the registry of test cases (one TAP point each).  It starts no
+ids for subprocess.Popen) the registry of test cases (one TAP point each) and the outcome of one case.  It starts no
 process and talks to nothing; Python 3 stdlib only."""
 
 import os
@@ -89,3 +89,32 @@ def case_registry():
             return fn
         return deco
     return cases, case
+
+
+class Result:
+    """The outcome of one test case: its failures (none: it passed), notes (printed when it fails
+    or in verbose mode), or why it was skipped."""
+
+    def __init__(self, name):
+        self.name = name
+        self.failures = []
+        self.notes = []
+        self.skip = None
+
+    def fail(self, msg):
+        self.failures.append(msg)
+
+    def note(self, msg):
+        self.notes.append(msg)
+
+    def check(self, cond, msg):
+        if not cond:
+            self.fail(msg)
+        return bool(cond)
+
+    def eq(self, what, actual, expected):
+        return self.check(actual == expected, "%s: expected %r, got %r" % (what, expected, actual))
+
+    @property
+    def ok(self):
+        return not self.failures

@@ -1641,18 +1641,9 @@ def main():
     run_as = T.resolve_run_as(args.run_as)
     d = W.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
-    try:
-        h = d.start()
-    except (L.DaemonError, OSError) as e:
-        for name, _ in cases:
-            r = Result(name)
-            r.fail("daemon did not start: %s" % e)
-            tap.emit(r)
+    if L.start_or_fail_all(d, cases, tap, Result, 500) is None:
         d.cleanup()
         return 1
-    out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (d.pid, d.port, d.tmp,
-                                                                         trunc(h.body.decode("utf-8", "replace"), 500)))
-    out.flush()
     ctx = Ctx(d, budget, args.verbose, args.daemon)
 
     def watchdog():
@@ -1689,26 +1680,15 @@ def main():
             x.terminate(grace=5)
         rc, took = d.terminate(grace=10)
         out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
-        for pid in W.marked_pids(ctx.mark):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                out.write("# killed leftover payload process %d\n" % pid)
-            except OSError:
-                pass
+        L.kill_leftovers(W.marked_pids(ctx.mark), out)
         if tap.failed:
-            out.write("# daemon log tail:\n")
-            for ln in d.log_tail(3000).splitlines():
-                out.write("#   %s\n" % ln)
+            L.write_log_tail(d, out)
         for x in ctx.extra_daemons:
             x.cleanup()
         d.cleanup()
         if args.keep_tmp:
             out.write("# kept %s\n" % d.tmp)
-    out.write("# %d/%d passed in %.1fs\n" % (len(cases) - len(tap.failed), len(cases), budget.elapsed()))
-    if tap.failed:
-        out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in tap.failed))
-    out.flush()
-    return 1 if tap.failed else 0
+    return tap.summary(len(cases), budget.elapsed())
 
 
 if __name__ == "__main__":
