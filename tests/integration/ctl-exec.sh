@@ -15,153 +15,26 @@
 
 set -u
 
-DAEMON=${1:-}
-CTL=${2:-}
-PYTHON=/usr/bin/python3
-LOOPBACK=127.0.0.1
-
-if [ -z "$DAEMON" ] || [ ! -x "$DAEMON" ] || [ -z "$CTL" ] || [ ! -x "$CTL" ]; then
-        echo "1..0 # SKIP usage: ctl-exec.sh SANDBOX-RUNNERD SANDBOX-RUNNERCTL (both executable)"
-        exit 77
-fi
-if [ ! -x "$PYTHON" ]; then
-        echo "1..0 # SKIP $PYTHON not found"
-        exit 77
-fi
-# The daemon runs in its own directory.
-DAEMON=$(realpath "$DAEMON") || exit 1
-CTL=$(realpath "$CTL") || exit 1
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/ctl-exec.XXXXXX") || exit 1
-# Started as root, the daemon becomes its sandbox user: that user must reach the state below.
-chmod 0755 "$WORK"
-DAEMON_PID=
-
-stop_daemon() {
-        # By pid only: SIGTERM, a grace period, then SIGKILL.
-        [ -n "$DAEMON_PID" ] || return 0
-        if kill -0 "$DAEMON_PID" 2>/dev/null; then
-                kill -TERM "$DAEMON_PID" 2>/dev/null
-                for _ in $(seq 50); do
-                        kill -0 "$DAEMON_PID" 2>/dev/null || break
-                        sleep 0.1
-                done
-                kill -0 "$DAEMON_PID" 2>/dev/null && kill -KILL "$DAEMON_PID" 2>/dev/null
-        fi
-        wait "$DAEMON_PID" 2>/dev/null
-        DAEMON_PID=
-}
-cleanup() {
-        stop_daemon
-        rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-random_hex() {
-        od -An -tx1 -N"$1" /dev/urandom | tr -d ' \n'
-}
+# shellcheck source=SCRIPTDIR/../helpers/daemon-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../helpers/daemon-lib.sh"
+daemon_lib_init ctl-exec "${1:-}" "${2:-}"
 
 # ---------------------------------------------------------------------------
-# The daemon: its own credentials, state and runtime directories, a minimal configuration.
-TOKEN=$(random_hex 32)
-KEY=$(random_hex 32)
+# The daemon (tests/helpers/daemon-lib.sh), and a signing key it does not know.
+# shellcheck disable=SC2119  # no directories beyond creds, state, run
+daemon_credentials
 WRONG_KEY=$(random_hex 32)
-if [ "${#TOKEN}" -ne 64 ] || [ "${#KEY}" -ne 64 ] || [ "$TOKEN" = "$KEY" ]; then
-        echo "Bail out! could not make random credentials"
-        exit 1
-fi
-
-mkdir -m 0700 "$WORK/creds" "$WORK/state" "$WORK/run"
-(umask 077 && printf '%s' "$TOKEN" >"$WORK/creds/api-token" && printf '%s' "$KEY" >"$WORK/creds/signing-key" &&
-        printf '%s\n' "$WRONG_KEY" >"$WORK/wrong-key")
-printf '[Runner]\nIdleExitSec=0\n[Execution]\nAllowUnscoped=yes\n' >"$WORK/runner.conf"
-
-daemon_env=(PATH="${PATH:-/usr/local/bin:/usr/bin:/bin}" LANG=C.UTF-8
-            CREDENTIALS_DIRECTORY="$WORK/creds" STATE_DIRECTORY="$WORK/state" RUNTIME_DIRECTORY="$WORK/run")
-for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS ASAN_SYMBOLIZER_PATH; do
-        [ -n "${!v:-}" ] && daemon_env+=("$v=${!v}")
-done
-
-pick_port() {
-        "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-# health_ok: the daemon answers GET /health with 200 (the CLI's exit 0).
-health_ok() {
-        env -u SANDBOX_RUNNER_URL "$CTL" --url "$URL" --timeout 1 health >/dev/null 2>&1
-}
-
-started=
-for attempt in 1 2 3 4 5; do
-        PORT=$(pick_port) || break
-        URL="http://$LOOPBACK:$PORT"
-        echo "=== ctl-exec: start #$attempt on port $PORT ===" >>"$WORK/daemon.log"
-        (cd "$WORK" && exec env -i "${daemon_env[@]}" "$DAEMON" --listen "$LOOPBACK:$PORT" \
-                --config "$WORK/runner.conf" --log-target console) </dev/null >>"$WORK/daemon.log" 2>&1 &
-        DAEMON_PID=$!
-        for _ in $(seq 200); do
-                kill -0 "$DAEMON_PID" 2>/dev/null || break
-                if health_ok; then
-                        started=yes
-                        break
-                fi
-                sleep 0.1
-        done
-        [ -n "$started" ] && break
-        stop_daemon
-        grep -qi 'in use' "$WORK/daemon.log" || break
-done
-if [ -z "$started" ]; then
-        echo "Bail out! the daemon did not start or did not answer GET /health within 20 s"
-        sed 's/^/# daemon: /' "$WORK/daemon.log" | tail -n 30
-        exit 1
-fi
-
-# Executions need a working sandbox; without one there is nothing to test here.
-"$CTL" --url "$URL" --json health >"$WORK/health.json" 2>/dev/null
-if ! "$PYTHON" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["sandbox"]["usable"] else 1)' \
-        "$WORK/health.json"; then
-        reason=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["sandbox"].get("reason", "?"))' \
-                "$WORK/health.json" 2>/dev/null)
-        echo "1..0 # SKIP the daemon cannot make sandboxes here: ${reason:-unknown}"
-        exit 77
-fi
+(umask 077 && printf '%s\n' "$WRONG_KEY" >"$WORK/wrong-key")
+daemon_start ctl-exec
+daemon_require_sandbox
 
 # ---------------------------------------------------------------------------
-# TAP helpers
-N=0
-FAILED=0
-ok() {
-        N=$((N + 1))
-        echo "ok $N - $1"
-}
-not_ok() {
-        N=$((N + 1))
-        FAILED=$((FAILED + 1))
-        echo "not ok $N - $1"
-}
-diag_outputs() {
-        sed 's/^/# stdout: /' "$WORK/out" | head -n 20
-        sed 's/^/# stderr: /' "$WORK/err" | head -n 20
-}
-check() {
-        # check "description" command...: ok when the command succeeds
-        local desc=$1
-        shift
-        if "$@"; then
-                ok "$desc"
-        else
-                not_ok "$desc"
-                diag_outputs
-        fi
-}
+# TAP helpers beyond daemon-lib.sh's
 
 # run [ENV=VAL...] -- ARGS...: the CLI with a clean credential environment plus ENV, standard
 # input from $STDIN (default /dev/null); keeps stdout, stderr and the exit code, and a copy of
 # every output for the final "secrets never printed" test.
 STDIN=/dev/null
-RUNS=0
 run() {
         local envs=()
         while [ $# -gt 0 ] && [ "$1" != "--" ]; do
@@ -169,46 +42,16 @@ run() {
                 shift
         done
         shift
-        RUNS=$((RUNS + 1))
         env -u SANDBOX_RUNNER_TOKEN -u SANDBOX_RUNNER_TOKEN_FILE -u SANDBOX_RUNNER_URL \
                 -u SANDBOX_RUNNER_SIGNING_KEY -u SANDBOX_RUNNER_SIGNING_KEY_FILE \
                 -u CREDENTIALS_DIRECTORY "${envs[@]}" \
                 "$CTL" "$@" <"$STDIN" >"$WORK/out" 2>"$WORK/err"
         RC=$?
-        cp "$WORK/out" "$WORK/all-out.$RUNS"
-        cp "$WORK/err" "$WORK/all-err.$RUNS"
+        keep_outputs "$WORK/out" "$WORK/err"
 }
 # The usual case: credentials from $CREDENTIALS_DIRECTORY, as under a systemd unit.
 ctl() {
         run "CREDENTIALS_DIRECTORY=$WORK/creds" -- --url "$URL" "$@"
-}
-expect_rc() {
-        if [ "$RC" -eq "$1" ]; then
-                ok "$2 (exit $1)"
-        else
-                not_ok "$2 (exit $RC, expected $1)"
-                diag_outputs
-        fi
-}
-out_is() {
-        [ "$(cat "$WORK/out")" = "$1" ]
-}
-err_is() {
-        [ "$(cat "$WORK/err")" = "$1" ]
-}
-out_empty() {
-        [ ! -s "$WORK/out" ]
-}
-err_empty() {
-        [ ! -s "$WORK/err" ]
-}
-# json_check PYTHON-EXPRESSION: stdout is JSON and the expression (over `j`) is true.
-json_check() {
-        "$PYTHON" -c '
-import json, sys
-j = json.load(open(sys.argv[1]))
-sys.exit(0 if eval(sys.argv[2]) else 1)
-' "$WORK/out" "$1"
 }
 
 # ---------------------------------------------------------------------------
@@ -416,14 +259,5 @@ expect_rc 69 "exec with the daemon unreachable"
 
 # ---------------------------------------------------------------------------
 # Secrets and the daemon's health
-secret_free() {
-        ! cat "$WORK"/all-out.* "$WORK"/all-err.* | grep -qF -e "$TOKEN" -e "$KEY" -e "$WRONG_KEY"
-}
-check "neither the token nor the signing key appears in any output ($RUNS runs)" secret_free
-check "nor in the daemon's log" sh -c "! grep -qF -e '$TOKEN' -e '$KEY' '$WORK/daemon.log'"
-check "the daemon is still running" kill -0 "$DAEMON_PID"
-
-stop_daemon
-
-echo "1..$N"
-[ "$FAILED" -eq 0 ]
+daemon_check_secrets "$WRONG_KEY"
+daemon_finish

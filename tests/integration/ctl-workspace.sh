@@ -19,172 +19,33 @@
 
 set -u
 
-DAEMON=${1:-}
-CTL=${2:-}
-PYTHON=/usr/bin/python3
-LOOPBACK=127.0.0.1
-
-if [ -z "$DAEMON" ] || [ ! -x "$DAEMON" ] || [ -z "$CTL" ] || [ ! -x "$CTL" ]; then
-        echo "1..0 # SKIP usage: ctl-workspace.sh SANDBOX-RUNNERD SANDBOX-RUNNERCTL (both executable)"
-        exit 77
-fi
-if [ ! -x "$PYTHON" ]; then
-        echo "1..0 # SKIP $PYTHON not found"
-        exit 77
-fi
-for prog in sha256sum cmp od timeout; do
-        if ! command -v "$prog" >/dev/null; then
-                echo "1..0 # SKIP $prog not found"
-                exit 77
-        fi
-done
-DAEMON=$(realpath "$DAEMON") || exit 1
-CTL=$(realpath "$CTL") || exit 1
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/ctl-workspace.XXXXXX") || exit 1
-# Started as root, the daemon becomes its sandbox user: that user must reach the state below.
-chmod 0755 "$WORK"
-DAEMON_PID=
+# shellcheck source=SCRIPTDIR/../helpers/daemon-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../helpers/daemon-lib.sh"
+daemon_lib_init ctl-workspace "${1:-}" "${2:-}" sha256sum cmp od timeout
 FAKE_PID=
 BG_PID=
-
-stop_pid() {
-        # By pid only: SIGTERM, a grace period, then SIGKILL.
-        local pid=$1
-        [ -n "$pid" ] || return 0
-        if kill -0 "$pid" 2>/dev/null; then
-                kill -TERM "$pid" 2>/dev/null
-                for _ in $(seq 50); do
-                        kill -0 "$pid" 2>/dev/null || break
-                        sleep 0.1
-                done
-                kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
-        fi
-        wait "$pid" 2>/dev/null
-}
-stop_daemon() {
-        stop_pid "$DAEMON_PID"
-        DAEMON_PID=
-}
-cleanup() {
+# Called by daemon-lib.sh's EXIT trap before the daemon is stopped.
+test_cleanup() {
         stop_pid "$BG_PID"
         stop_pid "$FAKE_PID"
-        stop_daemon
-        rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-random_hex() {
-        od -An -tx1 -N"$1" /dev/urandom | tr -d ' \n'
 }
 
 # ---------------------------------------------------------------------------
-# The daemon: its own credentials, state and runtime directories, a minimal configuration.
-TOKEN=$(random_hex 32)
-KEY=$(random_hex 32)
-if [ "${#TOKEN}" -ne 64 ] || [ "${#KEY}" -ne 64 ] || [ "$TOKEN" = "$KEY" ]; then
-        echo "Bail out! could not make random credentials"
-        exit 1
-fi
-
-mkdir -m 0700 "$WORK/creds" "$WORK/state" "$WORK/run" "$WORK/files" "$WORK/dl"
-(umask 077 && printf '%s' "$TOKEN" >"$WORK/creds/api-token" && printf '%s' "$KEY" >"$WORK/creds/signing-key")
-printf '[Runner]\nIdleExitSec=0\n[Execution]\nAllowUnscoped=yes\n' >"$WORK/runner.conf"
-
-daemon_env=(PATH="${PATH:-/usr/local/bin:/usr/bin:/bin}" LANG=C.UTF-8
-            CREDENTIALS_DIRECTORY="$WORK/creds" STATE_DIRECTORY="$WORK/state" RUNTIME_DIRECTORY="$WORK/run")
-for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS ASAN_SYMBOLIZER_PATH; do
-        [ -n "${!v:-}" ] && daemon_env+=("$v=${!v}")
-done
-
-pick_port() {
-        "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-health_ok() {
-        env -u SANDBOX_RUNNER_URL "$CTL" --url "$URL" --timeout 1 health >/dev/null 2>&1
-}
-
-started=
-for attempt in 1 2 3 4 5; do
-        PORT=$(pick_port) || break
-        URL="http://$LOOPBACK:$PORT"
-        echo "=== ctl-workspace: start #$attempt on port $PORT ===" >>"$WORK/daemon.log"
-        (cd "$WORK" && exec env -i "${daemon_env[@]}" "$DAEMON" --listen "$LOOPBACK:$PORT" \
-                --config "$WORK/runner.conf" --log-target console) </dev/null >>"$WORK/daemon.log" 2>&1 &
-        DAEMON_PID=$!
-        for _ in $(seq 200); do
-                kill -0 "$DAEMON_PID" 2>/dev/null || break
-                if health_ok; then
-                        started=yes
-                        break
-                fi
-                sleep 0.1
-        done
-        [ -n "$started" ] && break
-        stop_daemon
-        grep -qi 'in use' "$WORK/daemon.log" || break
-done
-if [ -z "$started" ]; then
-        echo "Bail out! the daemon did not start or did not answer GET /health within 20 s"
-        sed 's/^/# daemon: /' "$WORK/daemon.log" | tail -n 30
-        exit 1
-fi
-
-"$CTL" --url "$URL" --json health >"$WORK/health.json" 2>/dev/null
-if ! "$PYTHON" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["sandbox"]["usable"] else 1)' \
-        "$WORK/health.json"; then
-        reason=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["sandbox"].get("reason", "?"))' \
-                "$WORK/health.json" 2>/dev/null)
-        echo "1..0 # SKIP the daemon cannot make sandboxes here: ${reason:-unknown}"
-        exit 77
-fi
+# The daemon (tests/helpers/daemon-lib.sh)
+daemon_credentials files dl
+daemon_start ctl-workspace
+daemon_require_sandbox
 
 # ---------------------------------------------------------------------------
-# TAP helpers
-N=0
-FAILED=0
-ok() {
-        N=$((N + 1))
-        echo "ok $N - $1"
-}
-not_ok() {
-        N=$((N + 1))
-        FAILED=$((FAILED + 1))
-        echo "not ok $N - $1"
-}
-diag_outputs() {
-        sed 's/^/# stdout: /' "$WORK/out" | head -n 20
-        sed 's/^/# stderr: /' "$WORK/err" | head -n 20
-}
-check() {
-        local desc=$1
-        shift
-        if "$@"; then
-                ok "$desc"
-        else
-                not_ok "$desc"
-                diag_outputs
-        fi
-}
+# TAP helpers beyond daemon-lib.sh's
 
-# Every output of the CLI is kept for the final "secrets never printed" test.
-RUNS=0
-keep_outputs() {
-        RUNS=$((RUNS + 1))
-        cp "$1" "$WORK/all-out.$RUNS"
-        cp "$2" "$WORK/all-err.$RUNS"
-}
 clean_env=(env -u SANDBOX_RUNNER_TOKEN -u SANDBOX_RUNNER_TOKEN_FILE -u SANDBOX_RUNNER_URL
            -u SANDBOX_RUNNER_SIGNING_KEY -u SANDBOX_RUNNER_SIGNING_KEY_FILE
            CREDENTIALS_DIRECTORY="$WORK/creds")
 # ctl ARGS...: the CLI against the daemon; stdout, stderr and the exit code in out, err, RC.
 STDIN=/dev/null
 ctl() {
-        "${clean_env[@]}" "$CTL" --url "$URL" "$@" <"$STDIN" >"$WORK/out" 2>"$WORK/err"
-        RC=$?
-        keep_outputs "$WORK/out" "$WORK/err"
+        ctl_at "$URL" "$@"
 }
 # ctl_at URL ARGS...: the same against another address.
 ctl_at() {
@@ -194,33 +55,11 @@ ctl_at() {
         RC=$?
         keep_outputs "$WORK/out" "$WORK/err"
 }
-expect_rc() {
-        if [ "$RC" -eq "$1" ]; then
-                ok "$2 (exit $1)"
-        else
-                not_ok "$2 (exit $RC, expected $1)"
-                diag_outputs
-        fi
-}
-out_is() {
-        [ "$(cat "$WORK/out")" = "$1" ]
-}
 out_has() {
         grep -qF -- "$1" "$WORK/out"
 }
 err_has() {
         grep -qF -- "$1" "$WORK/err"
-}
-out_empty() {
-        [ ! -s "$WORK/out" ]
-}
-# json_check PYTHON-EXPRESSION: stdout is JSON and the expression (over `j`) is true.
-json_check() {
-        "$PYTHON" -c '
-import json, sys
-j = json.load(open(sys.argv[1]))
-sys.exit(0 if eval(sys.argv[2]) else 1)
-' "$WORK/out" "$1"
 }
 # json_get PYTHON-EXPRESSION: print the expression over stdout's JSON.
 json_get() {
@@ -734,14 +573,6 @@ expect_rc 69 "policy show with the daemon unreachable"
 
 # ---------------------------------------------------------------------------
 # Secrets and the daemon's health
-secret_free() {
-        ! cat "$WORK"/all-out.* "$WORK"/all-err.* | grep -qF -e "$TOKEN" -e "$KEY"
-}
-check "neither the token nor the signing key appears in any output ($RUNS runs)" secret_free
-check "nor in the daemon's log" sh -c "! grep -qF -e '$TOKEN' -e '$KEY' '$WORK/daemon.log'"
-check "the daemon is still running" kill -0 "$DAEMON_PID"
-
-stop_daemon
-
-echo "1..$N"
-[ "$FAILED" -eq 0 ]
+# shellcheck disable=SC2119  # no secret beyond the token and the key
+daemon_check_secrets
+daemon_finish

@@ -52,6 +52,7 @@ import traceback
 sys.dont_write_bytecode = True     # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+import testlib as T                                                        # noqa: E402
 from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
 
 INNER_ENV = "SR_EGRESS_E2E_INNER"
@@ -374,37 +375,6 @@ def setup_test_hosts(workdir):
     return dns, servers
 
 
-def resolve_run_as(spec):
-    """(uid, gid) for the daemon, or None for our own ids (see execute.py)."""
-    import pwd
-    if spec == "self" or (spec == "auto" and os.geteuid() != 0):
-        return None
-    if spec == "auto":
-        try:
-            pw = pwd.getpwnam("sandbox-runner")
-            return pw.pw_uid, pw.pw_gid
-        except KeyError:
-            return 65534, 65534
-    name, _, g = spec.partition(":")
-    if name.isdigit():
-        uid = int(name)
-        try:
-            gid = pwd.getpwuid(uid).pw_gid
-        except KeyError:
-            gid = uid
-    else:
-        pw = pwd.getpwnam(name)
-        uid, gid = pw.pw_uid, pw.pw_gid
-    return uid, int(g) if g else gid
-
-
-def make_daemon(path, run_as, keep_tmp=False, config=CONFIG_TEXT):
-    d = L.Daemon(path, keep_tmp=keep_tmp, run_as=run_as)
-    with open(d.conf, "w") as f:       # the file keeps its owner (chowned by Daemon())
-        f.write(config)
-    return d
-
-
 # ------------------------------------------------------------------------------------------------
 # Context
 
@@ -502,14 +472,7 @@ def refused(res, what, o, statuses, reason_words=()):
 # ------------------------------------------------------------------------------------------------
 # Cases
 
-CASES = []
-
-
-def case(name):
-    def deco(fn):
-        CASES.append((name, fn))
-        return fn
-    return deco
+CASES, case = T.case_registry()
 
 
 @case("/health: sandboxNetwork mode allowlist, the current revision, available true")
@@ -938,9 +901,7 @@ def main():
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--verbose", action="store_true", help="print the diagnostics of passing cases too")
     ap.add_argument("--keep-tmp", action="store_true")
-    ap.add_argument("--run-as", default="auto",
-                    help="user of the daemon: 'auto' (as root: 'sandbox-runner' if it exists, else nobody), "
-                         "'self', or NAME/UID[:GID]")
+    T.add_run_as_option(ap)
     args = ap.parse_args()
     if os.environ.get(INNER_ENV) != "1":
         argv = ["--daemon", os.path.abspath(args.daemon), "--run-as", args.run_as]
@@ -957,20 +918,11 @@ def main():
     d = None
     try:
         dns, servers = setup_test_hosts(workdir)
-        run_as = resolve_run_as(args.run_as)
-        d = make_daemon(args.daemon, run_as, keep_tmp=args.keep_tmp)
-        out.write("# daemon runs as uid %s\n" % (run_as[0] if run_as else os.geteuid()))
-        try:
-            h = d.start()
-        except (L.DaemonError, OSError) as e:
-            for name, _ in CASES:
-                r = Result(name)
-                r.fail("daemon did not start: %s" % e)
-                tap.emit(r)
+        run_as = T.resolve_run_as(args.run_as)
+        d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG_TEXT)
+        out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
+        if L.start_or_fail_all(d, CASES, tap, Result, 700) is None:
             return 1
-        out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (
-            d.pid, d.port, d.tmp, trunc(h.body.decode("utf-8", "replace"), 700)))
-        out.flush()
         budget = L.Budget(BUDGET)
         ctx = Ctx(d, budget, dns)
 
@@ -1015,11 +967,7 @@ def main():
             if args.keep_tmp:
                 out.write("# kept %s\n" % d.tmp)
         shutil.rmtree(workdir, ignore_errors=True)
-    out.write("# %d/%d passed in %.1fs\n" % (len(CASES) - len(tap.failed), len(CASES), now() - t0))
-    if tap.failed:
-        out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in tap.failed))
-    out.flush()
-    return 1 if tap.failed else 0
+    return tap.summary(len(CASES), now() - t0)
 
 
 if __name__ == "__main__":

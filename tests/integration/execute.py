@@ -31,6 +31,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+import testlib as T                                                        # noqa: E402
 from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
 
 BUDGET = 85.0           # seconds for everything; the watchdog kills the daemon after it
@@ -150,14 +151,7 @@ def expect_exited(res, j, code=0, stdout=None, stderr=None):
 # --------------------------------------------------------------------------------------------
 # Cases: one TAP point each
 
-CASES = []
-
-
-def case(name):
-    def deco(fn):
-        CASES.append((name, fn))
-        return fn
-    return deco
+CASES, case = T.case_registry()
 
 
 # ---- 1. semantics of runs
@@ -1384,45 +1378,12 @@ def c_sigterm_busy(ctx, res):
 
 # --------------------------------------------------------------------------------------------
 
-def resolve_run_as(spec):
-    """(uid, gid) to start the daemon with, or None for the test's own ids.
-
-    The daemon is rootless by design (its own system user); started as root it becomes
-    [Execution] SandboxUser= itself (tests/integration/posture.py covers that start).  As root
-    this test starts it as an ordinary user, as the service does; '--run-as self' starts it as
-    root instead."""
-    import pwd
-    if spec == "self" or (spec == "auto" and os.geteuid() != 0):
-        return None
-    if spec == "auto":
-        try:
-            pw = pwd.getpwnam("sandbox-runner")
-            return pw.pw_uid, pw.pw_gid
-        except KeyError:
-            return 65534, 65534
-    name, _, g = spec.partition(":")
-    if name.isdigit():
-        uid = int(name)
-        try:
-            gid = pwd.getpwuid(uid).pw_gid
-        except KeyError:
-            gid = uid
-    else:
-        pw = pwd.getpwnam(name)
-        uid, gid = pw.pw_uid, pw.pw_gid
-    if g:
-        gid = int(g)
-    return uid, gid
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--verbose", action="store_true", help="print diagnostics of passing cases too")
     ap.add_argument("--keep-tmp", action="store_true")
-    ap.add_argument("--run-as", default="auto",
-                    help="user the daemon runs as: 'auto' (when this test runs as root: the user "
-                         "'sandbox-runner' if it exists, else nobody), 'self', or NAME/UID[:GID]")
+    T.add_run_as_option(ap)
     ap.add_argument("--only", help="run only cases whose name contains this (the SIGTERM cases always run)")
     args = ap.parse_args()
 
@@ -1433,21 +1394,12 @@ def main():
     out.write("1..%d\n" % len(cases))
     out.flush()
 
-    run_as = resolve_run_as(args.run_as)
+    run_as = T.resolve_run_as(args.run_as)
     d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
-    out.write("# daemon runs as uid %s\n" % (run_as[0] if run_as else os.geteuid()))
-    try:
-        h = d.start()
-    except (L.DaemonError, OSError) as e:
-        for name, _ in cases:
-            r = Result(name)
-            r.fail("daemon did not start: %s" % e)
-            tap.emit(r)
+    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
+    if L.start_or_fail_all(d, cases, tap, Result, 600) is None:
         d.cleanup()
         return 1
-    out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (d.pid, d.port, d.tmp,
-                                                                         trunc(h.body.decode("utf-8", "replace"), 600)))
-    out.flush()
 
     ctx = Ctx(d, budget, args.verbose)
 
@@ -1481,25 +1433,14 @@ def main():
         if not budget.expired.is_set():
             budget.expired.set()     # stops the watchdog
         # Leftover payload processes of this run (they carry our marker): end them by pid.
-        for pid in L.find_marked(ctx.run_mark.encode()):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                out.write("# killed leftover payload process %d\n" % pid)
-            except OSError:
-                pass
+        L.kill_leftovers(L.find_marked(ctx.run_mark.encode()), out)
         if tap.failed:
-            out.write("# daemon log tail:\n")
-            for ln in d.log_tail(3000).splitlines():
-                out.write("#   %s\n" % ln)
+            L.write_log_tail(d, out)
         d.cleanup()
         if args.keep_tmp:
             out.write("# kept %s\n" % d.tmp)
 
-    out.write("# %d/%d passed in %.1fs\n" % (len(cases) - len(tap.failed), len(cases), budget.elapsed()))
-    if tap.failed:
-        out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in tap.failed))
-    out.flush()
-    return 1 if tap.failed else 0
+    return tap.summary(len(cases), budget.elapsed())
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import tempfile
 import threading
 import time
 
+from testlib import Result, chown_tree, popen_ids          # noqa: F401 (Result: L.Result)
+
 LOOPBACK = "127.0.0.1"
 
 CONFIG_TEXT = """\
@@ -331,10 +333,11 @@ class DaemonError(Exception):
 
 
 class Daemon:
-    def __init__(self, path, keep_tmp=False, run_as=None):
+    def __init__(self, path, keep_tmp=False, run_as=None, config=CONFIG_TEXT):
         self.path = os.path.abspath(path)
         self.keep_tmp = keep_tmp
         self.run_as = run_as            # None, or (uid, gid): start the daemon with these ids
+        # (testlib.resolve_run_as); config: the text of its runner.conf
         self.tmp = tempfile.mkdtemp(prefix="execute-test.")
         os.chmod(self.tmp, 0o755)
         self.token = secrets.token_hex(32)
@@ -358,13 +361,8 @@ class Daemon:
         for d in (self.state, self.run):
             os.mkdir(d, 0o700)
         with open(self.conf, "w") as f:
-            f.write(CONFIG_TEXT)
-        if self.run_as is not None:
-            uid, gid = self.run_as
-            for dp, dns, fns in os.walk(self.tmp):
-                os.chown(dp, uid, gid)
-                for n in fns:
-                    os.chown(os.path.join(dp, n), uid, gid)
+            f.write(config)
+        chown_tree(self.tmp, self.run_as)
 
     def workspace_path(self, ws):
         return os.path.join(self.state, "workspaces", ws)
@@ -403,11 +401,9 @@ class Daemon:
             logf.flush()
             argv = [self.path, "--listen", "%s:%d" % (LOOPBACK, self.port), "--config", self.conf,
                     "--log-target", "console"]
-            ids = {}
-            if self.run_as is not None:
-                ids = dict(user=self.run_as[0], group=self.run_as[1], extra_groups=[])
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                         env=self.env(), cwd=self.tmp, close_fds=True, **ids)
+                                         env=self.env(), cwd=self.tmp, close_fds=True,
+                                         **popen_ids(self.run_as))
             logf.close()
             deadline = now() + wait
             while now() < deadline:
@@ -478,34 +474,45 @@ class Daemon:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def kill_leftovers(pids, out):
+    """SIGKILL each of @pids (payload processes of this run left behind), saying so on @out."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            out.write("# killed leftover payload process %d\n" % pid)
+        except OSError:
+            pass
+
+
+def write_log_tail(d, out):
+    """The tail of the daemon @d's log on @out, as TAP comments."""
+    out.write("# daemon log tail:\n")
+    for ln in d.log_tail(3000).splitlines():
+        out.write("#   %s\n" % ln)
+
+
+def start_or_fail_all(d, cases, tap, result_cls, health_chars):
+    """Start the daemon @d and say so in TAP comments (its pid, port, tmp and the first
+    @health_chars of its /health); return that /health response.  When it does not start: each
+    of @cases ((name, function) pairs) is emitted on @tap as a @result_cls that failed with why,
+    and None is returned."""
+    out = tap.out
+    try:
+        h = d.start()
+    except (DaemonError, OSError) as e:
+        for name, _ in cases:
+            r = result_cls(name)
+            r.fail("daemon did not start: %s" % e)
+            tap.emit(r)
+        return None
+    out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (
+        d.pid, d.port, d.tmp, trunc(h.body.decode("utf-8", "replace"), health_chars)))
+    out.flush()
+    return h
+
+
 # --------------------------------------------------------------------------------------------
-# Results and TAP
-
-class Result:
-    def __init__(self, name):
-        self.name = name
-        self.failures = []
-        self.notes = []
-        self.skip = None
-
-    def fail(self, msg):
-        self.failures.append(msg)
-
-    def note(self, msg):
-        self.notes.append(msg)
-
-    def check(self, cond, msg):
-        if not cond:
-            self.fail(msg)
-        return bool(cond)
-
-    def eq(self, what, actual, expected):
-        return self.check(actual == expected, "%s: expected %r, got %r" % (what, expected, actual))
-
-    @property
-    def ok(self):
-        return not self.failures
-
+# TAP (the outcome of a case: testlib.Result)
 
 class Tap:
     def __init__(self, out):
@@ -524,12 +531,26 @@ class Tap:
             else:
                 self.out.write("not ok %d - %s\n" % (self.n, res.name))
                 self.failed.append((self.n, res.name))
-            lines = []
-            if not res.ok:
-                lines += ["FAIL: " + f for f in res.failures]
-            if not res.ok or verbose:
-                lines += res.notes
-            for ln in lines:
+            for ln in self.comments(res, verbose):
                 for sub in str(ln).splitlines() or [""]:
                     self.out.write("#   %s\n" % sub)
             self.out.flush()
+
+    def summary(self, total, seconds):
+        """The closing comments (how many of @total passed in @seconds, which failed); return the
+        exit status of the suite."""
+        self.out.write("# %d/%d passed in %.1fs\n" % (total - len(self.failed), total, seconds))
+        if self.failed:
+            self.out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in self.failed))
+        self.out.flush()
+        return 1 if self.failed else 0
+
+    def comments(self, res, verbose):
+        """The lines printed as TAP comments below @res's line: its failures, and its notes when
+        it failed or @verbose."""
+        lines = []
+        if not res.ok:
+            lines += ["FAIL: " + f for f in res.failures]
+        if not res.ok or verbose:
+            lines += res.notes
+        return lines

@@ -24,6 +24,7 @@ import traceback
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_battery_lib as L                                    # noqa: E402
+import testlib as T                                             # noqa: E402
 from http_battery_lib import build_request, exchange, RawConn, now           # noqa: E402
 
 GLOBAL_BUDGET = 240     # hard stop (seconds) even if every case hits its timeouts
@@ -186,14 +187,7 @@ def expect_success(res, ex, statuses=(200,)):
 # --------------------------------------------------------------------------------------------
 # Cases
 
-CASES = []
-
-
-def case(name):
-    def deco(fn):
-        CASES.append((name, fn))
-        return fn
-    return deco
+CASES, case = T.case_registry()
 
 
 def simple(ctx, data, timeout=READ_TIMEOUT, settle=0.0, shut_wr=False):
@@ -1175,7 +1169,7 @@ def main():
                  (d.path, d.proc.pid, d.port, " (ASan build)" if d.asan else "", d.tmp))
         ctx = Ctx(d)
         for name, fn in cases:
-            res = L.CaseResult(name)
+            res = T.Result(name)
             t0 = now()
             try:
                 fn(ctx, res)
@@ -1194,7 +1188,7 @@ def main():
                     return 1
 
         # final: clean shutdown
-        res = L.CaseResult("daemon alive at the end, stops on SIGTERM without sanitizer reports")
+        res = T.Result("daemon alive at the end, stops on SIGTERM without sanitizer reports")
         if not d.alive():
             res.fail("daemon not running at the end (exit status %s)" % d.returncode())
         rc = d.stop()

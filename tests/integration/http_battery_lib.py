@@ -624,30 +624,7 @@ def health(port, timeout=3.0, src=LOOPBACK):
 
 
 # --------------------------------------------------------------------------------------------
-# Case results and TAP
-
-class CaseResult:
-    def __init__(self, name):
-        self.name = name
-        self.failures = []
-        self.notes = []
-        self.skip = None
-
-    def fail(self, msg):
-        self.failures.append(msg)
-
-    def note(self, msg):
-        self.notes.append(msg)
-
-    def check(self, cond, msg):
-        if not cond:
-            self.fail(msg)
-        return cond
-
-    @property
-    def ok(self):
-        return not self.failures
-
+# TAP (the outcome of a case: testlib.Result)
 
 class Tap:
     def __init__(self, plan):

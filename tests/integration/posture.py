@@ -99,11 +99,7 @@ class Posture:
 
     def __init__(self, path, name, run_as, config=CONFIG):
         self.name = name
-        self.d = L.Daemon(path, run_as=run_as)
-        with open(self.d.conf, "w") as f:
-            f.write(config)
-        if run_as is not None:
-            os.chown(self.d.conf, run_as[0], run_as[1])
+        self.d = L.Daemon(path, run_as=run_as, config=config)
         self.seq = 0
         self.ids = []
         self.health = None

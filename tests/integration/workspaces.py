@@ -34,6 +34,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+import testlib as T                                                        # noqa: E402
 import workspaces_lib as W                                                 # noqa: E402
 from execute_lib import now, trunc                                         # noqa: E402
 from workspaces_lib import Result                                          # noqa: E402
@@ -129,14 +130,7 @@ def fail_not_wired(res, what, r):
 # --------------------------------------------------------------------------------------------
 # Cases
 
-CASES = []
-
-
-def case(name):
-    def deco(fn):
-        CASES.append((name, fn))
-        return fn
-    return deco
+CASES, case = T.case_registry()
 
 
 # ---- 1. managed runs
@@ -1634,7 +1628,7 @@ def main():
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep-tmp", action="store_true")
-    ap.add_argument("--run-as", default="auto", help="as in execute.py")
+    T.add_run_as_option(ap)
     ap.add_argument("--only", help="run only cases whose name contains this")
     args = ap.parse_args()
 
@@ -1644,21 +1638,12 @@ def main():
     tap = W.Tap(out)
     out.write("1..%d\n" % len(cases))
     out.flush()
-    run_as = W.resolve_run_as(args.run_as)
+    run_as = T.resolve_run_as(args.run_as)
     d = W.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
-    out.write("# daemon runs as uid %s\n" % (run_as[0] if run_as else os.geteuid()))
-    try:
-        h = d.start()
-    except (L.DaemonError, OSError) as e:
-        for name, _ in cases:
-            r = Result(name)
-            r.fail("daemon did not start: %s" % e)
-            tap.emit(r)
+    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
+    if L.start_or_fail_all(d, cases, tap, Result, 500) is None:
         d.cleanup()
         return 1
-    out.write("# daemon pid %d on 127.0.0.1:%d, tmp %s\n# health: %s\n" % (d.pid, d.port, d.tmp,
-                                                                         trunc(h.body.decode("utf-8", "replace"), 500)))
-    out.flush()
     ctx = Ctx(d, budget, args.verbose, args.daemon)
 
     def watchdog():
@@ -1695,26 +1680,15 @@ def main():
             x.terminate(grace=5)
         rc, took = d.terminate(grace=10)
         out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
-        for pid in W.marked_pids(ctx.mark):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                out.write("# killed leftover payload process %d\n" % pid)
-            except OSError:
-                pass
+        L.kill_leftovers(W.marked_pids(ctx.mark), out)
         if tap.failed:
-            out.write("# daemon log tail:\n")
-            for ln in d.log_tail(3000).splitlines():
-                out.write("#   %s\n" % ln)
+            L.write_log_tail(d, out)
         for x in ctx.extra_daemons:
             x.cleanup()
         d.cleanup()
         if args.keep_tmp:
             out.write("# kept %s\n" % d.tmp)
-    out.write("# %d/%d passed in %.1fs\n" % (len(cases) - len(tap.failed), len(cases), budget.elapsed()))
-    if tap.failed:
-        out.write("# failed: %s\n" % ", ".join(str(n) for n, _ in tap.failed))
-    out.flush()
-    return 1 if tap.failed else 0
+    return tap.summary(len(cases), budget.elapsed())
 
 
 if __name__ == "__main__":

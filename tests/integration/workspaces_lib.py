@@ -35,9 +35,7 @@ class Daemon(L.Daemon):
     state directory this one uses (two processes on the same workspaces, records and CAS)."""
 
     def __init__(self, path, keep_tmp=False, run_as=None, share_state_from=None):
-        super().__init__(path, keep_tmp=keep_tmp, run_as=run_as)
-        with open(self.conf, "w") as f:
-            f.write(CONFIG_TEXT)
+        super().__init__(path, keep_tmp=keep_tmp, run_as=run_as, config=CONFIG_TEXT)
         if share_state_from is not None:
             os.rmdir(self.state)
             self.state = share_state_from.state
@@ -65,25 +63,8 @@ class Result(L.Result):
 
 
 class Tap(L.Tap):
-    def emit(self, res, verbose=False):
-        with self.lock:
-            self.n += 1
-            if res.skip is not None:
-                self.out.write("ok %d - %s # SKIP %s\n" % (self.n, res.name, res.skip))
-            elif res.ok:
-                self.out.write("ok %d - %s\n" % (self.n, res.name))
-            else:
-                self.out.write("not ok %d - %s\n" % (self.n, res.name))
-                self.failed.append((self.n, res.name))
-            lines = list(res.infos)
-            if not res.ok:
-                lines += ["FAIL: " + f for f in res.failures]
-            if not res.ok or verbose:
-                lines += res.notes
-            for ln in lines:
-                for sub in str(ln).splitlines() or [""]:
-                    self.out.write("#   %s\n" % sub)
-            self.out.flush()
+    def comments(self, res, verbose):
+        return list(res.infos) + super().comments(res, verbose)
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,29 +312,3 @@ def tree_files(root):
 def unique(prefix="t"):
     return "%s-%s" % (prefix, secrets.token_hex(5))
 
-
-def resolve_run_as(spec):
-    """(uid, gid) to start the daemon with, or None for the test's own ids (as execute.py:
-    as root, the user 'sandbox-runner' if it exists, else nobody; 'self' keeps root)."""
-    import pwd
-    if spec == "self" or (spec == "auto" and os.geteuid() != 0):
-        return None
-    if spec == "auto":
-        try:
-            pw = pwd.getpwnam("sandbox-runner")
-            return pw.pw_uid, pw.pw_gid
-        except KeyError:
-            return 65534, 65534
-    name, _, g = spec.partition(":")
-    if name.isdigit():
-        uid = int(name)
-        try:
-            gid = pwd.getpwuid(uid).pw_gid
-        except KeyError:
-            gid = uid
-    else:
-        pw = pwd.getpwnam(name)
-        uid, gid = pw.pw_uid, pw.pw_gid
-    if g:
-        gid = int(g)
-    return uid, gid
