@@ -22,6 +22,8 @@
 #include <nettle/sha2.h>
 
 #include "workspace/cas/cas.h"
+#include "util/fs-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 #include "workspace/workspace.h"
 
@@ -309,83 +311,6 @@ static int parse_u64(const char **p, const char *end, char sep, uint64_t *ret) {
         return 0;
 }
 
-static ssize_t read_full(int fd, void *buf, size_t n) {
-        size_t done = 0;
-
-        while (done < n) {
-                ssize_t k = read(fd, (uint8_t *) buf + done, n - done);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        break;
-                done += (size_t) k;
-        }
-        return (ssize_t) done;
-}
-
-static int write_full(int fd, const void *buf, size_t n) {
-        const uint8_t *p = buf;
-
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
-static int fsync_at(int dfd, const char *name) {
-        _cleanup_close_ int fd = -EBADF;
-
-        fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return negative_errno();
-        if (fsync(fd) < 0)
-                return negative_errno();
-        return 0;
-}
-
-/* The whole regular file @name of @dfd, at most @max bytes (-E2BIG), NUL-terminated. */
-static int read_file_at(int dfd, const char *name, uint64_t max, char **ret, size_t *ret_size) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *data = NULL;
-        struct stat st;
-        ssize_t n;
-
-        fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-        if (fd < 0)
-                return errno == ELOOP ? -EIO : negative_errno();
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (!S_ISREG(st.st_mode))
-                return -EIO;
-        if ((uint64_t) st.st_size > max || (uint64_t) st.st_size >= SIZE_MAX)
-                return -E2BIG;
-        data = malloc((size_t) st.st_size + 1);
-        if (!data)
-                return -ENOMEM;
-        /* One byte more than expected: a file that grew meanwhile is not silently cut. */
-        n = read_full(fd, data, (size_t) st.st_size + 1);
-        if (n < 0)
-                return (int) n;
-        if ((uint64_t) n != (uint64_t) st.st_size)
-                return -EIO;
-        data[n] = 0;
-        *ret = STEAL(data);
-        *ret_size = (size_t) n;
-        return 0;
-}
-
 static int random_u64(uint64_t *ret) {
         uint64_t v;
         ssize_t n;
@@ -483,7 +408,7 @@ static int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const vo
                 if (fd < 0)
                         return fd;
         }
-        r = write_full(fd, data, size);
+        r = loop_write(fd, data, size);
         if (r >= 0 && durable && fsync(fd) < 0)
                 r = negative_errno();
         fd = safe_close(fd);
@@ -526,97 +451,6 @@ static int store_lock(Cas *c, int operation) {
         if (r < 0)
                 return errno == EWOULDBLOCK ? -EBUSY : negative_errno();
         return STEAL_FD(fd);
-}
-
-static void closedirp(DIR **d) {
-        if (*d)
-                (void) closedir(*d);
-        *d = NULL;
-}
-
-typedef struct Names {
-        char **v;
-        size_t n, alloc;
-} Names;
-
-static void names_done(Names *l) {
-        for (size_t i = 0; i < l->n; i++)
-                free(l->v[i]);
-        l->v = mfree(l->v);
-        l->n = l->alloc = 0;
-}
-
-static int cmp_names(const void *a, const void *b) {
-        return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
-/*
- * The names in the directory @dfd (not "." and ".."), sorted bytewise. With @counter, each name
- * counts against @max (-E2BIG) and names longer than 255 bytes are -E2BIG.
- */
-static int dir_read_names(int dfd, uint64_t *counter, uint64_t max, Names *ret) {
-        _cleanup_(closedirp) DIR *d = NULL;
-        _cleanup_(names_done) Names l = {};
-        int fd;
-
-        /* A file description of its own: the caller's position is left alone. */
-        fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                (void) safe_close(fd);
-                return negative_errno();
-        }
-        for (;;) {
-                struct dirent *de;
-                char *s;
-
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        if (errno != 0)
-                                return negative_errno();
-                        break;
-                }
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                if (counter) {
-                        if (strlen(de->d_name) > NAME_MAX_BYTES || ++*counter > max)
-                                return -E2BIG;
-                }
-                if (l.n == l.alloc) {
-                        size_t na = MAX(l.alloc * 2, (size_t) 16);
-                        char **v = reallocarray(l.v, na, sizeof(char *));
-
-                        if (!v)
-                                return -ENOMEM;
-                        l.v = v;
-                        l.alloc = na;
-                }
-                s = strdup(de->d_name);
-                if (!s)
-                        return -ENOMEM;
-                l.v[l.n++] = s;
-        }
-        if (l.n > 1)
-                qsort(l.v, l.n, sizeof(char *), cmp_names);
-        *ret = l;
-        l = (Names) {};
-        return 0;
-}
-
-static int mkdir_open(int dfd, const char *name, bool *created) {
-        int fd;
-
-        if (mkdirat(dfd, name, 0700) >= 0)
-                *created = true;
-        else if (errno != EEXIST)
-                return negative_errno();
-        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        return fd;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -865,7 +699,7 @@ static int object_write_data(Cas *c, Pending *p, const Digest *d, const void *da
         fd = tmp_open(c, tmp, 0444);
         if (fd < 0)
                 return fd;
-        r = write_full(fd, data, size);
+        r = loop_write(fd, data, size);
         if (r >= 0)
                 r = pending_add(p, d, tmp, size);
         if (r < 0) {
@@ -1437,7 +1271,7 @@ static void ref_list_done(RefList *l) {
 
 /* All refs of the workspace directory @ws_dir_fd, newest first. Names that are no id are ignored. */
 static int refs_load(int ws_dir_fd, RefList *ret) {
-        _cleanup_(names_done) Names names = {};
+        _cleanup_(dir_names_done) DirNames names = {};
         _cleanup_(ref_list_done) RefList l = {};
         int r;
 
@@ -1658,7 +1492,7 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
         int r;
 
         sha256_init(&h);
-        n = read_full(fd, s->buf, IO_BUFFER_SIZE);
+        n = loop_read(fd, s->buf, IO_BUFFER_SIZE);
         if (n < 0)
                 return (int) n;
         sha256_update(&h, (size_t) n, s->buf);
@@ -1681,7 +1515,7 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
         if (out < 0)
                 return out;
         for (uint64_t written = 0, synced = 0;;) {
-                r = write_full(out, s->buf, (size_t) n);
+                r = loop_write(out, s->buf, (size_t) n);
                 if (r < 0)
                         goto fail;
                 /* Start the writeback every few MiB: dirty pages do not pile up until the fsync, and
@@ -1692,7 +1526,7 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
                                                SYNC_FILE_RANGE_WRITE);
                         synced = written;
                 }
-                n = read_full(fd, s->buf, IO_BUFFER_SIZE);
+                n = loop_read(fd, s->buf, IO_BUFFER_SIZE);
                 if (n < 0) {
                         r = (int) n;
                         goto fail;
@@ -1809,7 +1643,7 @@ static int snapshot_store_tree(Snapshot *s, const Tree *t, Digest *ret) {
 
 /* The directory @dfd, @depth components below the root: store it, return its tree digest. */
 static int snapshot_dir(Snapshot *s, int dfd, unsigned depth, Digest *ret, uint64_t *ret_bytes) {
-        _cleanup_(names_done) Names names = {};
+        _cleanup_(dir_names_done) DirNames names = {};
         _cleanup_(tree_done) Tree t = {};
         uint64_t total = 0;
         int r;
@@ -2192,115 +2026,8 @@ int cas_open_file(Cas *c, const char *tree_digest, const char *path, int *ret_fd
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Removal of trees written by untrusted code, and restore. */
+ * Restore. */
 
-/* Give the owner rwx on directory @name of @dfd (checked not to be a symlink) if it lacks it. */
-static int dir_make_writable(int dfd, const char *name) {
-        struct stat st;
-
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return negative_errno();
-        if (!S_ISDIR(st.st_mode))
-                return -ENOTDIR;
-        if ((st.st_mode & 0700) == 0700)
-                return 0;
-        /* Nothing else writes to the tree now (no sandbox runs), so the lstat above holds. */
-        if (fchmodat(dfd, name, (st.st_mode & 07777) | 0700, 0) < 0)
-                return negative_errno();
-        return 0;
-}
-
-/*
- * Empty the directory @fd, whatever the depth and without recursion: two fds at most. Each
- * pass removes the non-directories below @fd's direct subdirectories, renames their own
- * subdirectories up into @fd and removes them; the tree gets one level shallower per pass.
- * Never follows a symlink.
- */
-static int rm_rf_children(int fd) {
-        uint64_t counter = 0;
-        int r;
-
-        for (;;) {
-                _cleanup_(names_done) Names names = {};
-
-                r = dir_read_names(fd, NULL, 0, &names);
-                if (r < 0)
-                        return r;
-                if (names.n == 0)
-                        return 0;
-
-                for (size_t i = 0; i < names.n; i++) {
-                        _cleanup_(names_done) Names sub_names = {};
-                        _cleanup_close_ int sub = -EBADF;
-                        const char *name = names.v[i];
-
-                        if (unlinkat(fd, name, 0) >= 0 || errno == ENOENT)
-                                continue;
-                        if (errno != EISDIR && errno != EPERM)
-                                return negative_errno();
-                        if (unlinkat(fd, name, AT_REMOVEDIR) >= 0)
-                                continue;
-                        if (errno != ENOTEMPTY && errno != EEXIST && errno != EACCES && errno != EPERM)
-                                return negative_errno();
-
-                        r = dir_make_writable(fd, name);
-                        if (r < 0)
-                                return r;
-                        sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (sub < 0)
-                                return negative_errno();
-                        r = dir_read_names(sub, NULL, 0, &sub_names);
-                        if (r < 0)
-                                return r;
-                        for (size_t j = 0; j < sub_names.n; j++) {
-                                const char *n2 = sub_names.v[j];
-
-                                if (unlinkat(sub, n2, 0) >= 0 || errno == ENOENT)
-                                        continue;
-                                if (errno != EISDIR && errno != EPERM)
-                                        return negative_errno();
-                                /* Moving a directory to another parent rewrites its "..". */
-                                r = dir_make_writable(sub, n2);
-                                if (r < 0)
-                                        return r;
-                                for (;;) {
-                                        char hoisted[64];
-
-                                        (void) snprintf(hoisted, sizeof(hoisted), ".cas-rm-%" PRIu64, counter++);
-                                        if (renameat2(sub, n2, fd, hoisted, RENAME_NOREPLACE) >= 0)
-                                                break;
-                                        if (errno != EEXIST)
-                                                return negative_errno();
-                                }
-                        }
-                        sub = safe_close(sub);
-                        if (unlinkat(fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                                return negative_errno();
-                }
-        }
-}
-
-static int rm_rf_at(int parent_fd, const char *name) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
-        r = dir_make_writable(parent_fd, name);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0)
-                return r;
-        fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        r = rm_rf_children(fd);
-        if (r < 0)
-                return r;
-        if (unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                return negative_errno();
-        return 0;
-}
-
-/* ".<ws_name>.cas-restore-<16 lowercase hex>" exactly. */
 static bool is_restore_leftover(const char *name, const char *ws_name) {
         size_t l = strlen(ws_name);
 
@@ -2353,9 +2080,9 @@ static int restore_copy(Restore *rs, int in, int out, uint64_t size) {
                                 if (!rs->buf)
                                         return -ENOMEM;
                         }
-                        n = read_full(in, rs->buf, (size_t) MIN(size, (uint64_t) IO_BUFFER_SIZE));
+                        n = loop_read(in, rs->buf, (size_t) MIN(size, (uint64_t) IO_BUFFER_SIZE));
                         if (n > 0) {
-                                int r = write_full(out, rs->buf, (size_t) n);
+                                int r = loop_write(out, rs->buf, (size_t) n);
 
                                 if (r < 0)
                                         return r;
@@ -2447,7 +2174,7 @@ static int restore_entries(Restore *rs, const Tree *t, int dfd, unsigned depth) 
 
 /* Remove what an interrupted restore of @ws_name left beside it. */
 static int restore_cleanup(int parent_fd, const char *ws_name) {
-        _cleanup_(names_done) Names names = {};
+        _cleanup_(dir_names_done) DirNames names = {};
         int r;
 
         r = dir_read_names(parent_fd, NULL, 0, &names);
@@ -2625,7 +2352,7 @@ static int fsck_file(Mark *m, const TreeEntry *e) {
         }
         sha256_init(&h);
         for (;;) {
-                ssize_t n = read_full(fd, m->buf, IO_BUFFER_SIZE);
+                ssize_t n = loop_read(fd, m->buf, IO_BUFFER_SIZE);
 
                 if (n < 0)
                         return (int) n;
@@ -2702,7 +2429,7 @@ static void all_refs_done(AllRefs *a) {
 /* Every ref of every workspace; -EIO if any is malformed (with @m->fsck: -EUCLEAN). */
 static int all_refs_load(Cas *c, Mark *m, AllRefs *ret) {
         _cleanup_(all_refs_done) AllRefs a = {};
-        _cleanup_(names_done) Names names = {};
+        _cleanup_(dir_names_done) DirNames names = {};
         int r;
 
         r = dir_read_names(c->refs_fd, NULL, 0, &names);
@@ -2792,7 +2519,7 @@ static int gc_sweep_objects(Cas *c, const Mark *m, uint64_t *freed) {
         int r;
 
         for (unsigned i = 0; i < 256; i++) {
-                _cleanup_(names_done) Names names = {};
+                _cleanup_(dir_names_done) DirNames names = {};
                 _cleanup_close_ int dfd = -EBADF;
                 char sub[3], hex[DIGEST_HEX_LEN + 1];
                 bool deleted = false;
@@ -2837,7 +2564,7 @@ static int gc_sweep_objects(Cas *c, const Mark *m, uint64_t *freed) {
 /* Ref files prepared by runs that a crash ended (cas_ref_prepare()): a day old. (A run in
  * progress holds no store lock; one whose file went anyway writes its ref the ordinary way.) */
 static void prepared_prune(int ws_dir_fd) {
-        _cleanup_(names_done) Names names = {};
+        _cleanup_(dir_names_done) DirNames names = {};
         time_t now = time(NULL);
 
         if (dir_read_names(ws_dir_fd, NULL, 0, &names) < 0)
@@ -2858,7 +2585,7 @@ static void prepared_prune(int ws_dir_fd) {
 int cas_gc(Cas *c, unsigned keep_per_workspace, uint64_t *ret_freed_bytes) {
         _cleanup_(mark_done) Mark m = { .cas = c };
         _cleanup_(all_refs_done) AllRefs a = {};
-        _cleanup_(names_done) Names tmp_names = {};
+        _cleanup_(dir_names_done) DirNames tmp_names = {};
         _cleanup_close_ int lock = -EBADF;
         uint64_t freed = 0;
         int r;
