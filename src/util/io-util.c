@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +19,7 @@ ssize_t loop_read(int fd, void *buf, size_t n) {
         size_t done = 0;
 
         while (done < n) {
-                ssize_t k = read(fd, (uint8_t *) buf + done, n - done);
+                ssize_t k = read(fd, (uint8_t *) buf + done, MIN(n - done, (size_t) SSIZE_MAX));
 
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -35,7 +36,7 @@ int loop_write(int fd, const void *buf, size_t n) {
         const uint8_t *p = buf;
 
         while (n > 0) {
-                ssize_t k = write(fd, p, n);
+                ssize_t k = write(fd, p, MIN(n, (size_t) SSIZE_MAX));
 
                 if (k < 0 && errno == EINTR)
                         continue;

@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -16,6 +17,14 @@
  * Return: the bytes read (fewer than @n only at end of file) or -errno.
  */
 ssize_t loop_read(int fd, void *buf, size_t n);
+
+/*
+ * errno_from_ssize() - the negative result of loop_read() (any -errno as ssize_t) as an int, to
+ * return it: errno values are below 4096, which the compiler cannot know from a plain cast.
+ */
+static inline int errno_from_ssize(ssize_t n) {
+        return n < -4095 ? -EIO : (int) n;
+}
 
 /*
  * loop_write() - write() all @n bytes of @buf, retrying after EINTR and continuing after short

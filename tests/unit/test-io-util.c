@@ -162,6 +162,10 @@ static void test_read_error(void **state) {
         assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
         /* Not for non-blocking fds: EAGAIN is returned, not waited out. */
         assert_int_equal(loop_read(p[0], buf, sizeof(buf)), -EAGAIN);
+
+        assert_int_equal(errno_from_ssize(-ENOENT), -ENOENT);
+        assert_int_equal(errno_from_ssize(-4095), -4095);
+        assert_int_equal(errno_from_ssize(-((ssize_t) 1 << 40)), -EIO);    /* no truncation to 0 */
 }
 
 static void test_write_short_writes(void **state) {
