@@ -188,17 +188,66 @@ static int restore_cleanup(int parent_fd, const char *ws_name) {
         return 0;
 }
 
+/*
+ * Build tree @root in the new directory @tmp of @parent_fd and make it durable. On failure
+ * @tmp is removed again, except after an injected crash.
+ */
+static int restore_build(Restore *rs, const Tree *root, int parent_fd, const char *tmp) {
+        _cleanup_close_ int dfd = -EBADF;
+        Cas *c = rs->cas;
+        int r = 0;
+
+        if (mkdirat(parent_fd, tmp, 0700) < 0)
+                return negative_errno();
+        dfd = openat(parent_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                r = negative_errno();
+        if (r >= 0)
+                r = buf_put(&rs->path, "", 0);
+        if (r >= 0)
+                r = restore_entries(rs, root, dfd, 0);
+        /* Everything durable before the swap; one syncfs() instead of an fsync per file. */
+        if (r >= 0 && syncfs(dfd) < 0)
+                r = negative_errno();
+        if (r >= 0)
+                r = crash_point(c, CAS_CRASH_RESTORE_BUILT);
+        if (r < 0) {
+                if (!c->crashed)
+                        (void) rm_rf_at(parent_fd, tmp);
+                return r;
+        }
+        return 0;
+}
+
+/* Seed the stat cache with the files just written, except those of the last clock tick. */
+static void restore_seed_cache(Restore *rs, const char *ws_name, const struct timespec *racy) {
+        size_t kept = 0;
+
+        for (size_t i = 0; i < rs->cache.n; i++) {
+                struct timespec ct = {
+                        .tv_sec = (time_t) (rs->cache.rows[i].ctime / UINT64_C(1000000000)),
+                        .tv_nsec = (long) (rs->cache.rows[i].ctime % UINT64_C(1000000000)),
+                };
+
+                if (ts_before(&ct, racy))
+                        rs->cache.rows[kept++] = rs->cache.rows[i];
+                else
+                        free(rs->cache.rows[i].path);
+        }
+        rs->cache.n = kept;
+        (void) stat_cache_write(rs->cas, ws_name, &rs->cache, &(const Buf) {});
+}
+
 int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_name) {
         _cleanup_(restore_done) Restore rs = { .cas = c };
         _cleanup_(tree_done) Tree root = {};
-        _cleanup_close_ int lock = -EBADF, dfd = -EBADF;
+        _cleanup_close_ int lock = -EBADF;
         char tmp[1 + 128 + sizeof(RESTORE_SUFFIX) + RESTORE_RANDOM_LEN + 1];
         struct timespec racy;
         struct stat st;
         bool exists = true;
         uint64_t rnd;
         Digest d;
-        size_t kept = 0;
         int r;
 
         assert(c);
@@ -232,25 +281,9 @@ int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_n
         if (r < 0)
                 return r;
         (void) snprintf(tmp, sizeof(tmp), ".%s" RESTORE_SUFFIX "%016" PRIx64, ws_name, rnd);
-        if (mkdirat(parent_fd, tmp, 0700) < 0)
-                return negative_errno();
-        dfd = openat(parent_fd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0)
-                r = negative_errno();
-        if (r >= 0)
-                r = buf_put(&rs.path, "", 0);
-        if (r >= 0)
-                r = restore_entries(&rs, &root, dfd, 0);
-        /* Everything durable before the swap; one syncfs() instead of an fsync per file. */
-        if (r >= 0 && syncfs(dfd) < 0)
-                r = negative_errno();
-        if (r >= 0)
-                r = crash_point(c, CAS_CRASH_RESTORE_BUILT);
-        if (r < 0) {
-                if (!c->crashed)
-                        (void) rm_rf_at(parent_fd, tmp);
+        r = restore_build(&rs, &root, parent_fd, tmp);
+        if (r < 0)
                 return r;
-        }
         racy = now_coarse();
 
         if (renameat2(parent_fd, tmp, parent_fd, ws_name, exists ? RENAME_EXCHANGE : RENAME_NOREPLACE) < 0) {
@@ -270,19 +303,6 @@ int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_n
         if (exists)
                 (void) rm_rf_at(parent_fd, tmp);
 
-        /* Seed the stat cache with the files just written, except those of the last clock tick. */
-        for (size_t i = 0; i < rs.cache.n; i++) {
-                struct timespec ct = {
-                        .tv_sec = (time_t) (rs.cache.rows[i].ctime / UINT64_C(1000000000)),
-                        .tv_nsec = (long) (rs.cache.rows[i].ctime % UINT64_C(1000000000)),
-                };
-
-                if (ts_before(&ct, &racy))
-                        rs.cache.rows[kept++] = rs.cache.rows[i];
-                else
-                        free(rs.cache.rows[i].path);
-        }
-        rs.cache.n = kept;
-        (void) stat_cache_write(c, ws_name, &rs.cache, &(const Buf) {});
+        restore_seed_cache(&rs, ws_name, &racy);
         return 0;
 }

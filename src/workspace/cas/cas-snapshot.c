@@ -241,6 +241,51 @@ static int snapshot_store_tree(Snapshot *s, const Tree *t, Digest *ret) {
         return snapshot_maybe_flush(s);
 }
 
+static int snapshot_dir(Snapshot *s, int dfd, unsigned depth, Digest *ret, uint64_t *ret_bytes);
+
+/* Subdirectory @name of @dfd, @depth components below the root. Return: 0, 1 = skipped (not
+ * readable), or -errno. */
+static int snapshot_subdir(Snapshot *s, int dfd, const char *name, const struct stat *st, unsigned depth,
+                           TreeEntry *e) {
+        _cleanup_close_ int sub = -EBADF;
+        struct stat st1;
+
+        sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (sub < 0) {
+                if (errno == EACCES || errno == EPERM)
+                        return 1;
+                if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+                        return -EBUSY;
+                return negative_errno();
+        }
+        if (fstat(sub, &st1) < 0)
+                return negative_errno();
+        if (st1.st_dev != st->st_dev || st1.st_ino != st->st_ino)
+                return -EBUSY;
+        e->type = DT_DIR;
+        e->mode = st->st_mode & 0777;
+        return snapshot_dir(s, sub, depth + 1, &e->digest, &e->size);
+}
+
+/* Symlink @name of @dfd: its target, never followed. */
+static int snapshot_symlink(Snapshot *s, int dfd, const char *name, TreeEntry *e) {
+        ssize_t n = readlinkat(dfd, name, (char *) s->buf, SYMLINK_MAX_BYTES + 1);
+
+        if (n < 0)
+                return errno == ENOENT || errno == EINVAL ? -EBUSY : negative_errno();
+        if (n == 0 || (size_t) n > SYMLINK_MAX_BYTES)
+                return -E2BIG;
+        e->type = DT_LNK;
+        e->mode = 0777;
+        e->size = (uint64_t) n;
+        e->target = malloc((size_t) n + 1);
+        if (!e->target)
+                return -ENOMEM;
+        memcpy(e->target, s->buf, (size_t) n);
+        e->target[n] = 0;
+        return 0;
+}
+
 /* The directory @dfd, @depth components below the root: store it, return its tree digest. */
 static int snapshot_dir(Snapshot *s, int dfd, unsigned depth, Digest *ret, uint64_t *ret_bytes) {
         _cleanup_(dir_names_done) DirNames names = {};
@@ -276,44 +321,16 @@ static int snapshot_dir(Snapshot *s, int dfd, unsigned depth, Digest *ret, uint6
                         if (!skip)
                                 s->stats.files++;
                 } else if (S_ISDIR(st.st_mode)) {
-                        _cleanup_close_ int sub = -EBADF;
-                        struct stat st1;
-
-                        sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-                        if (sub < 0) {
-                                if (errno == EACCES || errno == EPERM)
-                                        skip = true;
-                                else if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
-                                        return -EBUSY;
-                                else
-                                        return negative_errno();
-                        } else {
-                                if (fstat(sub, &st1) < 0)
-                                        return negative_errno();
-                                if (st1.st_dev != st.st_dev || st1.st_ino != st.st_ino)
-                                        return -EBUSY;
-                                e.type = DT_DIR;
-                                e.mode = st.st_mode & 0777;
-                                r = snapshot_dir(s, sub, depth + 1, &e.digest, &e.size);
-                                if (r < 0)
-                                        return r;
+                        r = snapshot_subdir(s, dfd, name, &st, depth, &e);
+                        if (r < 0)
+                                return r;
+                        skip = r > 0;
+                        if (!skip)
                                 s->stats.dirs++;
-                        }
                 } else if (S_ISLNK(st.st_mode)) {
-                        ssize_t n = readlinkat(dfd, name, (char *) s->buf, SYMLINK_MAX_BYTES + 1);
-
-                        if (n < 0)
-                                return errno == ENOENT || errno == EINVAL ? -EBUSY : negative_errno();
-                        if (n == 0 || (size_t) n > SYMLINK_MAX_BYTES)
-                                return -E2BIG;
-                        e.type = DT_LNK;
-                        e.mode = 0777;
-                        e.size = (uint64_t) n;
-                        e.target = malloc((size_t) n + 1);
-                        if (!e.target)
-                                return -ENOMEM;
-                        memcpy(e.target, s->buf, (size_t) n);
-                        e.target[n] = 0;
+                        r = snapshot_symlink(s, dfd, name, &e);
+                        if (r < 0)
+                                return r;
                         s->stats.symlinks++;
                 } else
                         skip = true;    /* FIFO, socket, device: never opened */
