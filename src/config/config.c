@@ -14,6 +14,7 @@
 
 #include "build-config.h"
 #include "config/config.h"
+#include "util/io-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/socket-util.h"
@@ -473,7 +474,7 @@ static int read_file(const char *path, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
         struct stat st;
-        size_t n = 0;
+        ssize_t n;
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
@@ -487,20 +488,12 @@ static int read_file(const char *path, char **ret, size_t *ret_size) {
         buf = malloc((size_t) st.st_size + 1);
         if (!buf)
                 return -ENOMEM;
-        while (n < (size_t) st.st_size) {
-                ssize_t k = read(fd, buf + n, (size_t) st.st_size - n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (k == 0)
-                        break;
-                n += (size_t) k;
-        }
+        n = loop_read(fd, buf, (size_t) st.st_size);
+        if (n < 0)
+                return errno_from_ssize(n);
         buf[n] = '\0';
         *ret = STEAL(buf);
-        *ret_size = n;
+        *ret_size = (size_t) n;
         return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "util/macro.h"
+#include "util/io-util.h"
 #include "credentials.h"
 
 static void erase_and_freep_sized(char **p) {
@@ -48,7 +49,8 @@ static int validate(const char *s, size_t size, bool text) {
 int credential_read_file(const char *path, bool text, char **ret, size_t *ret_size) {
         _cleanup_(erase_and_freep_sized) char *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
-        size_t size = 0;
+        ssize_t n;
+        size_t size;
         char *s;
         int r;
 
@@ -61,19 +63,10 @@ int credential_read_file(const char *path, bool text, char **ret, size_t *ret_si
                 return -ENOMEM;
 
         /* Read one byte more than allowed to tell "exactly the limit" from "too big". */
-        while (size < CREDENTIAL_SIZE_MAX + 1) {
-                ssize_t n;
-
-                n = read(fd, buf + size, CREDENTIAL_SIZE_MAX + 1 - size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (n == 0)
-                        break;
-                size += n;
-        }
+        n = loop_read(fd, buf, CREDENTIAL_SIZE_MAX + 1);
+        if (n < 0)
+                return errno_from_ssize(n);
+        size = (size_t) n;
         if (size > CREDENTIAL_SIZE_MAX)
                 return -EFBIG;
 

@@ -28,6 +28,7 @@
 #include "egress/resolver.h"
 #include "util/log.h"
 #include "util/fd-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 #include "util/string-util.h"
 
@@ -172,7 +173,7 @@ static int read_policy_file(const char *path, char **ret, size_t *ret_size) {
         _cleanup_free_ char *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
-        size_t size = 0;
+        ssize_t size;
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
@@ -187,22 +188,14 @@ static int read_policy_file(const char *path, char **ret, size_t *ret_size) {
         buf = malloc(POLICY_FILE_MAX + 1);
         if (!buf)
                 return -ENOMEM;
-        for (;;) {
-                ssize_t n = read(fd, buf + size, POLICY_FILE_MAX + 1 - size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (n == 0)
-                        break;
-                size += (size_t) n;
-                if (size > POLICY_FILE_MAX)
-                        return -EFBIG;
-        }
+        size = loop_read(fd, buf, POLICY_FILE_MAX + 1);
+        if (size < 0)
+                return errno_from_ssize(size);
+        if ((size_t) size > POLICY_FILE_MAX)
+                return -EFBIG;
         buf[size] = '\0';
         *ret = STEAL(buf);
-        *ret_size = size;
+        *ret_size = (size_t) size;
         return 0;
 }
 

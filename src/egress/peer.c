@@ -11,6 +11,7 @@
 
 #include "egress/peer.h"
 #include "sandbox/scope.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 
 #define CGROUP_FILE_MAX (64U * 1024U)
@@ -56,7 +57,7 @@ static int read_cgroup_file(pid_t pid, char **ret) {
         _cleanup_free_ char *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
         char path[64];
-        size_t size = 0;
+        ssize_t size;
 
         (void) snprintf(path, sizeof(path), "/proc/%i/cgroup", (int) pid);
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -65,17 +66,9 @@ static int read_cgroup_file(pid_t pid, char **ret) {
         buf = malloc(CGROUP_FILE_MAX + 1);
         if (!buf)
                 return -ENOMEM;
-        while (size < CGROUP_FILE_MAX) {
-                ssize_t n = read(fd, buf + size, CGROUP_FILE_MAX - size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (n == 0)
-                        break;
-                size += (size_t) n;
-        }
+        size = loop_read(fd, buf, CGROUP_FILE_MAX);
+        if (size < 0)
+                return errno_from_ssize(size);
         buf[size] = '\0';
         *ret = STEAL(buf);
         return 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "execution/records.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 #include "workspace/workspace.h"
 
@@ -45,19 +46,6 @@ int records_open(const char *state_dir) {
         return fd < 0 ? negative_errno() : fd;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 /* Write @o into @fd (the temporary file @tmp), optionally fsync, rename to @id's record, optionally
  * fsync the directory. @fd is closed; @tmp removed on failure. */
 static int record_commit(int dir_fd, const char *id, const char *tmp, int fd, json_object *o, bool durable) {
@@ -68,7 +56,7 @@ static int record_commit(int dir_fd, const char *id, const char *tmp, int fd, js
 
         (void) snprintf(name, sizeof(name), "%s.json", id);
         s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-        r = write_all(fd, s, strlen(s));
+        r = loop_write(fd, s, strlen(s));
         if (r >= 0 && durable && fsync(fd) < 0)
                 r = negative_errno();
         fd_close = safe_close(fd_close);
@@ -136,7 +124,7 @@ int record_read(int dir_fd, const char *id, json_object **ret) {
         _cleanup_free_ char *buf = NULL;
         struct stat st;
         json_object *o;
-        size_t n = 0;
+        ssize_t n;
 
         if (!workspace_id_valid(id))
                 return -EINVAL;
@@ -151,14 +139,9 @@ int record_read(int dir_fd, const char *id, json_object **ret) {
         buf = malloc((size_t) st.st_size + 1);
         if (!buf)
                 return -ENOMEM;
-        while (n < (size_t) st.st_size) {
-                ssize_t k = read(fd, buf + n, (size_t) st.st_size - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
-        }
+        n = loop_read(fd, buf, (size_t) st.st_size);
+        if (n < 0)
+                return errno_from_ssize(n);
         buf[n] = '\0';
         o = json_tokener_parse(buf);
         if (!o || !json_object_is_type(o, json_type_object)) {

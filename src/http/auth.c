@@ -14,13 +14,15 @@
 
 #include "http/auth.h"
 #include "config/config.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 
 static int read_secret(const char *path, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
         char *buf;
         struct stat st;
-        size_t n = 0;
+        ssize_t k;
+        size_t n;
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
         if (fd < 0)
@@ -34,14 +36,13 @@ static int read_secret(const char *path, char **ret, size_t *ret_size) {
         buf = calloc(1, (size_t) st.st_size + 1);
         if (!buf)
                 return -ENOMEM;
-        while (n < (size_t) st.st_size) {
-                ssize_t k = read(fd, buf + n, (size_t) st.st_size - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
+        k = loop_read(fd, buf, (size_t) st.st_size);
+        if (k < 0) {
+                explicit_bzero(buf, (size_t) st.st_size);
+                free(buf);
+                return errno_from_ssize(k);
         }
+        n = (size_t) k;
         while (n > 0 && strchr(" \t\r\n", buf[n - 1]))
                 buf[--n] = '\0';
         *ret = buf;

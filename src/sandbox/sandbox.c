@@ -22,6 +22,7 @@
 #include "util/log.h"
 #include "sandbox/sandbox.h"
 #include "util/fd-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 #include "util/strv.h"
 
@@ -50,7 +51,8 @@ static int run_bwrap(const char *bwrap, char **argv, char **ret_stderr) {
         int pipefd[2];
         pid_t pid;
         char buf[1024];
-        size_t n = 0;
+        ssize_t k;
+        size_t n;
         int status;
 
         if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -72,16 +74,8 @@ static int run_bwrap(const char *bwrap, char **argv, char **ret_stderr) {
                 _exit(127);
         }
         safe_close(pipefd[1]);
-        for (;;) {
-                ssize_t k = read(pipefd[0], buf + n, sizeof(buf) - 1 - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
-                if (n >= sizeof(buf) - 1)
-                        break;
-        }
+        k = loop_read(pipefd[0], buf, sizeof(buf) - 1);
+        n = k > 0 ? (size_t) k : 0;     /* a read error: no message */
         safe_close(pipefd[0]);
         while (waitpid(pid, &status, 0) < 0)
                 if (errno != EINTR)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "sandbox/seccomp-profile.h"
+#include "util/fd-util.h"
 #include "util/macro.h"
 
 #define PROFILE_SIZE_MAX (1U << 20)
@@ -964,38 +965,14 @@ static int add_rule(scmp_filter_ctx ctx, uint32_t arch, const SeccompProfile *p,
         return 0;
 }
 
-static int write_all(int fd, const void *data, size_t size) {
-        const uint8_t *q = data;
-
-        while (size > 0) {
-                ssize_t k = write(fd, q, size);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                q += k;
-                size -= (size_t) k;
-        }
-        return 0;
-}
-
 /* A memfd holding @data, rewound and sealed. Return: 0 or -errno. */
 static int memfd_new_sealed(const void *data, size_t size, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
+        int fd;
 
-        fd = memfd_create("sandbox-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        fd = memfd_new_data("sandbox-seccomp", data, size);
         if (fd < 0)
-                return -errno;
-        r = write_all(fd, data, size);
-        if (r < 0)
-                return r;
-        if (lseek(fd, 0, SEEK_SET) < 0)
-                return -errno;
-        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-                return -errno;
-        *ret_fd = STEAL_FD(fd);
+                return fd;
+        *ret_fd = fd;
         return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/child-task.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 
 #define OUT_MAX (64 * 1024)
@@ -26,20 +27,14 @@ struct ChildTask {
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         ChildTask *t = userdata;
         char *out = malloc(OUT_MAX + 1);
-        size_t n = 0;
+        ssize_t n;
         int error;
 
         /* The child wrote everything before it exited: read what is in the pipe. */
-        while (out && n < OUT_MAX) {
-                ssize_t k = read(t->out_fd, out + n, OUT_MAX - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
+        if (out) {
+                n = loop_read(t->out_fd, out, OUT_MAX);
+                out[MAX(n, (ssize_t) 0)] = '\0';      /* a read error: no output */
         }
-        if (out)
-                out[n] = '\0';
         if (si->si_code == CLD_EXITED)
                 error = si->si_status == 0 ? 0 : -si->si_status;
         else

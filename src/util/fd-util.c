@@ -7,25 +7,19 @@
 #include <unistd.h>
 
 #include "util/fd-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 
 int memfd_new_data(const char *name, const void *data, size_t size) {
         _cleanup_close_ int fd = -EBADF;
-        const char *p = data;
-        size_t left = size;
+        int r;
 
         fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return negative_errno();
-        while (left > 0) {
-                ssize_t k = write(fd, p, left);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return negative_errno();
-                p += k;
-                left -= (size_t) k;
-        }
+        r = loop_write(fd, data, size);
+        if (r < 0)
+                return r;
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return negative_errno();
         if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)

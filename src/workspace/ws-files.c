@@ -19,6 +19,7 @@
 #include <nettle/sha2.h>
 
 #include "util/fd-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 #include "util/utf8.h"
 #include "workspace/ws-files.h"
@@ -575,8 +576,7 @@ int ws_writer_begin(int ws_fd, const char *path, uint64_t max_bytes, bool mkdirs
 }
 
 int ws_writer_write(WsWriter *w, const void *p, size_t n) {
-        const uint8_t *q = p;
-        size_t left = n;
+        int r;
 
         if (!w || (!p && n > 0))
                 return -EINVAL;
@@ -587,18 +587,9 @@ int ws_writer_write(WsWriter *w, const void *p, size_t n) {
         if (n > w->max_bytes - w->written)
                 return writer_fail(w, -EFBIG);
 
-        while (left > 0) {
-                ssize_t k = write(w->fd, q, MIN(left, (size_t) SSIZE_MAX));
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return writer_fail(w, negative_errno());
-                if (k == 0)
-                        return writer_fail(w, -EIO);
-                q += k;
-                left -= (size_t) k;
-        }
+        r = loop_write(w->fd, p, n);
+        if (r < 0)
+                return writer_fail(w, r);
         sha256_update(&w->sha, n, p);
         w->written += n;
         return 0;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/workspace/cas/cas.c: tree encoding, dedup, stat cache, untrusted trees, crash points, restore, gc, fsck. */
+/* Unit tests of src/workspace/cas/ (cas.h): tree encoding, dedup, stat cache, untrusted trees, crash points, restore, gc, fsck. */
 
 #include <dirent.h>
 #include <errno.h>

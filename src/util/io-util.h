@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Blocking I/O on file descriptors: read()/write() loops that retry after EINTR and continue
+ * after short counts, a whole small file read below a directory fd, fsync() of a directory
+ * entry. Generic helpers: no policy, no logging; they call only libc.
+ */
+#pragma once
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * loop_read() - read() into @buf until @n bytes are read or end of file, retrying after EINTR
+ * and continuing after short reads. Meant for blocking fds (EAGAIN is an error like any other).
+ * Return: the bytes read (fewer than @n only at end of file) or -errno.
+ */
+ssize_t loop_read(int fd, void *buf, size_t n);
+
+/*
+ * errno_from_ssize() - the negative result of loop_read() (any -errno as ssize_t) as an int, to
+ * return it: errno values are below 4096, which the compiler cannot know from a plain cast.
+ */
+static inline int errno_from_ssize(ssize_t n) {
+        return n < -4095 ? -EIO : (int) n;
+}
+
+/*
+ * loop_write() - write() all @n bytes of @buf, retrying after EINTR and continuing after short
+ * writes. Return: 0, or -errno (-EIO if write() returns 0).
+ */
+int loop_write(int fd, const void *buf, size_t n);
+
+/* fsync_at() - open @name of @dfd (never following a symlink) and fsync() it. Return: 0 or -errno. */
+int fsync_at(int dfd, const char *name);
+
+/*
+ * read_file_at() - the whole regular file @name of @dfd (opened O_NOFOLLOW|O_NONBLOCK), at most
+ * @max bytes, into a NUL-terminated buffer to free(). A file that is not regular (or a symlink)
+ * is -EIO, one over @max -E2BIG, one that changed size while being read -EIO.
+ * Return: 0 or -errno.
+ */
+int read_file_at(int dfd, const char *name, uint64_t max, char **ret, size_t *ret_size);
