@@ -12,6 +12,7 @@
 
 #include "execution/replay.h"
 #include "util/macro.h"
+#include "util/siphash24.h"
 
 /* Bucket counts are powers of two between these; the top one keeps the load at most ~1 at the cap. */
 #define REPLAY_BUCKETS_MIN ((size_t) 64)
@@ -30,71 +31,13 @@ struct ReplayEntry {
 struct ReplayTable {
         uint64_t window_usec;
         uint64_t last_now_usec;         /* the latest time seen, so that the FIFO stays sorted */
-        uint8_t key[16];                /* SipHash key */
+        uint8_t key[16];                /* SipHash key: clients cannot choose ids that share a bucket */
         ReplayEntry **buckets;
         size_t n_buckets;
         size_t n_entries;
         size_t max_entries;
         ReplayEntry *fifo_oldest, *fifo_newest;
 };
-
-static uint64_t load_le64(const uint8_t *p) {
-        uint64_t v = 0;
-
-        for (size_t i = 0; i < 8; i++)
-                v |= (uint64_t) p[i] << (8 * i);
-        return v;
-}
-
-static uint64_t rotl64(uint64_t x, unsigned b) {
-        return (x << b) | (x >> (64 - b));
-}
-
-#define SIPROUND(v0, v1, v2, v3)                                                \
-        do {                                                                    \
-                v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);   \
-                v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                        \
-                v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                        \
-                v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);   \
-        } while (0)
-
-/*
- * SipHash-2-4 (Aumasson, Bernstein: "SipHash: a fast short-input PRF", 2012), written from the
- * paper; checked against its test vectors (key 00..0f: "" → 0x726fdb47dd0e0e31, bytes 00..0e →
- * 0xa129ca6149be45e5). Keyed so that clients cannot choose ids that share a bucket.
- */
-static uint64_t siphash24(const void *data, size_t n, const uint8_t key[static 16]) {
-        const uint8_t *m = data;
-        uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
-        uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ k0;
-        uint64_t v1 = UINT64_C(0x646f72616e646f6d) ^ k1;
-        uint64_t v2 = UINT64_C(0x6c7967656e657261) ^ k0;
-        uint64_t v3 = UINT64_C(0x7465646279746573) ^ k1;
-        uint64_t last = (uint64_t) n << 56, mi;
-        size_t i;
-
-        for (i = 0; i + 8 <= n; i += 8) {
-                mi = load_le64(m + i);
-                v3 ^= mi;
-                SIPROUND(v0, v1, v2, v3);
-                SIPROUND(v0, v1, v2, v3);
-                v0 ^= mi;
-        }
-        for (size_t j = 0; i + j < n; j++)
-                last |= (uint64_t) m[i + j] << (8 * j);
-
-        v3 ^= last;
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        v0 ^= last;
-
-        v2 ^= 0xff;
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        return v0 ^ v1 ^ v2 ^ v3;
-}
 
 static void table_seed(ReplayTable *t) {
         static const uint8_t zero_key[16] = {};

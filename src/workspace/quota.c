@@ -18,6 +18,7 @@
 
 #include "workspace/quota.h"
 #include "util/macro.h"
+#include "util/siphash24.h"
 
 #define container_of(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
 
@@ -40,47 +41,6 @@ SR_DEFINE_FREE_FUNC(DIR *, closedir);
 /* Bytes read from the inotify fd per tick at most: the rest waits for the next tick. */
 #define DRAIN_BUFFER_SIZE (64U * 1024U)
 #define DRAIN_ROUNDS_MAX 64U
-
-/* ---------------------------------------------------------------------------------------------
- * SipHash-2-4 (Aumasson/Bernstein reference algorithm): file names are chosen by the sandbox, so
- * the name table is keyed with a random key against hash flooding. */
-
-static inline uint64_t rotl64(uint64_t x, unsigned b) {
-        return (x << b) | (x >> (64 - b));
-}
-
-#define SIPROUND(v0, v1, v2, v3) do {                                                   \
-                v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);           \
-                v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                                \
-                v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                                \
-                v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);           \
-        } while (0)
-
-static uint64_t siphash24(const void *data, size_t len, const uint64_t key[2], uint64_t tweak) {
-        const uint8_t *p = data;
-        uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ key[0], v1 = UINT64_C(0x646f72616e646f6d) ^ key[1],
-                 v2 = UINT64_C(0x6c7967656e657261) ^ key[0], v3 = UINT64_C(0x7465646279746573) ^ key[1] ^ tweak,
-                 b = (uint64_t) len << 56, m;
-        size_t i;
-
-        for (i = 0; i + 8 <= len; i += 8) {
-                memcpy(&m, p + i, 8);
-                v3 ^= m;
-                SIPROUND(v0, v1, v2, v3);
-                SIPROUND(v0, v1, v2, v3);
-                v0 ^= m;
-        }
-        for (size_t j = 0; i + j < len; j++)
-                b |= (uint64_t) p[i + j] << (8 * j);
-        v3 ^= b;
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        v0 ^= b;
-        v2 ^= 0xff;
-        for (unsigned k = 0; k < 4; k++)
-                SIPROUND(v0, v1, v2, v3);
-        return v0 ^ v1 ^ v2 ^ v3;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * A minimal intrusive chained hash table; callers walk a bucket and compare their own keys. */
@@ -161,7 +121,7 @@ typedef struct Inode {
 static uint64_t inode_hash(dev_t dev, ino_t ino, const uint64_t key[2]) {
         uint64_t k[2] = { (uint64_t) dev, (uint64_t) ino };
 
-        return siphash24(k, sizeof(k), key, 1);
+        return siphash24_tweak(k, sizeof(k), key, 1);
 }
 
 static Inode *inode_find(const HTable *t, dev_t dev, ino_t ino, uint64_t hash) {
@@ -573,8 +533,9 @@ static int node_set_inode(QuotaWatch *w, Node *n, const struct stat *st) {
 
 /* ---- names ---- */
 
+/* File names are chosen by the sandbox: the table is keyed with a random key against hash flooding. */
 static uint64_t name_hash(const QuotaWatch *w, const Dir *parent, const char *name) {
-        return siphash24(name, strlen(name), w->key, (uint64_t) (uintptr_t) parent);
+        return siphash24_tweak(name, strlen(name), w->key, (uint64_t) (uintptr_t) parent);
 }
 
 static Node *node_find(const QuotaWatch *w, const Dir *parent, const char *name) {
