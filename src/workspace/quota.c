@@ -2,7 +2,6 @@
 /* Workspace disk usage: one-shot full scans, and an inotify-maintained index for the 100 ms checks of a run. */
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,11 +16,10 @@
 #include <time.h>
 
 #include "workspace/quota.h"
+#include "util/dirent-util.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
 #include "util/siphash24.h"
-
-SR_DEFINE_FREE_FUNC(DIR *, closedir);
 
 /* Events that can change the blocks of a name, or which inode a name refers to. IN_EXCL_UNLINK:
  * writes through a name already unlinked cannot be attributed by name anyway (an inode still
@@ -128,26 +126,17 @@ static int scan_dir(Scan *s, int fd, unsigned depth) {
         struct dirent *de;
         int r;
 
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void) safe_close(fd);
+        r = opendir_fd(fd, &d);
+        if (r < 0)
                 return r;
-        }
 
         for (;;) {
                 struct stat st;
                 int sub;
 
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        if (errno != 0)
-                                return negative_errno();
-                        return 0;
-                }
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
+                r = readdir_no_dot(d, &de);
+                if (r <= 0)
+                        return r;
                 if (++s->entries > s->limits.max_entries)
                         return -E2BIG;
 
@@ -281,7 +270,7 @@ int quota_scan(int dir_fd, uint64_t *ret_bytes, QuotaStats *ret_stats) {
 typedef struct Dir Dir;
 
 struct Node {
-        HashLink link;                     /* QuotaWatch.names, keyed by (parent, name); not for limbo */
+        HashLink link;                  /* QuotaWatch.names, keyed by (parent, name); not for limbo */
         Dir *parent;                    /* NULL only for the root */
         Node *sib_prev, *sib_next;
         Inode *inode;
@@ -304,7 +293,7 @@ typedef struct NodeSet {
 } NodeSet;
 
 struct Dir {
-        HashLink link;                     /* QuotaWatch.wds, keyed by wd, while wd >= 0 */
+        HashLink link;                  /* QuotaWatch.wds, keyed by wd, while wd >= 0 */
         Node *node;
         Node *children;
         size_t n_children;
@@ -1049,31 +1038,24 @@ static int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
         struct dirent *de;
         int r;
 
-        dir = fdopendir(fd);
-        if (!dir) {
-                r = negative_errno();
-                (void) safe_close(fd);
+        r = opendir_fd(fd, &dir);
+        if (r < 0)
                 return r;
-        }
 
         dir_set_truncated(w, d, false);
         for (;;) {
                 if (w->want_degrade)
                         return 0;
 
-                errno = 0;
-                de = readdir(dir);
-                if (!de) {
-                        if (errno == 0)
-                                break;
-                        if (errno == EACCES) {
-                                dir_set_unreadable(w, d, true);
-                                return 0;
-                        }
-                        return negative_errno();
+                r = readdir_no_dot(dir, &de);
+                if (r == 0)
+                        break;
+                if (r == -EACCES) {
+                        dir_set_unreadable(w, d, true);
+                        return 0;
                 }
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
+                if (r < 0)
+                        return r;
 
                 r = node_update(w, d, dirfd(dir), de->d_name, recursive, gen);
                 if (r == -EAGAIN) {
