@@ -169,26 +169,23 @@ int record_read(int dir_fd, const char *id, json_object **ret) {
         return 0;
 }
 
-int record_log_create(int dir_fd, const char *id, RecordStream s) {
+static int record_log_openat(int dir_fd, const char *id, RecordStream s, int flags, mode_t mode) {
         char name[160];
         int fd;
 
         if (!workspace_id_valid(id) || !record_stream_to_string(s))
                 return -EINVAL;
         (void) snprintf(name, sizeof(name), "%s.%s", id, record_stream_to_string(s));
-        fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        fd = openat(dir_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, mode);
         return fd < 0 ? negative_errno() : fd;
 }
 
-int record_log_open(int dir_fd, const char *id, RecordStream s) {
-        char name[160];
-        int fd;
+int record_log_create(int dir_fd, const char *id, RecordStream s) {
+        return record_log_openat(dir_fd, id, s, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+}
 
-        if (!workspace_id_valid(id) || !record_stream_to_string(s))
-                return -EINVAL;
-        (void) snprintf(name, sizeof(name), "%s.%s", id, record_stream_to_string(s));
-        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        return fd < 0 ? negative_errno() : fd;
+int record_log_open(int dir_fd, const char *id, RecordStream s) {
+        return record_log_openat(dir_fd, id, s, O_RDONLY, 0);
 }
 
 int records_foreach_running(int dir_fd, void (*cb)(const char *id, json_object *record, void *userdata),
