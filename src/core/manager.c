@@ -20,6 +20,7 @@
 #include "workspace/cas/cas.h"
 #include "sandbox/cgroup.h"
 #include "util/child-task.h"
+#include "util/dirent-util.h"
 #include "workspace/quota.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
@@ -712,20 +713,15 @@ void manager_snapshot_published(Manager *m) {
 
 static int usage_child(int out_fd, void *userdata) {
         Manager *m = userdata;
+        _cleanup_(closedirp) DIR *d = NULL;
         uint64_t total = 0, count = 0;
         char line[64];
-        int fd;
-        DIR *d;
+        int r;
 
-        fd = openat(m->workspaces_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return negative_errno();
-        }
-        for (struct dirent *de; (de = readdir(d)); ) {
+        r = opendir_at(m->workspaces_fd, ".", &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d) {
                 _cleanup_close_ int wfd = -EBADF;
                 uint64_t bytes = 0;
 
@@ -738,7 +734,6 @@ static int usage_child(int out_fd, void *userdata) {
                 if (quota_scan(wfd, &bytes, NULL) >= 0)
                         total += bytes;
         }
-        closedir(d);
         (void) snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 "\n", total, count);
         return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Execution records and managed-run logs under $STATE_DIRECTORY/records, surviving restarts. */
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "execution/records.h"
+#include "util/dirent-util.h"
 #include "util/io-util.h"
 #include "util/macro.h"
 #include "workspace/workspace.h"
@@ -152,42 +152,34 @@ int record_read(int dir_fd, const char *id, json_object **ret) {
         return 0;
 }
 
-int record_log_create(int dir_fd, const char *id, RecordStream s) {
+static int record_log_openat(int dir_fd, const char *id, RecordStream s, int flags, mode_t mode) {
         char name[160];
         int fd;
 
         if (!workspace_id_valid(id) || !record_stream_to_string(s))
                 return -EINVAL;
         (void) snprintf(name, sizeof(name), "%s.%s", id, record_stream_to_string(s));
-        fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        fd = openat(dir_fd, name, flags | O_CLOEXEC | O_NOFOLLOW, mode);
         return fd < 0 ? negative_errno() : fd;
 }
 
-int record_log_open(int dir_fd, const char *id, RecordStream s) {
-        char name[160];
-        int fd;
+int record_log_create(int dir_fd, const char *id, RecordStream s) {
+        return record_log_openat(dir_fd, id, s, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+}
 
-        if (!workspace_id_valid(id) || !record_stream_to_string(s))
-                return -EINVAL;
-        (void) snprintf(name, sizeof(name), "%s.%s", id, record_stream_to_string(s));
-        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        return fd < 0 ? negative_errno() : fd;
+int record_log_open(int dir_fd, const char *id, RecordStream s) {
+        return record_log_openat(dir_fd, id, s, O_RDONLY, 0);
 }
 
 int records_foreach_running(int dir_fd, void (*cb)(const char *id, json_object *record, void *userdata),
                             void *userdata) {
-        _cleanup_close_ int fd = -EBADF;
-        DIR *d;
-        int n = 0;
+        _cleanup_(closedirp) DIR *d = NULL;
+        int n = 0, r;
 
-        fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d)
-                return negative_errno();
-        fd = -EBADF;   /* owned by d now */
-        for (struct dirent *de; (de = readdir(d)); ) {
+        r = opendir_at(dir_fd, ".", &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d) {
                 size_t l = strlen(de->d_name);
                 char id[160];
                 json_object *o = NULL, *state;
@@ -205,7 +197,6 @@ int records_foreach_running(int dir_fd, void (*cb)(const char *id, json_object *
                 }
                 json_object_put(o);
         }
-        closedir(d);
         return n;
 }
 
@@ -225,20 +216,15 @@ static int cmp_age(const void *a, const void *b) {
 }
 
 int records_prune(int dir_fd, unsigned keep) {
+        _cleanup_(closedirp) DIR *d = NULL;
         RecordAge *list = NULL;
         size_t n = 0, cap = 0;
-        int fd, removed = 0;
-        DIR *d;
+        int removed = 0, r;
 
-        fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return negative_errno();
-        }
-        for (struct dirent *de; (de = readdir(d)); ) {
+        r = opendir_at(dir_fd, ".", &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d) {
                 size_t l = strlen(de->d_name);
                 struct stat st;
 
@@ -266,7 +252,7 @@ int records_prune(int dir_fd, unsigned keep) {
                 if (list[n].id)
                         n++;
         }
-        closedir(d);
+        closedirp(&d);
 
         if (n > keep) {
                 qsort(list, n, sizeof(*list), cmp_age);

@@ -11,18 +11,19 @@
 #include <unistd.h>
 
 #include "execution/replay.h"
+#include "util/hashmap.h"
 #include "util/macro.h"
+#include "util/siphash24.h"
 
-/* Bucket counts are powers of two between these; the top one keeps the load at most ~1 at the cap. */
-#define REPLAY_BUCKETS_MIN ((size_t) 64)
+/* Bucket counts are powers of two up to this (from HASHMAP_BUCKETS_MIN); it keeps the load at most
+ * ~1 at the cap. */
 #define REPLAY_BUCKETS_MAX ((size_t) 1 << 20)
 
 typedef struct ReplayEntry ReplayEntry;
 struct ReplayEntry {
-        ReplayEntry *bucket_next;       /* chain of the same bucket */
+        HashLink link;                  /* ReplayTable.map, by the id's SipHash */
         ReplayEntry *fifo_next;         /* the next younger entry */
         uint64_t expires_usec;
-        uint64_t hash;
         size_t len;
         char id[];
 };
@@ -30,71 +31,11 @@ struct ReplayEntry {
 struct ReplayTable {
         uint64_t window_usec;
         uint64_t last_now_usec;         /* the latest time seen, so that the FIFO stays sorted */
-        uint8_t key[16];                /* SipHash key */
-        ReplayEntry **buckets;
-        size_t n_buckets;
-        size_t n_entries;
+        uint8_t key[16];                /* SipHash key: clients cannot choose ids that share a bucket */
+        HashMap map;                    /* ReplayEntry by id */
         size_t max_entries;
         ReplayEntry *fifo_oldest, *fifo_newest;
 };
-
-static uint64_t load_le64(const uint8_t *p) {
-        uint64_t v = 0;
-
-        for (size_t i = 0; i < 8; i++)
-                v |= (uint64_t) p[i] << (8 * i);
-        return v;
-}
-
-static uint64_t rotl64(uint64_t x, unsigned b) {
-        return (x << b) | (x >> (64 - b));
-}
-
-#define SIPROUND(v0, v1, v2, v3)                                                \
-        do {                                                                    \
-                v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);   \
-                v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                        \
-                v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                        \
-                v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);   \
-        } while (0)
-
-/*
- * SipHash-2-4 (Aumasson, Bernstein: "SipHash: a fast short-input PRF", 2012), written from the
- * paper; checked against its test vectors (key 00..0f: "" → 0x726fdb47dd0e0e31, bytes 00..0e →
- * 0xa129ca6149be45e5). Keyed so that clients cannot choose ids that share a bucket.
- */
-static uint64_t siphash24(const void *data, size_t n, const uint8_t key[static 16]) {
-        const uint8_t *m = data;
-        uint64_t k0 = load_le64(key), k1 = load_le64(key + 8);
-        uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ k0;
-        uint64_t v1 = UINT64_C(0x646f72616e646f6d) ^ k1;
-        uint64_t v2 = UINT64_C(0x6c7967656e657261) ^ k0;
-        uint64_t v3 = UINT64_C(0x7465646279746573) ^ k1;
-        uint64_t last = (uint64_t) n << 56, mi;
-        size_t i;
-
-        for (i = 0; i + 8 <= n; i += 8) {
-                mi = load_le64(m + i);
-                v3 ^= mi;
-                SIPROUND(v0, v1, v2, v3);
-                SIPROUND(v0, v1, v2, v3);
-                v0 ^= mi;
-        }
-        for (size_t j = 0; i + j < n; j++)
-                last |= (uint64_t) m[i + j] << (8 * j);
-
-        v3 ^= last;
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        v0 ^= last;
-
-        v2 ^= 0xff;
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        return v0 ^ v1 ^ v2 ^ v3;
-}
 
 static void table_seed(ReplayTable *t) {
         static const uint8_t zero_key[16] = {};
@@ -132,11 +73,9 @@ int replay_table_new(uint64_t window_usec, ReplayTable **ret) {
         *t = (ReplayTable) {
                 .window_usec = window_usec,
                 .max_entries = REPLAY_TABLE_MAX_ENTRIES,
-                .n_buckets = REPLAY_BUCKETS_MIN,
         };
 
-        t->buckets = calloc(t->n_buckets, sizeof(ReplayEntry *));
-        if (!t->buckets)
+        if (hashmap_init(&t->map, HASHMAP_BUCKETS_MIN, REPLAY_BUCKETS_MAX) < 0)
                 return -ENOMEM;
         table_seed(t);
 
@@ -152,7 +91,7 @@ ReplayTable *replay_table_free(ReplayTable *t) {
                 next = e->fifo_next;
                 free(e);
         }
-        free(t->buckets);
+        hashmap_done(&t->map);
         free(t);
         return NULL;
 }
@@ -168,63 +107,31 @@ int replay_table_set_max_entries(ReplayTable *t, size_t max) {
 
 size_t replay_table_size(const ReplayTable *t) {
         assert(t);
-        return t->n_entries;
-}
-
-/* Rebuild the chains for @n buckets (a power of two). Best effort: on OOM keep the old ones. */
-static void table_resize(ReplayTable *t, size_t n) {
-        ReplayEntry **b;
-
-        assert(n > 0 && (n & (n - 1)) == 0);
-
-        if (n == t->n_buckets)
-                return;
-        b = calloc(n, sizeof(ReplayEntry *));
-        if (!b)
-                return;         /* longer chains, still correct */
-
-        for (ReplayEntry *e = t->fifo_oldest; e; e = e->fifo_next) {
-                ReplayEntry **head = &b[e->hash & (n - 1)];
-
-                e->bucket_next = *head;
-                *head = e;
-        }
-        free(t->buckets);
-        t->buckets = b;
-        t->n_buckets = n;
+        return hashmap_size(&t->map);
 }
 
 /* Drop every entry whose window ended at or before @now_usec: a prefix of the FIFO. */
 static void table_prune(ReplayTable *t, uint64_t now_usec) {
-        size_t n;
         bool pruned = false;
 
         while (t->fifo_oldest && t->fifo_oldest->expires_usec <= now_usec) {
-                ReplayEntry *e = t->fifo_oldest, **pp;
+                ReplayEntry *e = t->fifo_oldest;
 
                 t->fifo_oldest = e->fifo_next;
                 if (!t->fifo_oldest)
                         t->fifo_newest = NULL;
-
-                for (pp = &t->buckets[e->hash & (t->n_buckets - 1)]; *pp != e; pp = &(*pp)->bucket_next)
-                        assert(*pp);
-                *pp = e->bucket_next;
-
+                hashmap_remove(&t->map, &e->link);
                 free(e);
-                t->n_entries--;
                 pruned = true;
         }
 
-        /* Give memory back after a burst; the gap to the growth threshold avoids flapping. */
-        if (pruned && t->n_buckets > REPLAY_BUCKETS_MIN && t->n_entries < t->n_buckets / 8) {
-                for (n = REPLAY_BUCKETS_MIN; n < t->n_entries * 2; n *= 2)
-                        ;
-                table_resize(t, n);
-        }
+        /* Give memory back after a burst. */
+        if (pruned)
+                hashmap_shrink(&t->map);
 }
 
 int replay_table_check_and_insert(ReplayTable *t, const char *id, uint64_t now_usec) {
-        ReplayEntry *e, **head;
+        ReplayEntry *e;
         uint64_t h;
         size_t len;
 
@@ -243,13 +150,15 @@ int replay_table_check_and_insert(ReplayTable *t, const char *id, uint64_t now_u
         table_prune(t, now_usec);
 
         h = siphash24(id, len, t->key);
-        for (e = t->buckets[h & (t->n_buckets - 1)]; e; e = e->bucket_next)
-                if (e->hash == h && e->len == len && memcmp(e->id, id, len) == 0)
+        HASHMAP_FOREACH_HASH(l, &t->map, h) {
+                e = hashmap_entry(l, ReplayEntry, link);
+                if (e->len == len && memcmp(e->id, id, len) == 0)
                         return -EEXIST;
+        }
 
         if (t->window_usec == 0)
                 return 0;               /* nothing is remembered */
-        if (t->n_entries >= t->max_entries)
+        if (hashmap_size(&t->map) >= t->max_entries)
                 return -ENOSPC;
 
         e = malloc(sizeof(ReplayEntry) + len + 1);
@@ -258,24 +167,16 @@ int replay_table_check_and_insert(ReplayTable *t, const char *id, uint64_t now_u
         *e = (ReplayEntry) {
                 .expires_usec = now_usec > UINT64_MAX - t->window_usec ? UINT64_MAX
                                                                         : now_usec + t->window_usec,
-                .hash = h,
                 .len = len,
         };
         memcpy(e->id, id, len);
         e->id[len] = 0;
 
-        head = &t->buckets[h & (t->n_buckets - 1)];
-        e->bucket_next = *head;
-        *head = e;
+        (void) hashmap_add(&t->map, &e->link, h);       /* cannot fail: the buckets exist */
         if (t->fifo_newest)
                 t->fifo_newest->fifo_next = e;
         else
                 t->fifo_oldest = e;
         t->fifo_newest = e;
-        t->n_entries++;
-
-        if (t->n_entries > t->n_buckets && t->n_buckets < REPLAY_BUCKETS_MAX)
-                table_resize(t, t->n_buckets * 2);
-
         return 0;
 }

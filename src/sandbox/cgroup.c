@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The daemon's own cgroups: limits and accounting per execution without systemd. */
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "sandbox/cgroup.h"
+#include "util/dirent-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/string-util.h"
@@ -185,24 +185,22 @@ static char *own_cgroup_dir(const char *ctrl) {
 /* Hand @fd (a directory we made) and its control files to @uid, as a delegation does. */
 static int chown_delegated(int fd, uid_t uid, gid_t gid) {
         _cleanup_close_ int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        DIR *d;
-        int r = 0;
+        _cleanup_(closedirp) DIR *d = NULL;
+        int r;
 
         if (dfd < 0)
                 return negative_errno();
         if (fchown(fd, uid, gid) < 0)
                 return negative_errno();
-        d = fdopendir(dfd);
-        if (!d)
-                return negative_errno();
-        dfd = -EBADF;
-        for (struct dirent *de; (de = readdir(d));)
+        r = opendir_fd(STEAL_FD(dfd), &d);
+        if (r < 0)
+                return r;
+        FOREACH_DIRENT(de, d)
                 if (de->d_type == DT_REG && (streq(de->d_name, "cgroup.procs") || streq(de->d_name, "tasks") ||
                                              streq(de->d_name, "cgroup.subtree_control") ||
                                              streq(de->d_name, "cgroup.threads")) &&
                     fchownat(fd, de->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
                         r = negative_errno();
-        closedir(d);
         return r;
 }
 
@@ -238,13 +236,12 @@ static int open_root_dir(const char *parent_path, uid_t uid, gid_t gid, int *ret
 #define STALE_SEC 60
 static void remove_stale(int fd) {
         _cleanup_close_ int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        _cleanup_(closedirp) DIR *d = NULL;
         time_t now = time(NULL);
 
-        if (!d)
+        if (dfd < 0 || opendir_fd(STEAL_FD(dfd), &d) < 0)
                 return;
-        dfd = -EBADF;
-        for (struct dirent *de; (de = readdir(d));) {
+        FOREACH_DIRENT(de, d) {
                 struct stat st;
 
                 if (de->d_type != DT_DIR || !strneq(de->d_name, "x-", 2) ||
@@ -252,7 +249,6 @@ static void remove_stale(int fd) {
                         continue;
                 (void) unlinkat(fd, de->d_name, AT_REMOVEDIR);
         }
-        closedir(d);
 }
 
 static bool v2_has(const char *dir, const char *file, unsigned need) {

@@ -2,7 +2,6 @@
 /* Workspace disk usage: one-shot full scans, and an inotify-maintained index for the 100 ms checks of a run. */
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,11 +16,10 @@
 #include <time.h>
 
 #include "workspace/quota.h"
+#include "util/dirent-util.h"
+#include "util/hashmap.h"
 #include "util/macro.h"
-
-#define container_of(ptr, type, member) ((type *) ((char *) (ptr) - offsetof(type, member)))
-
-SR_DEFINE_FREE_FUNC(DIR *, closedir);
+#include "util/siphash24.h"
 
 /* Events that can change the blocks of a name, or which inode a name refers to. IN_EXCL_UNLINK:
  * writes through a name already unlinked cannot be attributed by name anyway (an inode still
@@ -42,115 +40,12 @@ SR_DEFINE_FREE_FUNC(DIR *, closedir);
 #define DRAIN_ROUNDS_MAX 64U
 
 /* ---------------------------------------------------------------------------------------------
- * SipHash-2-4 (Aumasson/Bernstein reference algorithm): file names are chosen by the sandbox, so
- * the name table is keyed with a random key against hash flooding. */
-
-static inline uint64_t rotl64(uint64_t x, unsigned b) {
-        return (x << b) | (x >> (64 - b));
-}
-
-#define SIPROUND(v0, v1, v2, v3) do {                                                   \
-                v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);           \
-                v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                                \
-                v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                                \
-                v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);           \
-        } while (0)
-
-static uint64_t siphash24(const void *data, size_t len, const uint64_t key[2], uint64_t tweak) {
-        const uint8_t *p = data;
-        uint64_t v0 = UINT64_C(0x736f6d6570736575) ^ key[0], v1 = UINT64_C(0x646f72616e646f6d) ^ key[1],
-                 v2 = UINT64_C(0x6c7967656e657261) ^ key[0], v3 = UINT64_C(0x7465646279746573) ^ key[1] ^ tweak,
-                 b = (uint64_t) len << 56, m;
-        size_t i;
-
-        for (i = 0; i + 8 <= len; i += 8) {
-                memcpy(&m, p + i, 8);
-                v3 ^= m;
-                SIPROUND(v0, v1, v2, v3);
-                SIPROUND(v0, v1, v2, v3);
-                v0 ^= m;
-        }
-        for (size_t j = 0; i + j < len; j++)
-                b |= (uint64_t) p[i + j] << (8 * j);
-        v3 ^= b;
-        SIPROUND(v0, v1, v2, v3);
-        SIPROUND(v0, v1, v2, v3);
-        v0 ^= b;
-        v2 ^= 0xff;
-        for (unsigned k = 0; k < 4; k++)
-                SIPROUND(v0, v1, v2, v3);
-        return v0 ^ v1 ^ v2 ^ v3;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * A minimal intrusive chained hash table; callers walk a bucket and compare their own keys. */
-
-typedef struct HLink {
-        struct HLink *next;
-        uint64_t hash;
-} HLink;
-
-typedef struct HTable {
-        HLink **buckets;
-        size_t mask;
-        size_t n;
-} HTable;
-
-static HLink *htable_bucket(const HTable *t, uint64_t hash) {
-        return t->buckets ? t->buckets[hash & t->mask] : NULL;
-}
-
-static int htable_add(HTable *t, HLink *l, uint64_t hash) {
-        if (!t->buckets || t->n > t->mask) {
-                size_t nb = t->buckets ? (t->mask + 1) * 2 : 64;
-                HLink **b = calloc(nb, sizeof(*b));
-
-                if (!b) {
-                        if (!t->buckets)
-                                return -ENOMEM;
-                        /* keep the old table, only chains get longer */
-                } else {
-                        for (size_t i = 0; t->buckets && i <= t->mask; i++)
-                                for (HLink *x = t->buckets[i], *next; x; x = next) {
-                                        next = x->next;
-                                        x->next = b[x->hash & (nb - 1)];
-                                        b[x->hash & (nb - 1)] = x;
-                                }
-                        free(t->buckets);
-                        t->buckets = b;
-                        t->mask = nb - 1;
-                }
-        }
-        l->hash = hash;
-        l->next = t->buckets[hash & t->mask];
-        t->buckets[hash & t->mask] = l;
-        t->n++;
-        return 0;
-}
-
-static void htable_remove(HTable *t, HLink *l) {
-        for (HLink **p = &t->buckets[l->hash & t->mask]; *p; p = &(*p)->next)
-                if (*p == l) {
-                        *p = l->next;
-                        l->next = NULL;
-                        t->n--;
-                        return;
-                }
-        assert(!"htable_remove: not linked");
-}
-
-static void htable_done(HTable *t) {
-        t->buckets = mfree(t->buckets);
-        t->mask = t->n = 0;
-}
-
-/* ---------------------------------------------------------------------------------------------
  * Inode records: the blocks of each distinct inode, shared by all names that refer to it. */
 
 typedef struct Node Node;
 
 typedef struct Inode {
-        HLink link;
+        HashLink link;
         dev_t dev;
         ino_t ino;
         uint64_t bytes;
@@ -161,14 +56,14 @@ typedef struct Inode {
 static uint64_t inode_hash(dev_t dev, ino_t ino, const uint64_t key[2]) {
         uint64_t k[2] = { (uint64_t) dev, (uint64_t) ino };
 
-        return siphash24(k, sizeof(k), key, 1);
+        return siphash24_tweak(k, sizeof(k), key, 1);
 }
 
-static Inode *inode_find(const HTable *t, dev_t dev, ino_t ino, uint64_t hash) {
-        for (HLink *l = htable_bucket(t, hash); l; l = l->next) {
-                Inode *i = container_of(l, Inode, link);
+static Inode *inode_find(const HashMap *t, dev_t dev, ino_t ino, uint64_t hash) {
+        HASHMAP_FOREACH_HASH(l, t, hash) {
+                Inode *i = hashmap_entry(l, Inode, link);
 
-                if (l->hash == hash && i->dev == dev && i->ino == ino)
+                if (i->dev == dev && i->ino == ino)
                         return i;
         }
         return NULL;
@@ -186,17 +81,16 @@ static uint64_t stat_bytes(const struct stat *st) {
 typedef struct Scan {
         QuotaLimits limits;
         uint64_t key[2];
-        HTable links;
+        HashMap links;
         uint64_t bytes, files, dirs, entries, stats;
 } Scan;
 
+static void inode_free_link(HashLink *l) {
+        free(hashmap_entry(l, Inode, link));
+}
+
 static void scan_done(Scan *s) {
-        for (size_t i = 0; s->links.buckets && i <= s->links.mask; i++)
-                for (HLink *l = s->links.buckets[i], *next; l; l = next) {
-                        next = l->next;
-                        free(container_of(l, Inode, link));
-                }
-        htable_done(&s->links);
+        hashmap_drain(&s->links, inode_free_link);
 }
 
 static int scan_account(Scan *s, const struct stat *st) {
@@ -216,7 +110,7 @@ static int scan_account(Scan *s, const struct stat *st) {
                 if (!i)
                         return -ENOMEM;
                 *i = (Inode) { .dev = st->st_dev, .ino = st->st_ino };
-                r = htable_add(&s->links, &i->link, h);
+                r = hashmap_add(&s->links, &i->link, h);
                 if (r < 0) {
                         free(i);
                         return r;
@@ -232,26 +126,17 @@ static int scan_dir(Scan *s, int fd, unsigned depth) {
         struct dirent *de;
         int r;
 
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void) safe_close(fd);
+        r = opendir_fd(fd, &d);
+        if (r < 0)
                 return r;
-        }
 
         for (;;) {
                 struct stat st;
                 int sub;
 
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        if (errno != 0)
-                                return negative_errno();
-                        return 0;
-                }
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
+                r = readdir_no_dot(d, &de);
+                if (r <= 0)
+                        return r;
                 if (++s->entries > s->limits.max_entries)
                         return -E2BIG;
 
@@ -385,7 +270,7 @@ int quota_scan(int dir_fd, uint64_t *ret_bytes, QuotaStats *ret_stats) {
 typedef struct Dir Dir;
 
 struct Node {
-        HLink link;                     /* QuotaWatch.names, keyed by (parent, name); not for limbo */
+        HashLink link;                  /* QuotaWatch.names, keyed by (parent, name); not for limbo */
         Dir *parent;                    /* NULL only for the root */
         Node *sib_prev, *sib_next;
         Inode *inode;
@@ -408,7 +293,7 @@ typedef struct NodeSet {
 } NodeSet;
 
 struct Dir {
-        HLink link;                     /* QuotaWatch.wds, keyed by wd, while wd >= 0 */
+        HashLink link;                  /* QuotaWatch.wds, keyed by wd, while wd >= 0 */
         Node *node;
         Node *children;
         size_t n_children;
@@ -429,9 +314,9 @@ struct QuotaWatch {
         int fd;                         /* inotify */
         uint64_t key[2];
 
-        HTable names;                   /* Node by (parent Dir, name) */
-        HTable inodes;                  /* Inode by (dev, ino) */
-        HTable wds;                     /* Dir by wd */
+        HashMap names;                  /* Node by (parent Dir, name) */
+        HashMap inodes;                 /* Inode by (dev, ino) */
+        HashMap wds;                    /* Dir by wd */
         Dir *root;
         Dir limbo;
         Dir *dirty_head, *dirty_tail;
@@ -484,7 +369,7 @@ static int watch_ref_inode(QuotaWatch *w, const struct stat *st, Inode **ret) {
                 if (!i)
                         return -ENOMEM;
                 *i = (Inode) { .dev = st->st_dev, .ino = st->st_ino };
-                r = htable_add(&w->inodes, &i->link, h);
+                r = hashmap_add(&w->inodes, &i->link, h);
                 if (r < 0) {
                         free(i);
                         return r;
@@ -504,7 +389,7 @@ static void watch_unref_inode(QuotaWatch *w, Inode *i) {
         if (--i->refs > 0)
                 return;
         w->bytes -= i->bytes;
-        htable_remove(&w->inodes, &i->link);
+        hashmap_remove(&w->inodes, &i->link);
         free(i);
 }
 
@@ -573,17 +458,18 @@ static int node_set_inode(QuotaWatch *w, Node *n, const struct stat *st) {
 
 /* ---- names ---- */
 
+/* File names are chosen by the sandbox: the table is keyed with a random key against hash flooding. */
 static uint64_t name_hash(const QuotaWatch *w, const Dir *parent, const char *name) {
-        return siphash24(name, strlen(name), w->key, (uint64_t) (uintptr_t) parent);
+        return siphash24_tweak(name, strlen(name), w->key, (uint64_t) (uintptr_t) parent);
 }
 
 static Node *node_find(const QuotaWatch *w, const Dir *parent, const char *name) {
         uint64_t h = name_hash(w, parent, name);
 
-        for (HLink *l = htable_bucket(&w->names, h); l; l = l->next) {
-                Node *n = container_of(l, Node, link);
+        HASHMAP_FOREACH_HASH(l, &w->names, h) {
+                Node *n = hashmap_entry(l, Node, link);
 
-                if (l->hash == h && n->parent == parent && streq(n->name, name))
+                if (n->parent == parent && streq(n->name, name))
                         return n;
         }
         return NULL;
@@ -594,7 +480,7 @@ static int node_link(QuotaWatch *w, Node *n, Dir *parent) {
         int r;
 
         if (parent != &w->limbo) {
-                r = htable_add(&w->names, &n->link, name_hash(w, parent, n->name));
+                r = hashmap_add(&w->names, &n->link, name_hash(w, parent, n->name));
                 if (r < 0)
                         return r;
         }
@@ -614,7 +500,7 @@ static void node_unlink(QuotaWatch *w, Node *n) {
         if (!p)
                 return;
         if (p != &w->limbo)
-                htable_remove(&w->names, &n->link);
+                hashmap_remove(&w->names, &n->link);
         if (n->sib_prev)
                 n->sib_prev->sib_next = n->sib_next;
         else
@@ -790,14 +676,14 @@ static void dir_unwatch(QuotaWatch *w, Dir *d, bool rm) {
                 return;
         if (rm && w->fd >= 0)
                 (void) inotify_rm_watch(w->fd, d->wd);
-        htable_remove(&w->wds, &d->link);
+        hashmap_remove(&w->wds, &d->link);
         d->wd = -1;
         w->n_watches--;
 }
 
 static Dir *wd_find(const QuotaWatch *w, int wd) {
-        for (HLink *l = htable_bucket(&w->wds, (uint64_t) wd); l; l = l->next) {
-                Dir *d = container_of(l, Dir, link);
+        HASHMAP_FOREACH_HASH(l, &w->wds, (uint64_t) wd) {
+                Dir *d = hashmap_entry(l, Dir, link);
 
                 if (d->wd == wd)
                         return d;
@@ -894,7 +780,7 @@ static int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const stru
                 return -ENOMEM;
         *d = (Dir) { .node = n, .wd = -1, .depth = parent ? parent->depth + 1 : 0 };
         if (wd >= 0) {
-                r = htable_add(&w->wds, &d->link, (uint64_t) wd);
+                r = hashmap_add(&w->wds, &d->link, (uint64_t) wd);
                 if (r < 0)
                         return r;
                 d->wd = wd;
@@ -1152,31 +1038,24 @@ static int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
         struct dirent *de;
         int r;
 
-        dir = fdopendir(fd);
-        if (!dir) {
-                r = negative_errno();
-                (void) safe_close(fd);
+        r = opendir_fd(fd, &dir);
+        if (r < 0)
                 return r;
-        }
 
         dir_set_truncated(w, d, false);
         for (;;) {
                 if (w->want_degrade)
                         return 0;
 
-                errno = 0;
-                de = readdir(dir);
-                if (!de) {
-                        if (errno == 0)
-                                break;
-                        if (errno == EACCES) {
-                                dir_set_unreadable(w, d, true);
-                                return 0;
-                        }
-                        return negative_errno();
+                r = readdir_no_dot(dir, &de);
+                if (r == 0)
+                        break;
+                if (r == -EACCES) {
+                        dir_set_unreadable(w, d, true);
+                        return 0;
                 }
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
+                if (r < 0)
+                        return r;
 
                 r = node_update(w, d, dirfd(dir), de->d_name, recursive, gen);
                 if (r == -EAGAIN) {
@@ -1315,7 +1194,7 @@ static int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_n
                         w->need_resync = true;
                         return 0;
                 }
-                r = htable_add(&w->wds, &d->link, (uint64_t) wd);
+                r = hashmap_add(&w->wds, &d->link, (uint64_t) wd);
                 if (r < 0) {
                         (void) inotify_rm_watch(w->fd, wd);
                         return r;
@@ -1782,9 +1661,9 @@ QuotaWatch *quota_watch_free(QuotaWatch *w) {
         /* Closing the inotify fd drops all watches at once; no inotify_rm_watch() per directory. */
         w->fd = safe_close(w->fd);
         watch_clear_index(w);
-        htable_done(&w->names);
-        htable_done(&w->inodes);
-        htable_done(&w->wds);
+        hashmap_done(&w->names);
+        hashmap_done(&w->inodes);
+        hashmap_done(&w->wds);
         free(w->sparse.v);
         free(w->files.v);
         w->root_fd = safe_close(w->root_fd);

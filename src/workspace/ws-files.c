@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Workspace file operations: path validation, symlink-proof reads, atomic writes, listings. */
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,6 +17,7 @@
 #include <nettle/base64.h>
 #include <nettle/sha2.h>
 
+#include "util/dirent-util.h"
 #include "util/fd-util.h"
 #include "util/io-util.h"
 #include "util/macro.h"
@@ -36,12 +36,6 @@ static bool openat2_missing;
 
 void ws_files_test_set(unsigned flags) {
         test_flags = flags;
-}
-
-static void closedirp(DIR **d) {
-        if (*d)
-                (void) closedir(*d);
-        *d = NULL;
 }
 
 /* -------------------------------------------------------------------------------------------
@@ -698,27 +692,20 @@ int ws_list_dir_max(int ws_fd, const char *dir_path, size_t max_entries, WsEntry
         fd = ws_open_beneath(ws_fd, dir_path, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return fd;
-        d = fdopendir(fd);
-        if (!d)
-                return negative_errno();
-        fd = -EBADF;                            /* owned by d now */
+        r = opendir_fd(STEAL_FD(fd), &d);
+        if (r < 0)
+                return r;
 
         for (;;) {
                 struct dirent *de;
                 struct stat st;
                 WsEntryType type;
 
-                errno = 0;
-                de = readdir(d);
-                if (!de) {
-                        if (errno != 0) {
-                                r = negative_errno();
-                                goto fail;
-                        }
+                r = readdir_no_dot(d, &de);
+                if (r < 0)
+                        goto fail;
+                if (r == 0)
                         break;
-                }
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
                 if (n >= max_entries) {
                         r = -E2BIG;
                         goto fail;
