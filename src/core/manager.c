@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "workspace/cas/cas.h"
 #include "sandbox/cgroup.h"
 #include "util/child-task.h"
+#include "util/helper-path.h"
 #include "workspace/quota.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
@@ -188,32 +190,6 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
-char *manager_find_helper(const char *subdir, const char *name) {
-        char self[PATH_MAX], *slash, *p = NULL;
-        ssize_t n;
-
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n > 0) {
-                self[n] = '\0';
-                slash = strrchr(self, '/');
-                if (slash) {
-                        *slash = '\0';
-                        if (asprintf(&p, "%s/%s", self, name) >= 0 && access(p, X_OK) == 0)
-                                return p;
-                        free(p);
-                        p = NULL;
-                        if (asprintf(&p, "%s/%s/%s", self, subdir, name) >= 0 && access(p, X_OK) == 0)
-                                return p;
-                        free(p);
-                        p = NULL;
-                }
-        }
-        if (asprintf(&p, "%s/%s", LIBEXECDIR, name) >= 0 && access(p, X_OK) == 0)
-                return p;
-        free(p);
-        return NULL;
-}
-
 int manager_new(Config *config, Secrets *secrets, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = NULL;
         HttpServerLimits limits;
@@ -346,12 +322,13 @@ Manager *manager_free(Manager *m) {
         free(m->keeper_path);
         safe_close(m->keeper_fd);
         execution_quota_cache_flush(m);
-        egress_teardown(m);
+        m->egress = egress_epochs_free(m->egress);
         m->gc_task = child_task_free(m->gc_task);
         m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
         m->usage_task = child_task_free(m->usage_task);
         m->cas = cas_free(m->cas);
         m->scopes = scope_manager_free(m->scopes);
+        m->bus = sd_bus_flush_close_unref(m->bus);   /* after its users: their last calls go out */
         m->replay = replay_table_free(m->replay);
         sandbox_probe_report_done(&m->probe);
         free(m->scopes_reason);
@@ -482,7 +459,7 @@ int manager_probe(Manager *m) {
 
         r = sandbox_probe(m->config.bwrap, &m->probe);
         if (r >= 0 && m->probe.usable && !m->keeper_path) {
-                _cleanup_free_ char *path = manager_find_helper("keeper", "sandbox-runner-keeper");
+                _cleanup_free_ char *path = find_helper("keeper", "sandbox-runner-keeper");
                 int fd = path ? open(path, O_PATH | O_CLOEXEC) : -EBADF;
 
                 /* Keepers are started from the file found now, by fd: a package upgrade that
@@ -513,7 +490,12 @@ int manager_probe(Manager *m) {
                    m->probe.probe.disable_userns ? "works" : "unavailable",
                    m->probe.reason ? ": " : "", m->probe.reason ?: "");
 
-        r = scope_manager_new(m->event, &m->scopes);
+        /* One system bus for the scopes and the egress units. */
+        r = sd_bus_open_system(&m->bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = scope_manager_new(m->event, m->bus, &m->scopes);
         if (r < 0) {
                 if (asprintf(&m->scopes_reason, "cannot connect to the system bus: %s", strerror(-r)) < 0)
                         return log_oom();
@@ -617,7 +599,7 @@ int manager_setup_egress(Manager *m) {
         _cleanup_free_ char *error = NULL;
         int r;
 
-        r = egress_setup(m, &error);
+        r = egress_epochs_new(m->event, m->bus, m->state_dir, m->runtime_dir, &m->config, &m->egress, &error);
         if (r == -ENOMEM)
                 return log_oom();
         if (r < 0)

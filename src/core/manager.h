@@ -15,8 +15,7 @@ typedef struct HttpServer HttpServer;
 typedef struct ScopeManager ScopeManager;
 typedef struct ReplayTable ReplayTable;
 typedef struct Execution Execution;
-typedef struct EgressPolicy EgressPolicy;
-typedef struct EgressEpoch EgressEpoch;
+typedef struct EgressEpochs EgressEpochs;
 typedef struct sd_bus sd_bus;
 typedef struct CgroupRoot CgroupRoot;
 
@@ -82,23 +81,10 @@ typedef struct Manager {
         int keeper_fd;                   /* O_PATH: the file found at start-up */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
 
-        /* egress.c */
-        EgressPolicy *egress_policy;     /* when the mode is "none" */
-        EgressEpoch *egress_epochs;      /* every revision still in use */
-        EgressEpoch *egress_current;
-        sd_bus *egress_bus;
-        bool egress_under_systemd;
-        char *egress_gateway;
-        char *egress_bridge;
+        sd_bus *bus;                     /* the system bus (scopes, egress units), or NULL */
+        EgressEpochs *egress;            /* the network policy and its gateways (egress-epochs.h) */
         sd_event_source *stop_timer;
 } Manager;
-
-/*
- * manager_find_helper() - the path of the helper binary @name: installed, all helpers live in
- * libexecdir next to the daemon; in a build tree, in the subdirectory @subdir of the daemon's
- * directory. Return: a new string, or NULL if there is none.
- */
-char *manager_find_helper(const char *subdir, const char *name);
 
 /*
  * manager_directories() - $STATE_DIRECTORY and $RUNTIME_DIRECTORY (their first entry), or the

@@ -1368,7 +1368,7 @@ static int execution_launch(Execution *e) {
                 .code_fd = e->req->code ? SANDBOX_FD_CODE : -1,
                 .info_fd = SANDBOX_FD_INFO,
                 .egress_socket = e->egress ? egress_epoch_socket(e->egress) : NULL,
-                .bridge = e->egress ? egress_bridge_path(m) : NULL,
+                .bridge = e->egress ? egress_bridge_path(m->egress) : NULL,
         };
         r = sandbox_argv_build(&spec, &m->probe.probe, &argv);
         if (r < 0) {
@@ -1639,7 +1639,7 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
         /* The permission epoch: the network policy in force now, kept for the whole run. */
         {
                 const char *reason = NULL;
-                int k = egress_epoch_acquire(m, &e->egress, &reason);
+                int k = egress_epoch_acquire(m->egress, &e->egress, &reason);
                 if (k < 0) {
                         execution_fail(e, k, "egress is configured but cannot work: %s", reason ?: strerror(-k));
                         return 0;

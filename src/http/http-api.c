@@ -466,7 +466,7 @@ static void handle_health(Manager *m, HttpRequest *req, const Route *route, json
         json_object_object_add(o, "scopes", scopes);
 
         net = json_object_new_object();
-        egress_health(m, net);
+        egress_health(m->egress, net);
         json_object_object_add(o, "sandboxNetwork", net);
 
         ws = json_object_new_object();
@@ -979,7 +979,7 @@ static void handle_teardown(Manager *m, HttpRequest *req, const Route *route, js
 
 static void handle_network_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                                const char **params, size_t *lens) {
-        _cleanup_(json_object_putp) json_object *o = egress_current_json(m);
+        _cleanup_(json_object_putp) json_object *o = egress_current_json(m->egress);
 
         if (!o)
                 return reply_error(req, 500, "internal", "Out of memory.");
@@ -991,7 +991,7 @@ static void handle_network_put(Manager *m, HttpRequest *req, const Route *route,
         _cleanup_free_ char *error = NULL;
         int r;
 
-        r = egress_set_policy(m, body, &error);
+        r = egress_set_policy(m->egress, body, &error);
         if (r == -ENOMEM)
                 return reply_error(req, 500, "internal", "Out of memory.");
         if (r == -EINVAL)
