@@ -83,16 +83,6 @@ int manager_directories(char **ret_state, char **ret_runtime) {
         return 0;
 }
 
-static const char *const limits_mechanism_table[_LIMITS_MAX] = {
-        [LIMITS_SYSTEMD_SCOPE] = "systemd-scope",
-        [LIMITS_CGROUP] = "cgroup",
-        [LIMITS_RLIMIT] = "rlimit",
-};
-
-const char *limits_mechanism_to_string(LimitsMechanism l) {
-        return l >= 0 && l < _LIMITS_MAX ? limits_mechanism_table[l] : NULL;
-}
-
 void manager_set_limits_setup(Manager *m, CgroupRoot *cgroups, char *cgroups_reason, char *identity_error) {
         m->cgroups = cgroups;
         m->cgroups_reason = cgroups_reason;
@@ -181,7 +171,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         /* Interrupt running executions so that their clients get an answer and nothing of them
          * outlives the daemon; exit once they are done (bounded). */
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Interrupting running executions.");
-        for (Execution *e = m->executions, *next; e; e = next) {
+        for (Execution *e = m->exec.executions, *next; e; e = next) {
                 next = execution_next(e);
                 if (!execution_finished(e))
                         execution_cancel(e, EXECUTION_STATUS_INTERRUPTED);
@@ -315,13 +305,10 @@ Manager *manager_free(Manager *m) {
         m->idle_timer = sd_event_source_disable_unref(m->idle_timer);
         m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
         m->http = http_server_free(m->http);
-        while (m->executions)
-                execution_free(m->executions);
-        execution_keeper_reaps_flush(m);
+        execution_context_done(&m->exec);
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
         free(m->keeper_path);
         safe_close(m->keeper_fd);
-        execution_quota_cache_flush(m);
         m->egress = egress_epochs_free(m->egress);
         m->gc_task = child_task_free(m->gc_task);
         m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
@@ -428,8 +415,50 @@ int manager_listen(Manager *m, char **extra_listen) {
         return 0;
 }
 
+static void on_execution_busy_ref(void *userdata) {
+        manager_busy_ref(userdata);
+}
+
+static void on_execution_busy_unref(void *userdata) {
+        manager_busy_unref(userdata);
+}
+
+static void on_snapshot_published(void *userdata) {
+        Manager *m = userdata;
+
+        m->n_snapshots++;
+        manager_snapshot_published(m);
+}
+
+/* What executions depend on, once the probes, the egress set-up and the limits are known. */
+static void manager_fill_execution_context(Manager *m) {
+        m->exec = (ExecutionContext) {
+                .event = m->event,
+                .bwrap = m->config.bwrap,
+                .tmp_size = m->config.tmp_size,
+                .state_dir = m->state_dir,
+                .quota = &m->quota,
+                .limits = m->limits,
+                .probe = &m->probe.probe,
+                .scopes = m->scopes,
+                .cgroups = m->cgroups,
+                .keeper_pool = m->keeper_pool,
+                .keeper_path = m->keeper_path,
+                .workspaces_fd = m->workspaces_fd,
+                .records_fd = m->records_fd,
+                .cas = m->cas,
+                .egress = m->egress,
+                .busy_ref = on_execution_busy_ref,
+                .busy_unref = on_execution_busy_unref,
+                .snapshot_published = on_snapshot_published,
+                .userdata = m,
+        };
+}
+
 int manager_run(Manager *m) {
         int r;
+
+        manager_fill_execution_context(m);
 
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_STARTED,
@@ -533,7 +562,8 @@ int manager_probe(Manager *m) {
                 if (r < 0)
                         log_warning_errno(r, "Failed to start keepers ahead of runs, starting them per run: %m");
                 else if (m->limits == LIMITS_CGROUP)
-                        keeper_pool_set_attach(m->keeper_pool, execution_keeper_attach, execution_keeper_detach, m);
+                        keeper_pool_set_attach(m->keeper_pool, execution_keeper_attach, execution_keeper_detach,
+                                               m->cgroups);
         }
         return 0;
 }

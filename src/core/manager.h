@@ -10,24 +10,14 @@
 #include "config/config.h"
 #include "sandbox/sandbox.h"
 #include "config/settings.h"
+#include "execution/execution.h"
 
 typedef struct HttpServer HttpServer;
 typedef struct ScopeManager ScopeManager;
 typedef struct ReplayTable ReplayTable;
-typedef struct Execution Execution;
 typedef struct EgressEpochs EgressEpochs;
 typedef struct sd_bus sd_bus;
 typedef struct CgroupRoot CgroupRoot;
-
-/* What enforces an execution's memory, tasks and CPU limits (/health.scopes.mechanism). */
-typedef enum LimitsMechanism {
-        LIMITS_SYSTEMD_SCOPE,            /* a transient scope per execution */
-        LIMITS_CGROUP,                   /* a cgroup of the daemon's own per execution (cgroup.h) */
-        LIMITS_RLIMIT,                   /* rlimits only, with [Execution] AllowUnscoped=yes */
-        _LIMITS_MAX,
-} LimitsMechanism;
-
-const char *limits_mechanism_to_string(LimitsMechanism l);
 
 typedef struct Manager {
         sd_event *event;
@@ -52,12 +42,6 @@ typedef struct Manager {
         uint64_t n_snapshots_at_gc;
         struct ChildTask *gc_task;
         sd_event_source *gc_timer;       /* the gc waits for a pause in snapshots */
-        /* Quota watchers kept between runs (the index of a big workspace costs a full scan). */
-        struct QuotaCacheEntry {
-                char ws[129];
-                uint64_t dev, ino, last_used;
-                struct QuotaWatch *watch;
-        } quota_cache[16];
         /* /health's workspace usage: measured in a child, at most every 30 s. */
         struct ChildTask *usage_task;
         uint64_t usage_bytes, usage_count, usage_at_usec;
@@ -72,11 +56,7 @@ typedef struct Manager {
         char *identity_error;            /* started as root without a usable SandboxUser= */
         uid_t sandbox_uid;               /* the host uid payloads run as (ours) */
         ReplayTable *replay;
-        Execution *executions;           /* running and recently finished, newest first */
-        unsigned n_executions_running;
-        uint64_t n_executions_total;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
-        struct KeeperReap *keeper_reaps; /* released keepers, still exiting (execution.c; each busy) */
         char *keeper_path;               /* sandbox-runner-keeper, as /proc/self/fd/<keeper_fd> */
         int keeper_fd;                   /* O_PATH: the file found at start-up */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
@@ -84,6 +64,7 @@ typedef struct Manager {
         sd_bus *bus;                     /* the system bus (scopes, egress units), or NULL */
         EgressEpochs *egress;            /* the network policy and its gateways (egress-epochs.h) */
         sd_event_source *stop_timer;
+        ExecutionContext exec;           /* what executions depend on: filled by manager_run() */
 } Manager;
 
 /*

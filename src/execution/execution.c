@@ -28,9 +28,9 @@
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
 #include "execution/keeper-pool.h"
+#include "execution/keeper-reap.h"
 #include "util/log-ids.h"
 #include "util/log.h"
-#include "core/manager.h"
 #include "execution/output-buffer.h"
 #include "workspace/quota.h"
 #include "execution/records.h"
@@ -74,7 +74,7 @@ typedef enum ExecutionState {
 } ExecutionState;
 
 struct Execution {
-        Manager *manager;
+        ExecutionContext *ctx;
         Execution *prev, *next;
         ExecutionRequest *req;
         char *id;
@@ -215,6 +215,16 @@ const char *execution_status_to_string(ExecutionStatus s) {
         return status_table[s];
 }
 
+static const char *const limits_mechanism_table[_LIMITS_MAX] = {
+        [LIMITS_SYSTEMD_SCOPE] = "systemd-scope",
+        [LIMITS_CGROUP] = "cgroup",
+        [LIMITS_RLIMIT] = "rlimit",
+};
+
+const char *limits_mechanism_to_string(LimitsMechanism l) {
+        return l >= 0 && l < _LIMITS_MAX ? limits_mechanism_table[l] : NULL;
+}
+
 static uint64_t now_mono(void) {
         struct timespec ts;
 
@@ -243,7 +253,7 @@ static int random_id(char **ret) {
         return 0;
 }
 
-int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
+int execution_new(ExecutionContext *c, ExecutionRequest *req, Execution **ret) {
         Execution *e;
         int r;
 
@@ -253,7 +263,7 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                 return -ENOMEM;
         }
         *e = (Execution) {
-                .manager = m,
+                .ctx = c,
                 .req = req,
                 .ws_fd = -EBADF,
                 .lease_fd = -EBADF,
@@ -267,8 +277,8 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                 .kill_reason = EXECUTION_STATUS_RUNNING,
                 .log_fds = { -EBADF, -EBADF },
                 .created_realtime_usec = now_real(),
-                .output_limit = m->quota.max_output_bytes,
-                .workspace_limit = m->quota.max_workspace_bytes,
+                .output_limit = c->quota->max_output_bytes,
+                .workspace_limit = c->quota->max_workspace_bytes,
         };
         if (req->execution_id)
                 e->id = strdup(req->execution_id);
@@ -278,99 +288,18 @@ int execution_new(Manager *m, ExecutionRequest *req, Execution **ret) {
                         e->id = NULL;
         }
         if (!e->id ||
-            output_buffer_new(m->quota.max_output_bytes, &e->out) < 0 ||
-            output_buffer_new(m->quota.max_output_bytes, &e->err) < 0) {
+            output_buffer_new(c->quota->max_output_bytes, &e->out) < 0 ||
+            output_buffer_new(c->quota->max_output_bytes, &e->err) < 0) {
                 execution_free(e);
                 return -ENOMEM;
         }
 
-        e->next = m->executions;
-        if (m->executions)
-                m->executions->prev = e;
-        m->executions = e;
+        e->next = c->executions;
+        if (c->executions)
+                c->executions->prev = e;
+        c->executions = e;
         *ret = e;
         return 0;
-}
-
-static void *quota_free_thread(void *p) {
-        quota_watch_free(p);
-        return NULL;
-}
-
-/* Closing an inotify instance waits for an RCU grace period (often ~10 ms): never on the loop. */
-static void quota_watch_free_async(QuotaWatch *w) {
-        pthread_attr_t attr;
-        pthread_t t;
-
-        if (!w)
-                return;
-        if (pthread_attr_init(&attr) == 0) {
-                (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-                if (pthread_create(&t, &attr, quota_free_thread, w) == 0) {
-                        (void) pthread_attr_destroy(&attr);
-                        return;
-                }
-                (void) pthread_attr_destroy(&attr);
-        }
-        quota_watch_free(w);
-}
-
-/* Take the cached watcher of this workspace directory (same inode), if any. */
-static QuotaWatch *quota_cache_take(Manager *m, const char *ws, int ws_fd) {
-        struct stat st;
-
-        if (fstat(ws_fd, &st) < 0)
-                return NULL;
-        for (size_t i = 0; i < ELEMENTSOF(m->quota_cache); i++) {
-                struct QuotaCacheEntry *c = &m->quota_cache[i];
-
-                if (!c->watch || !streq(c->ws, ws))
-                        continue;
-                if (c->dev == (uint64_t) st.st_dev && c->ino == (uint64_t) st.st_ino) {
-                        QuotaWatch *w = c->watch;
-                        *c = (struct QuotaCacheEntry) {};
-                        return w;
-                }
-                /* The directory was replaced (a restore): that index is of no use any more. */
-                quota_watch_free_async(c->watch);
-                *c = (struct QuotaCacheEntry) {};
-        }
-        return NULL;
-}
-
-/* Keep the watcher for the next run in this workspace; evict the least recently used. */
-static void quota_cache_put(Manager *m, const char *ws, int ws_fd, QuotaWatch *w) {
-        struct QuotaCacheEntry *slot = NULL;
-        struct stat st;
-
-        if (!w)
-                return;
-        if (ws_fd < 0 || fstat(ws_fd, &st) < 0 || strlen(ws) >= sizeof(slot->ws)) {
-                quota_watch_free_async(w);
-                return;
-        }
-        for (size_t i = 0; i < ELEMENTSOF(m->quota_cache); i++) {
-                struct QuotaCacheEntry *c = &m->quota_cache[i];
-                if (!c->watch) {
-                        slot = c;
-                        break;
-                }
-                if (!slot || c->last_used < slot->last_used)
-                        slot = c;
-        }
-        if (slot->watch)
-                quota_watch_free_async(slot->watch);
-        *slot = (struct QuotaCacheEntry) {
-                .dev = (uint64_t) st.st_dev, .ino = (uint64_t) st.st_ino, .last_used = now_mono(), .watch = w,
-        };
-        strcpy(slot->ws, ws);
-}
-
-void execution_quota_cache_flush(Manager *m) {
-        for (size_t i = 0; i < ELEMENTSOF(m->quota_cache); i++) {
-                quota_watch_free(m->quota_cache[i].watch);
-                m->quota_cache[i] = (struct QuotaCacheEntry) {};
-        }
 }
 
 /*
@@ -380,86 +309,13 @@ void execution_quota_cache_flush(Manager *m) {
  * it (the finish waits for that); after the report it is left alone until the answer is out
  * (execution_finish()), so that its exit does not compete with the snapshot and the answer.
  */
-/* A keeper killed after the answer: the loop reaps it (a keeper's exit can take most of a
- * millisecond, which the next request would wait for). Its scope goes when it is gone. Until then
- * the daemon is busy: neither the idle exit nor SIGTERM leaves it behind (a zombie, or a child
- * still exiting). */
-struct KeeperReap {
-        Manager *manager;
-        KeeperReap *prev, *next;
-        sd_event_source *source;
-        pid_t pid;
-        int pidfd;
-        Scope *scope;
-        Cgroup *cgroup;
-};
-
-static KeeperReap *keeper_reap_free(KeeperReap *k, bool wait) {
-        Manager *m = k->manager;
-
-        if (wait && k->source) {
-                (void) kill(k->pid, SIGKILL);
-                (void) waitpid(k->pid, NULL, 0);
-        }
-        k->source = sd_event_source_disable_unref(k->source);
-        safe_close(k->pidfd);
-        k->scope = scope_free(k->scope);
-        k->cgroup = cgroup_free(k->cgroup);
-        if (k->prev)
-                k->prev->next = k->next;
-        else if (m->keeper_reaps == k)
-                m->keeper_reaps = k->next;
-        if (k->next)
-                k->next->prev = k->prev;
-        free(k);
-        /* @wait: the daemon is going away (execution_keeper_reaps_flush()), its loop is done. */
-        if (!wait)
-                manager_busy_unref(m);
-        return NULL;
-}
-
-static int on_reaped_keeper_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
-        KeeperReap *k = userdata;
-
-        /* sd-event reaped it before calling us. */
-        k->source = sd_event_source_disable_unref(k->source);
-        keeper_reap_free(k, false);
-        return 0;
-}
-
-void execution_keeper_reaps_flush(Manager *m) {
-        while (m->keeper_reaps)
-                keeper_reap_free(m->keeper_reaps, true);
-}
-
 /* Hand the killed keeper of a finished run to the loop. Return: true if it took it. */
 static bool execution_reap_keeper_later(Execution *e) {
-        Manager *m = e->manager;
-        KeeperReap *k;
-
         if (!e->keeper_source || e->state != STATE_FINISHED || !e->reported_exit)
                 return false;
-        k = calloc(1, sizeof(*k));
-        if (!k)
-                return false;
-        *k = (KeeperReap) { .manager = m, .pid = e->proc.keeper_pid, .pidfd = -EBADF };
-        /* sd-event takes one child source per pid: ours goes first. */
-        e->keeper_source = sd_event_source_disable_unref(e->keeper_source);
-        if (sd_event_add_child_pidfd(m->event, &k->source, e->proc.keeper_pidfd, WEXITED, on_reaped_keeper_exit,
-                                     k) < 0) {
-                free(k);
+        if (keeper_reap_add(e->ctx, e->proc.keeper_pid, &e->proc.keeper_pidfd, &e->keeper_source, &e->scope,
+                            &e->cgroup) < 0)
                 return false;   /* and the caller waits for it */
-        }
-        (void) sd_event_source_set_description(k->source, "execution-keeper-reap");
-        (void) kill(k->pid, SIGKILL);
-        k->pidfd = STEAL_FD(e->proc.keeper_pidfd);
-        k->scope = STEAL(e->scope);
-        k->cgroup = STEAL(e->cgroup);
-        k->next = m->keeper_reaps;
-        if (k->next)
-                k->next->prev = k;
-        m->keeper_reaps = k;
-        manager_busy_ref(m);
         e->keeper_gone = true;   /* as far as this execution is concerned */
         return true;
 }
@@ -477,7 +333,7 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->kill_source = sd_event_source_disable_unref(e->kill_source);
         e->quota_source = sd_event_source_disable_unref(e->quota_source);
         /* The watcher stays with the workspace for the next run (it keeps following changes). */
-        quota_cache_put(e->manager, e->req->workspace_id, e->ws_fd, e->quota);
+        quota_cache_put(&e->ctx->quota_cache, e->req->workspace_id, e->ws_fd, e->quota);
         e->quota = NULL;
         egress_epoch_release(e->egress);
         e->egress = NULL;
@@ -529,9 +385,9 @@ static void execution_release_resources_full(Execution *e, bool wait) {
                 e->log_fds[s] = safe_close(e->log_fds[s]);
         if (e->busy_ref) {
                 e->busy_ref = false;
-                if (e->manager->n_executions_running > 0)
-                        e->manager->n_executions_running--;
-                manager_busy_unref(e->manager);
+                if (e->ctx->n_running > 0)
+                        e->ctx->n_running--;
+                e->ctx->busy_unref(e->ctx->userdata);
         }
 }
 
@@ -540,21 +396,21 @@ static void execution_release_resources(Execution *e) {
 }
 
 Execution *execution_free(Execution *e) {
-        Manager *m;
+        ExecutionContext *c;
 
         if (!e)
                 return NULL;
-        m = e->manager;
+        c = e->ctx;
         execution_release_resources(e);
         e->cgroup = cgroup_free(e->cgroup);   /* one made for a run whose keeper never came */
-        record_prepared_discard(m->records_fd, e->id, &e->record_fd);   /* a run that never finished */
-        if (m->cas)
-                cas_ref_prepared_discard(m->cas, e->req->workspace_id, e->id, STEAL_FD(e->ref_fd));
+        record_prepared_discard(c->records_fd, e->id, &e->record_fd);   /* a run that never finished */
+        if (c->cas)
+                cas_ref_prepared_discard(c->cas, e->req->workspace_id, e->id, STEAL_FD(e->ref_fd));
         e->ref_fd = safe_close(e->ref_fd);
         if (e->prev)
                 e->prev->next = e->next;
-        else if (m->executions == e)
-                m->executions = e->next;
+        else if (c->executions == e)
+                c->executions = e->next;
         if (e->next)
                 e->next->prev = e->prev;
         e->free_source = sd_event_source_disable_unref(e->free_source);
@@ -611,7 +467,7 @@ void execution_free_later(Execution *e) {
         /* Never free from inside our own callbacks: defer to a clean point of the loop. */
         if (e->free_source)
                 return;
-        if (sd_event_add_defer(e->manager->event, &e->free_source, on_free_later, e) < 0)
+        if (sd_event_add_defer(e->ctx->event, &e->free_source, on_free_later, e) < 0)
                 log_oom();
 }
 
@@ -716,14 +572,14 @@ static void execution_write_record(Execution *e) {
         json_object *o;
         int r;
 
-        if (e->manager->records_fd < 0)
+        if (e->ctx->records_fd < 0)
                 return;
         o = execution_record_json_full(e, true);
         if (!o) {
                 log_oom();
                 return;
         }
-        r = record_write_prepared(e->manager->records_fd, e->id, &e->record_fd, o, e->managed);
+        r = record_write_prepared(e->ctx->records_fd, e->id, &e->record_fd, o, e->managed);
         if (r < 0)
                 log_warning_errno(r, "Failed to write the record of execution '%s', ignoring: %m", e->id);
         json_object_put(o);
@@ -774,8 +630,7 @@ static void on_snapshot_done(ThreadTask *t, int error, const char *out, void *us
                 e->snapshot_error = strdup(strerror(-error));
         } else {
                 e->snapshot = strdup(out);
-                e->manager->n_snapshots++;
-                manager_snapshot_published(e->manager);
+                e->ctx->snapshot_published(e->ctx->userdata);
         }
         /* @out belongs to the task. */
         e->snapshot_task = thread_task_free(e->snapshot_task);
@@ -793,7 +648,7 @@ static int execution_snapshot_start(Execution *e) {
         if (!j)
                 return -ENOMEM;
         *j = (SnapshotJob) {
-                .cas = e->manager->cas,
+                .cas = e->ctx->cas,
                 .ws_fd = fcntl(e->ws_fd, F_DUPFD_CLOEXEC, 3),
                 .ref_fd = -EBADF,
                 .workspace_id = strdup(e->req->workspace_id),
@@ -806,7 +661,7 @@ static int execution_snapshot_start(Execution *e) {
                 return r;
         }
         j->ref_fd = STEAL_FD(e->ref_fd);
-        r = thread_task_start(e->manager->event, snapshot_work, j, on_snapshot_done, e, &e->snapshot_task);
+        r = thread_task_start(e->ctx->event, snapshot_work, j, on_snapshot_done, e, &e->snapshot_task);
         if (r < 0) {
                 e->ref_fd = STEAL_FD(j->ref_fd);   /* discarded with the execution */
                 snapshot_job_free(j);
@@ -818,7 +673,7 @@ static int execution_snapshot_start(Execution *e) {
 
 static bool execution_wants_snapshot(const Execution *e) {
         /* Every run that started changed (or may have changed) the workspace. */
-        return e->manager->cas && !e->snapshot_done && e->failure == 0 && e->ws_fd >= 0 && e->lease_fd >= 0 &&
+        return e->ctx->cas && !e->snapshot_done && e->failure == 0 && e->ws_fd >= 0 && e->lease_fd >= 0 &&
                 e->proc.keeper_pid > 0;
 }
 
@@ -845,7 +700,7 @@ static bool execution_wait_init(Execution *e) {
         if (e->init_pidfd < 0 || poll(&p, 1, 0) != 0)
                 return false;   /* unknown, or gone already */
         (void) pidfd_send_signal_(e->init_pidfd, SIGKILL);
-        if (sd_event_add_io(e->manager->event, &e->init_source, e->init_pidfd, EPOLLIN, on_init_gone, e) < 0) {
+        if (sd_event_add_io(e->ctx->event, &e->init_source, e->init_pidfd, EPOLLIN, on_init_gone, e) < 0) {
                 log_warning("Execution '%s': cannot wait for its sandbox to be gone; going on.", e->id);
                 return false;
         }
@@ -915,7 +770,7 @@ static void execution_finish(Execution *e) {
         if (e->managed)
                 /* Keep a finished managed run in memory a while for status and log readers;
                  * its record and logs stay on disk after that. */
-                (void) sd_event_add_time_relative(e->manager->event, &e->linger_source, CLOCK_MONOTONIC,
+                (void) sd_event_add_time_relative(e->ctx->event, &e->linger_source, CLOCK_MONOTONIC,
                                                   EXECUTION_LINGER_USEC, USEC_PER_SEC, on_linger, e);
         if (e->done) {
                 ExecutionDoneFn done = e->done;
@@ -1165,7 +1020,7 @@ static void execution_kill(Execution *e, ExecutionStatus reason) {
                 if (write(e->proc.control_fd, &k, 1) != 1)
                         (void) kill(e->proc.keeper_pid, SIGKILL);
         }
-        (void) sd_event_add_time_relative(e->manager->event, &e->kill_source, CLOCK_MONOTONIC, KILL_GRACE_USEC,
+        (void) sd_event_add_time_relative(e->ctx->event, &e->kill_source, CLOCK_MONOTONIC, KILL_GRACE_USEC,
                                           USEC_PER_SEC / 10, on_kill_grace, e);
 }
 
@@ -1195,7 +1050,7 @@ static void go(Execution *e) {
                 e->state = STATE_RUNNING;
                 log_started(e);
         }
-        keeper_pool_refill(e->manager->keeper_pool);   /* the loop now waits for the run */
+        keeper_pool_refill(e->ctx->keeper_pool);   /* the loop now waits for the run */
 }
 
 static void on_scope_started(Scope *s, int error, const char *message, void *userdata) {
@@ -1263,7 +1118,7 @@ static int execution_quota_begin(Execution *e) {
 
         if (e->workspace_limit == 0)
                 return 0;
-        e->quota = quota_cache_take(e->manager, e->req->workspace_id, e->ws_fd);
+        e->quota = quota_cache_take(&e->ctx->quota_cache, e->req->workspace_id, e->ws_fd);
         if (!e->quota) {
                 r = quota_watch_new(e->ws_fd, &e->quota);
                 if (r < 0)
@@ -1276,7 +1131,7 @@ static int execution_quota_begin(Execution *e) {
         e->have_workspace_bytes = true;
         if (bytes > e->workspace_limit)
                 return -EDQUOT;
-        return sd_event_add_time_relative(e->manager->event, &e->quota_source, CLOCK_MONOTONIC, QUOTA_TICK_USEC,
+        return sd_event_add_time_relative(e->ctx->event, &e->quota_source, CLOCK_MONOTONIC, QUOTA_TICK_USEC,
                                           USEC_PER_MSEC, on_quota_tick, e);
 }
 
@@ -1295,7 +1150,7 @@ static int execution_cgroup_setup(Execution *e, pid_t keeper_pid) {
 
         if (e->cgroup)
                 return cgroup_set_limits(e->cgroup, &limits);
-        r = cgroup_new(e->manager->cgroups, e->id, &limits, &e->cgroup);
+        r = cgroup_new(e->ctx->cgroups, e->id, &limits, &e->cgroup);
         if (r >= 0)
                 r = cgroup_attach(e->cgroup, keeper_pid);
         return r;
@@ -1303,13 +1158,13 @@ static int execution_cgroup_setup(Execution *e, pid_t keeper_pid) {
 
 /* The keeper pool's attach hook: a fresh cgroup for a keeper started ahead, while idle. */
 void *execution_keeper_attach(pid_t pid, void *userdata) {
-        Manager *m = userdata;
+        CgroupRoot *root = userdata;
         Cgroup *cg = NULL;
         char name[32];
 
         /* x-<daemon pid>-k<keeper pid>: whose it is, with other root daemons beside us. */
         (void) snprintf(name, sizeof(name), "%d-k%d", (int) getpid(), (int) pid);
-        if (cgroup_new(m->cgroups, name, NULL, &cg) < 0 || cgroup_attach(cg, pid) < 0) {
+        if (cgroup_new(root, name, NULL, &cg) < 0 || cgroup_attach(cg, pid) < 0) {
                 log_debug("Cannot move keeper %d into a cgroup ahead of its run; its run will.", (int) pid);
                 return cgroup_free(cg);
         }
@@ -1321,7 +1176,7 @@ void execution_keeper_detach(void *attached, void *userdata) {
 }
 
 static int execution_launch(Execution *e) {
-        Manager *m = e->manager;
+        ExecutionContext *c = e->ctx;
         _cleanup_close_ int seccomp_fd = -EBADF, passwd_fd = -EBADF, group_fd = -EBADF, hosts_fd = -EBADF;
         _cleanup_close_ int code_fd = -EBADF, stdin_fd = -EBADF;
         _cleanup_strv_free_ char **argv = NULL;
@@ -1333,7 +1188,7 @@ static int execution_launch(Execution *e) {
         int r;
 
         /* With a scope: start bwrap at once and make the scope meanwhile (sandbox_spawn()). */
-        e->early = m->limits == LIMITS_SYSTEMD_SCOPE;
+        e->early = c->limits == LIMITS_SYSTEMD_SCOPE;
 
         r = seccomp_program_for_variant(e->egress ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE, &seccomp_fd,
                                         &seccomp_error);
@@ -1353,14 +1208,14 @@ static int execution_launch(Execution *e) {
                 return 0;
         }
 
-        if (asprintf(&workspace_path, "%s/workspaces/%s", m->state_dir, e->req->workspace_id) < 0)
+        if (asprintf(&workspace_path, "%s/workspaces/%s", c->state_dir, e->req->workspace_id) < 0)
                 return -ENOMEM;
         spec = (SandboxSpec) {
                 .workspace = workspace_path,
                 .cwd = e->req->cwd,
                 .argv = e->req->argv,
                 .env = e->req->env,
-                .tmp_size = m->config.tmp_size,
+                .tmp_size = c->tmp_size,
                 .seccomp_fd = SANDBOX_FD_SECCOMP,
                 .passwd_fd = SANDBOX_FD_PASSWD,
                 .group_fd = SANDBOX_FD_GROUP,
@@ -1368,9 +1223,9 @@ static int execution_launch(Execution *e) {
                 .code_fd = e->req->code ? SANDBOX_FD_CODE : -1,
                 .info_fd = SANDBOX_FD_INFO,
                 .egress_socket = e->egress ? egress_epoch_socket(e->egress) : NULL,
-                .bridge = e->egress ? egress_bridge_path(m->egress) : NULL,
+                .bridge = e->egress ? egress_bridge_path(c->egress) : NULL,
         };
-        r = sandbox_argv_build(&spec, &m->probe.probe, &argv);
+        r = sandbox_argv_build(&spec, c->probe, &argv);
         if (r < 0) {
                 execution_fail(e, r, "could not build the sandbox command line");
                 return 0;
@@ -1405,8 +1260,8 @@ static int execution_launch(Execution *e) {
                 .nofile = 4096,
                 /* Without a scope or a cgroup, the address-space limit is the only memory bound we
                  * have, and RLIMIT_NPROC the only tasks bound (over every process of our uid). */
-                .as = m->limits == LIMITS_RLIMIT ? e->req->memory_max : 0,
-                .nproc = m->limits == LIMITS_RLIMIT && e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
+                .as = c->limits == LIMITS_RLIMIT ? e->req->memory_max : 0,
+                .nproc = c->limits == LIMITS_RLIMIT && e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
         };
         r = execution_quota_begin(e);
         if (r < 0 && r != -ENOMEM)
@@ -1428,12 +1283,12 @@ static int execution_launch(Execution *e) {
                 SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
                 void *attached = NULL;
 
-                r = m->keeper_pool ? keeper_pool_take_attached(m->keeper_pool, &keeper, &attached) :
-                                     sandbox_keeper_start(m->keeper_path, &keeper);
+                r = c->keeper_pool ? keeper_pool_take_attached(c->keeper_pool, &keeper, &attached) :
+                                     sandbox_keeper_start(c->keeper_path, &keeper);
                 /* With the daemon's own cgroups the keeper is in one before it has its job, so
                  * that bwrap and all under it start there: a pooled keeper was moved into a
                  * fresh one ahead (execution_keeper_attach()), only the limits are written now. */
-                if (r >= 0 && m->limits == LIMITS_CGROUP) {
+                if (r >= 0 && c->limits == LIMITS_CGROUP) {
                         e->cgroup = cgroup_free(e->cgroup);
                         e->cgroup = attached;
                         r = execution_cgroup_setup(e, keeper.pid);
@@ -1444,7 +1299,7 @@ static int execution_launch(Execution *e) {
                         }
                 }
                 if (r >= 0)
-                        r = sandbox_spawn(m->config.bwrap, argv, &fds, &limits, &keeper, &e->proc, &keeper_exit);
+                        r = sandbox_spawn(c->bwrap, argv, &fds, &limits, &keeper, &e->proc, &keeper_exit);
                 /* A keeper that died between our look and the job: once more, with a new one. */
                 if (attempt > 0 || r != -ECHILD)
                         break;
@@ -1463,7 +1318,7 @@ static int execution_launch(Execution *e) {
                 info_w = safe_close(info_w);
                 e->info_fd = STEAL_FD(info_r);
                 (void) fd_nonblock(e->info_fd, 1);
-                r = sd_event_add_io(m->event, &e->info_source, e->info_fd, EPOLLIN, on_info, e);
+                r = sd_event_add_io(c->event, &e->info_source, e->info_fd, EPOLLIN, on_info, e);
                 if (r < 0) {
                         execution_fail(e, r, "could not watch the sandbox: %s", strerror(-r));
                         return 0;
@@ -1474,21 +1329,21 @@ static int execution_launch(Execution *e) {
         if (fds.start_now)
                 /* Nothing to wait for but the run: its keeper's replacement, once idle. (With a
                  * scope: after the go, go()). */
-                keeper_pool_refill(m->keeper_pool);
+                keeper_pool_refill(c->keeper_pool);
 
         (void) fd_nonblock(e->proc.stdout_fd, 1);
         (void) fd_nonblock(e->proc.stderr_fd, 1);
         (void) fd_nonblock(e->proc.report_fd, 1);
-        r = sd_event_add_io(m->event, &e->stdout_source, e->proc.stdout_fd, EPOLLIN, on_output, e);
+        r = sd_event_add_io(c->event, &e->stdout_source, e->proc.stdout_fd, EPOLLIN, on_output, e);
         if (r >= 0)
-                r = sd_event_add_io(m->event, &e->stderr_source, e->proc.stderr_fd, EPOLLIN, on_output, e);
+                r = sd_event_add_io(c->event, &e->stderr_source, e->proc.stderr_fd, EPOLLIN, on_output, e);
         if (r >= 0)
-                r = sd_event_add_io(m->event, &e->report_source, e->proc.report_fd, EPOLLIN, on_report, e);
+                r = sd_event_add_io(c->event, &e->report_source, e->proc.report_fd, EPOLLIN, on_report, e);
         if (r >= 0)
-                r = sd_event_add_child_pidfd(m->event, &e->keeper_source, e->proc.keeper_pidfd, WEXITED,
+                r = sd_event_add_child_pidfd(c->event, &e->keeper_source, e->proc.keeper_pidfd, WEXITED,
                                              on_keeper_exit, e);
         if (r >= 0)
-                r = sd_event_add_time_relative(m->event, &e->timeout_source, CLOCK_MONOTONIC,
+                r = sd_event_add_time_relative(c->event, &e->timeout_source, CLOCK_MONOTONIC,
                                                e->req->timeout_usec, USEC_PER_MSEC, on_timeout, e);
         if (r < 0) {
                 execution_fail(e, r, "could not watch the sandbox: %s", strerror(-r));
@@ -1501,17 +1356,17 @@ static int execution_launch(Execution *e) {
 
         /* The final record's file, now that the sandbox runs (on a busy file system, creating a
          * file can take a millisecond, which would otherwise come after the run). */
-        if (m->records_fd >= 0 && e->state != STATE_FINISHED)
-                e->record_fd = record_prepare(m->records_fd, e->id);
+        if (c->records_fd >= 0 && e->state != STATE_FINISHED)
+                e->record_fd = record_prepare(c->records_fd, e->id);
         /* Likewise the snapshot ref's file. */
-        if (m->cas && e->state != STATE_FINISHED)
-                e->ref_fd = cas_ref_prepare(m->cas, e->req->workspace_id, e->id);
+        if (c->cas && e->state != STATE_FINISHED)
+                e->ref_fd = cas_ref_prepare(c->cas, e->req->workspace_id, e->id);
         return 0;
 }
 
 /* Early start: keeper, bwrap and the sandbox's pid 1 into the scope, all in one job. */
 static void execution_scope_start(Execution *e) {
-        Manager *m = e->manager;
+        ExecutionContext *c = e->ctx;
         _cleanup_free_ char *description = NULL;
         int r;
 
@@ -1523,7 +1378,7 @@ static void execution_scope_start(Execution *e) {
                 execution_fail(e, -ENOMEM, "out of memory");
                 return;
         }
-        r = scope_start_pids(m->scopes, e->unit, (pid_t[]) { e->proc.keeper_pid, e->bwrap_pid, e->init_pid }, 3,
+        r = scope_start_pids(c->scopes, e->unit, (pid_t[]) { e->proc.keeper_pid, e->bwrap_pid, e->init_pid }, 3,
                         &(ScopeLimits) {
                                 .memory_max = e->req->memory_max,
                                 .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
@@ -1578,11 +1433,11 @@ static int try_lease(Execution *e) {
         /* A restore swaps the workspace directory for a new one: the lease must be on the
          * directory that the name refers to now, else take it again on that one. */
         if (fd >= 0 && fstat(e->ws_fd, &a) >= 0 &&
-            (fstatat(e->manager->workspaces_fd, e->req->workspace_id, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+            (fstatat(e->ctx->workspaces_fd, e->req->workspace_id, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
              a.st_dev != b.st_dev || a.st_ino != b.st_ino)) {
                 safe_close(fd);
                 e->ws_fd = safe_close(e->ws_fd);
-                e->ws_fd = workspace_open(e->manager->workspaces_fd, e->req->workspace_id);
+                e->ws_fd = workspace_open(e->ctx->workspaces_fd, e->req->workspace_id);
                 if (e->ws_fd < 0) {
                         execution_fail(e, e->ws_fd, "could not open workspace '%s'", e->req->workspace_id);
                         return -1;
@@ -1612,22 +1467,22 @@ static int on_lease_retry(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
-        Manager *m = e->manager;
+        ExecutionContext *c = e->ctx;
         int r;
 
         e->done = done;
         e->userdata = userdata;
         e->busy_ref = true;
-        m->n_executions_running++;
-        m->n_executions_total++;
-        manager_busy_ref(m);
+        c->n_running++;
+        c->n_total++;
+        c->busy_ref(c->userdata);
 
-        if (e->managed && m->records_fd >= 0) {
+        if (e->managed && c->records_fd >= 0) {
                 /* Logs exist from the start (empty while the run waits for the lease), and the
                  * record is durable before the run: a daemon that dies leaves a record that the
                  * next start marks 'interrupted'. */
                 for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
-                        e->log_fds[s] = record_log_create(m->records_fd, e->id, (RecordStream) s);
+                        e->log_fds[s] = record_log_create(c->records_fd, e->id, (RecordStream) s);
                         if (e->log_fds[s] < 0) {
                                 execution_fail(e, e->log_fds[s], "could not create the execution's logs");
                                 return 0;
@@ -1639,7 +1494,7 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
         /* The permission epoch: the network policy in force now, kept for the whole run. */
         {
                 const char *reason = NULL;
-                int k = egress_epoch_acquire(m->egress, &e->egress, &reason);
+                int k = egress_epoch_acquire(c->egress, &e->egress, &reason);
                 if (k < 0) {
                         execution_fail(e, k, "egress is configured but cannot work: %s", reason ?: strerror(-k));
                         return 0;
@@ -1648,7 +1503,7 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
                         e->network = strdup(egress_epoch_revision(e->egress));
         }
 
-        e->ws_fd = workspace_open(m->workspaces_fd, e->req->workspace_id);
+        e->ws_fd = workspace_open(c->workspaces_fd, e->req->workspace_id);
         if (e->ws_fd < 0) {
                 execution_fail(e, e->ws_fd, "could not open workspace '%s': %s", e->req->workspace_id,
                                strerror(-e->ws_fd));
@@ -1661,7 +1516,7 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
         if (r == 0) {
                 /* Another writer holds it (here or in another process): poll until it is ours. */
                 e->state = STATE_WAITING_LEASE;
-                r = sd_event_add_time_relative(m->event, &e->lease_source, CLOCK_MONOTONIC, LEASE_RETRY_USEC,
+                r = sd_event_add_time_relative(c->event, &e->lease_source, CLOCK_MONOTONIC, LEASE_RETRY_USEC,
                                                USEC_PER_MSEC, on_lease_retry, e);
                 if (r < 0)
                         execution_fail(e, r, "could not wait for the workspace lease");
@@ -1738,8 +1593,8 @@ bool execution_is_managed(const Execution *e) {
         return e->managed;
 }
 
-Execution *execution_find(Manager *m, const char *id) {
-        for (Execution *e = m->executions; e; e = e->next)
+Execution *execution_find(ExecutionContext *c, const char *id) {
+        for (Execution *e = c->executions; e; e = e->next)
                 if (streq(e->id, id))
                         return e;
         return NULL;
@@ -1803,11 +1658,11 @@ json_object *execution_to_json(const Execution *e) {
         json_object_object_add(lim, "memoryBytes", json_u64(e->req->memory_max));
         /* With rlimits only, no CPU bound: say so. */
         json_object_object_add(lim, "tasks", json_u64(e->req->tasks_max));
-        json_object_object_add(lim, "cpuPercent", e->manager->limits != LIMITS_RLIMIT ?
+        json_object_object_add(lim, "cpuPercent", e->ctx->limits != LIMITS_RLIMIT ?
                                json_u64(e->req->cpu_quota_percent) : NULL);
         json_object_object_add(lim, "enforcedBy", json_object_new_string(
-                        e->manager->limits == LIMITS_SYSTEMD_SCOPE ? "scope" :
-                        e->manager->limits == LIMITS_CGROUP ? "cgroup" : "rlimit"));
+                        e->ctx->limits == LIMITS_SYSTEMD_SCOPE ? "scope" :
+                        e->ctx->limits == LIMITS_CGROUP ? "cgroup" : "rlimit"));
         json_object_object_add(o, "limits", lim);
         json_object_object_add(o, "network", json_object_new_string(e->network ?: "none"));
         if (e->failure < 0 && e->failure_message)
@@ -1817,4 +1672,11 @@ json_object *execution_to_json(const Execution *e) {
         if (e->snapshot_error)
                 json_object_object_add(o, "snapshotError", json_object_new_string(e->snapshot_error));
         return o;
+}
+
+void execution_context_done(ExecutionContext *c) {
+        while (c->executions)
+                execution_free(c->executions);
+        keeper_reaps_flush(c);
+        quota_cache_flush(&c->quota_cache);
 }

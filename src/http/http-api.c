@@ -489,7 +489,7 @@ static void handle_health(Manager *m, HttpRequest *req, const Route *route, json
         json_object_object_add(runner, "maxOutputBytes", json_u64(m->quota.max_output_bytes));
         json_object_object_add(runner, "maxUploadFileBytes", json_u64(m->quota.max_upload_file_bytes));
         json_object_object_add(runner, "maxUploadRequestBytes", json_u64(m->quota.max_upload_request_bytes));
-        json_object_object_add(runner, "runningExecutions", json_u64(m->n_executions_running));
+        json_object_object_add(runner, "runningExecutions", json_u64(m->exec.n_running));
         json_object_object_add(o, "runner", runner);
         reply_json(req, 200, o);
 }
@@ -518,7 +518,7 @@ static void handle_status(Manager *m, HttpRequest *req, const Route *route, json
         json_object_object_add(o, "idleExitSec", json_u64(m->config.idle_exit_usec / USEC_PER_SEC));
         {
                 json_object *ex = json_object_new_object(), *running = json_object_new_array();
-                for (Execution *e = m->executions; e; e = execution_next(e))
+                for (Execution *e = m->exec.executions; e; e = execution_next(e))
                         if (!execution_finished(e)) {
                                 json_object *x = json_object_new_object();
                                 json_object_object_add(x, "executionId", json_object_new_string(execution_id(e)));
@@ -526,7 +526,7 @@ static void handle_status(Manager *m, HttpRequest *req, const Route *route, json
                                 json_object_array_add(running, x);
                         }
                 json_object_object_add(ex, "running", running);
-                json_object_object_add(ex, "total", json_u64(m->n_executions_total));
+                json_object_object_add(ex, "total", json_u64(m->exec.n_total));
                 json_object_object_add(o, "executions", ex);
         }
         reply_json(req, 200, o);
@@ -601,7 +601,7 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
         }
 
         if (er->execution_id) {
-                Execution *old = execution_find(m, er->execution_id);
+                Execution *old = execution_find(&m->exec, er->execution_id);
 
                 (void) clock_gettime(CLOCK_MONOTONIC, &ts);
                 r = replay_table_check_and_insert(m->replay, er->execution_id,
@@ -620,7 +620,7 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                 }
         }
 
-        r = execution_new(m, STEAL(er), &e);
+        r = execution_new(&m->exec, STEAL(er), &e);
         if (r < 0) {
                 reply_error(req, 500, "internal", "Out of memory.");
                 return NULL;
@@ -693,7 +693,7 @@ static void handle_shell_get(Manager *m, HttpRequest *req, const Route *route, j
 
         if (param_id(params, lens, id) < 0)
                 return reply_error(req, 404, "not_found", "No such execution.");
-        e = execution_find(m, id);
+        e = execution_find(&m->exec, id);
         if (e)
                 o = execution_record_json(e);
         else {
@@ -791,7 +791,7 @@ static void handle_shell_logs(Manager *m, HttpRequest *req, const Route *route, 
                 return reply_error(req, 500, "internal", "The log cannot be read.");
         (void) snprintf(name, sizeof(name), "%s", stream);
 
-        e = execution_find(m, id);
+        e = execution_find(&m->exec, id);
         if (!follow || !e || execution_finished(e)) {
                 uint64_t size = (uint64_t) st.st_size;
                 if (offset > size)
@@ -831,7 +831,7 @@ static void handle_shell_cancel(Manager *m, HttpRequest *req, const Route *route
 
         if (param_id(params, lens, id) < 0)
                 return reply_error(req, 404, "not_found", "No such execution.");
-        e = execution_find(m, id);
+        e = execution_find(&m->exec, id);
         if (!e) {
                 json_object *rec = NULL;
                 if (record_read(m->records_fd, id, &rec) < 0)
@@ -951,7 +951,7 @@ static void handle_teardown(Manager *m, HttpRequest *req, const Route *route, js
                 return reply_error(req, 500, "internal", "Out of memory.");
         }
         t->req = req;
-        for (Execution *e = m->executions; e; e = execution_next(e)) {
+        for (Execution *e = m->exec.executions; e; e = execution_next(e)) {
                 ExecutionWatch **w;
 
                 if (execution_finished(e) || !streq(execution_workspace(e), ws))
