@@ -638,6 +638,7 @@ static void handle_execute(Manager *m, HttpRequest *req, const Route *route, jso
                 return;
         http_request_set_userdata(req, e, on_request_gone);
         http_request_suspend(req);
+        /* One that cannot start is answered by on_execution_done() all the same. */
         (void) execution_start(e, on_execution_done, req);
 }
 
@@ -656,14 +657,15 @@ static void handle_shell_create(Manager *m, HttpRequest *req, const Route *route
                                 const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         Execution *e;
+        int r;
 
         e = prepare_execution(m, req, body, EXECUTION_KIND_SHELL);
         if (!e)
                 return;
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
-        (void) execution_start(e, NULL, NULL);
-        if (execution_finished(e) && execution_failure(e, NULL) < 0)
+        r = execution_start(e, NULL, NULL);
+        if (r < 0 && execution_finished(e))
                 return reply_execution_failure(req, e);
 
         o = json_object_new_object();
