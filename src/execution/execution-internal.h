@@ -12,7 +12,9 @@
 #include <time.h>
 #include <systemd/sd-event.h>
 
-#include "execution/execution.h"
+#include "execution/execution-context.h"
+#include "execution/execution-request.h"
+#include "execution/execution-status.h"
 #include "execution/output-buffer.h"
 #include "execution/records.h"
 #include "sandbox/cgroup.h"
@@ -88,7 +90,7 @@ struct Execution {
         uint64_t start_usec, end_usec;    /* CLOCK_MONOTONIC */
         uint64_t created_realtime_usec;
 
-        ExecutionDoneFn done;
+        void (*done)(Execution *e, void *userdata);   /* ExecutionDoneFn */
         void *userdata;
 
         /* The quota settings at creation: later changes apply to later runs. */
@@ -111,7 +113,7 @@ struct Execution {
         int log_fds[_RECORD_STREAM_MAX];
         uint64_t log_bytes[_RECORD_STREAM_MAX];
         bool log_truncated[_RECORD_STREAM_MAX];
-        ExecutionWatch *watches;
+        struct ExecutionWatch *watches;
         sd_event_source *linger_source;
 };
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "execution/execution-internal.h"
+#include "execution/execution.h"
 #include "util/fd-util.h"
 #include "util/log-ids.h"
 #include "util/log.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "execution/execution-internal.h"
+#include "execution/execution.h"
 #include "util/log-ids.h"
 #include "util/log.h"
 

@@ -20,6 +20,7 @@
 
 #include "egress/egress-epochs.h"
 #include "execution/execution-internal.h"
+#include "execution/execution.h"
 #include "execution/keeper-pool.h"
 #include "sandbox/sandbox-argv.h"
 #include "sandbox/seccomp-profile.h"

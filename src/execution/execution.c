@@ -28,6 +28,7 @@
 
 #include "egress/egress-epochs.h"
 #include "execution/execution-internal.h"
+#include "execution/execution.h"
 #include "execution/keeper-reap.h"
 #include "util/fd-util.h"
 #include "util/log.h"
