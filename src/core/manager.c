@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
+/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring (manager.h). */
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,25 +17,25 @@
 #include <unistd.h>
 
 #include "build-config.h"
-#include "workspace/cas/cas.h"
-#include "sandbox/cgroup.h"
-#include "util/child-task.h"
-#include "util/helper-path.h"
-#include "workspace/quota.h"
+#include "core/manager.h"
+#include "core/snapshot-gc.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
-#include "http/http-api.h"
-#include "http/http-server.h"
 #include "execution/keeper-pool.h"
-#include "util/log-ids.h"
-#include "util/log.h"
-#include "core/manager.h"
 #include "execution/records.h"
 #include "execution/replay.h"
+#include "http/http-server.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/scope.h"
+#include "util/helper-path.h"
+#include "util/log-ids.h"
+#include "util/log.h"
 #include "util/macro.h"
 #include "util/socket-util.h"
 #include "util/strv.h"
+#include "workspace/cas/cas.h"
+#include "workspace/quota.h"
+#include "workspace/usage.h"
 
 static uint64_t now_usec(clockid_t clock) {
         struct timespec ts;
@@ -180,82 +179,46 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
-int manager_new(Config *config, Secrets *secrets, Manager **ret) {
-        _cleanup_(manager_freep) Manager *m = NULL;
-        HttpServerLimits limits;
-        HttpServerCallbacks cb = {
-                .begin = http_api_begin,
-                .dispatch = http_api_dispatch,
-                .activity = on_http_activity,
-        };
-        sigset_t mask;
+/* The state directory's stores: workspaces, quota settings, snapshots, records. */
+static int manager_open_stores(Manager *m) {
+        _cleanup_free_ char *ws = NULL, *error = NULL, *p = NULL;
+        _cleanup_close_ int cfd = -EBADF;
         int r;
 
-        m = calloc(1, sizeof(*m));
-        if (!m)
-                return -ENOMEM;
-        /* Before anything can fail: manager_free() closes these. */
-        m->workspaces_fd = -EBADF;
-        m->records_fd = -EBADF;
-        m->keeper_fd = -EBADF;
-        m->config = *config;
-        *config = (Config) {};
-        m->secrets = *secrets;
-        *secrets = (Secrets) {};
-        m->start_usec = now_usec(CLOCK_MONOTONIC);
-        m->start_realtime_usec = now_usec(CLOCK_REALTIME);
+        if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
+                return log_oom();
+        if (mkdir(ws, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create '%s': %m", ws);
+        m->workspaces_fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (m->workspaces_fd < 0)
+                return log_error_errno(errno, "Failed to open '%s': %m", ws);
 
-        m->sandbox_uid = geteuid();
-        r = manager_directories(&m->state_dir, &m->runtime_dir);
+        r = quota_settings_load(&m->config, m->state_dir, &m->quota, &error);
+        if (r == -ENOMEM)
+                return log_oom();
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the state or runtime directory: %m");
+                return log_error_errno(r, "%s", error);
 
-        {
-                _cleanup_free_ char *ws = NULL;
-                if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
-                        return log_oom();
-                if (mkdir(ws, 0700) < 0 && errno != EEXIST)
-                        return log_error_errno(errno, "Failed to create '%s': %m", ws);
-                m->workspaces_fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (m->workspaces_fd < 0)
-                        return log_error_errno(errno, "Failed to open '%s': %m", ws);
-        }
-
-        {
-                _cleanup_free_ char *error = NULL;
-                r = quota_settings_load(&m->config, m->state_dir, &m->quota, &error);
-                if (r == -ENOMEM)
-                        return log_oom();
-                if (r < 0)
-                        return log_error_errno(r, "%s", error);
-        }
-
-        {
-                _cleanup_free_ char *p = NULL;
-                _cleanup_close_ int cfd = -EBADF;
-                if (asprintf(&p, "%s/cas", m->state_dir) < 0)
-                        return log_oom();
-                if (mkdir(p, 0700) < 0 && errno != EEXIST)
-                        return log_error_errno(errno, "Failed to create '%s': %m", p);
-                cfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (cfd < 0)
-                        return log_error_errno(errno, "Failed to open '%s': %m", p);
-                r = cas_open(cfd, &m->cas);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to open the snapshot store '%s': %m", p);
-        }
+        if (asprintf(&p, "%s/cas", m->state_dir) < 0)
+                return log_oom();
+        if (mkdir(p, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create '%s': %m", p);
+        cfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (cfd < 0)
+                return log_error_errno(errno, "Failed to open '%s': %m", p);
+        r = cas_open(cfd, &m->cas);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open the snapshot store '%s': %m", p);
 
         m->records_fd = records_open(m->state_dir);
         if (m->records_fd < 0)
                 return log_error_errno(m->records_fd, "Failed to open the records directory: %m");
+        return 0;
+}
 
-        r = replay_table_new(60 * USEC_PER_SEC, &m->replay);
-        if (r < 0)
-                return log_oom();
-
-        r = sd_event_default(&m->event);
-        if (r < 0)
-                return log_error_errno(r, "Failed to allocate the event loop: %m");
+static int manager_watch_signals(Manager *m) {
+        sigset_t mask;
+        int r;
 
         /* A write to a keeper's control pipe ('G', 'K') races with the keeper's exit, which the loop
          * may not have seen yet: it must fail with EPIPE (handled there), not kill the daemon.
@@ -279,6 +242,57 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
                 r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch signals: %m");
+        return 0;
+}
+
+int manager_new(Config *config, Secrets *secrets, const HttpServerCallbacks *api, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        HttpServerLimits limits;
+        HttpServerCallbacks cb = {
+                .begin = api->begin,
+                .dispatch = api->dispatch,
+                .activity = on_http_activity,
+        };
+        int r;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        /* Before anything can fail: manager_free() closes these. */
+        m->workspaces_fd = -EBADF;
+        m->records_fd = -EBADF;
+        m->keeper_fd = -EBADF;
+        m->config = *config;
+        *config = (Config) {};
+        m->secrets = *secrets;
+        *secrets = (Secrets) {};
+        m->start_usec = now_usec(CLOCK_MONOTONIC);
+        m->start_realtime_usec = now_usec(CLOCK_REALTIME);
+
+        m->sandbox_uid = geteuid();
+        r = manager_directories(&m->state_dir, &m->runtime_dir);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the state or runtime directory: %m");
+
+        r = manager_open_stores(m);
+        if (r < 0)
+                return r;
+
+        r = replay_table_new(60 * USEC_PER_SEC, &m->replay);
+        if (r < 0)
+                return log_oom();
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+
+        if (snapshot_gc_new(m->event, m->cas, m->config.snapshot_retention, &m->gc) < 0 ||
+            workspace_usage_new(m->event, m->workspaces_fd, &m->usage) < 0)
+                return log_oom();
+
+        r = manager_watch_signals(m);
+        if (r < 0)
+                return r;
 
         r = sd_event_set_watchdog(m->event, true);
         if (r < 0)
@@ -310,9 +324,8 @@ Manager *manager_free(Manager *m) {
         free(m->keeper_path);
         safe_close(m->keeper_fd);
         m->egress = egress_epochs_free(m->egress);
-        m->gc_task = child_task_free(m->gc_task);
-        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
-        m->usage_task = child_task_free(m->usage_task);
+        m->gc = snapshot_gc_free(m->gc);
+        m->usage = workspace_usage_free(m->usage);
         m->cas = cas_free(m->cas);
         m->scopes = scope_manager_free(m->scopes);
         m->bus = sd_bus_flush_close_unref(m->bus);   /* after its users: their last calls go out */
@@ -426,8 +439,7 @@ static void on_execution_busy_unref(void *userdata) {
 static void on_snapshot_published(void *userdata) {
         Manager *m = userdata;
 
-        m->n_snapshots++;
-        manager_snapshot_published(m);
+        snapshot_gc_published(m->gc);
 }
 
 /* What executions depend on, once the probes, the egress set-up and the limits are known. */
@@ -651,131 +663,6 @@ int manager_recover(Manager *m) {
         return 0;
 }
 
-#define GC_EVERY_SNAPSHOTS 20
-/* The gc holds the store exclusively while it sweeps, and snapshots wait for it: it runs once
- * no snapshot was published for a moment, or, under steady load, after this many anyway. */
-#define GC_QUIET_USEC (2 * USEC_PER_SEC)
-#define GC_FORCE_SNAPSHOTS 2000
-
-static int gc_child(int out_fd, void *userdata) {
-        Manager *m = userdata;
-        uint64_t freed = 0;
-        char line[64];
-        int r;
-
-        r = cas_gc(m->cas, m->config.snapshot_retention, &freed);
-        if (r < 0)
-                return r;
-        (void) snprintf(line, sizeof(line), "%" PRIu64 "\n", freed);
-        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
-}
-
-static void on_gc_done(ChildTask *t, int error, const char *out, void *userdata) {
-        Manager *m = userdata;
-
-        m->gc_task = child_task_free(m->gc_task);
-        if (error == -EBUSY)
-                return;   /* another process holds the store: next time */
-        if (error < 0) {
-                log_warning_errno(error, "Pruning the snapshot store failed, ignoring: %m");
-                return;
-        }
-        m->n_snapshots_at_gc = m->n_snapshots;
-        log_debug("Pruned the snapshot store (keeping %u per workspace): %s bytes freed.",
-                  m->config.snapshot_retention, out);
-}
-
-static void gc_start(Manager *m) {
-        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
-        if (m->gc_task)
-                return;
-        if (child_task_start(m->event, gc_child, on_gc_done, m, &m->gc_task) < 0)
-                log_warning("Failed to start pruning the snapshot store, ignoring.");
-}
-
-static int on_gc_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        gc_start(userdata);
-        return 0;
-}
-
-void manager_snapshot_published(Manager *m) {
-        int r;
-
-        if (m->config.snapshot_retention == 0 || m->gc_task ||
-            m->n_snapshots - m->n_snapshots_at_gc < GC_EVERY_SNAPSHOTS)
-                return;
-        if (m->n_snapshots - m->n_snapshots_at_gc >= GC_FORCE_SNAPSHOTS) {
-                gc_start(m);
-                return;
-        }
-        /* (Re)arm: it fires once snapshots paused for GC_QUIET_USEC. */
-        if (m->gc_timer)
-                r = sd_event_source_set_time_relative(m->gc_timer, GC_QUIET_USEC);
-        else
-                r = sd_event_add_time_relative(m->event, &m->gc_timer, CLOCK_MONOTONIC, GC_QUIET_USEC,
-                                               100 * USEC_PER_MSEC, on_gc_timer, m);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(m->gc_timer, SD_EVENT_ONESHOT);
-        if (r < 0)
-                gc_start(m);
-}
-
-#define USAGE_MAX_AGE_USEC (30 * USEC_PER_SEC)
-
-static int usage_child(int out_fd, void *userdata) {
-        Manager *m = userdata;
-        uint64_t total = 0, count = 0;
-        char line[64];
-        int fd;
-        DIR *d;
-
-        fd = openat(m->workspaces_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return negative_errno();
-        }
-        for (struct dirent *de; (de = readdir(d)); ) {
-                _cleanup_close_ int wfd = -EBADF;
-                uint64_t bytes = 0;
-
-                if (de->d_name[0] == '.')
-                        continue;
-                wfd = openat(m->workspaces_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (wfd < 0)
-                        continue;
-                count++;
-                if (quota_scan(wfd, &bytes, NULL) >= 0)
-                        total += bytes;
-        }
-        closedir(d);
-        (void) snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 "\n", total, count);
-        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
-}
-
-static void on_usage_done(ChildTask *t, int error, const char *out, void *userdata) {
-        Manager *m = userdata;
-        unsigned long long b, c;
-
-        m->usage_task = child_task_free(m->usage_task);
-        if (error >= 0 && sscanf(out, "%llu %llu", &b, &c) == 2) {
-                m->usage_bytes = b;
-                m->usage_count = c;
-                m->usage_known = true;
-        }
-        m->usage_at_usec = now_usec(CLOCK_MONOTONIC);
-}
-
 bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_count) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-
-        /* A walk of every workspace is not for the request path (and /health is unauthenticated):
-         * it runs in a child, at most every 30 s, and answers give the last result. */
-        if (!m->usage_task && (!m->usage_known || now - m->usage_at_usec > USAGE_MAX_AGE_USEC))
-                (void) child_task_start(m->event, usage_child, on_usage_done, m, &m->usage_task);
-        *ret_bytes = m->usage_bytes;
-        *ret_count = m->usage_count;
-        return m->usage_known;
+        return workspace_usage_get(m->usage, ret_bytes, ret_count);
 }

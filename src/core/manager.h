@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
+/*
+ * The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring,
+ * the probes, and the owner of what executions depend on (their ExecutionContext, filled once
+ * before the loop runs), of the egress epochs, the snapshot gc and the workspace usage. It calls
+ * the modules below it (execution/, egress/, sandbox/, workspace/, config/, util/) and the HTTP
+ * transport; the API's handlers are handed in by main().
+ */
 #pragma once
 
 #include <stdbool.h>
@@ -7,12 +13,12 @@
 #include <systemd/sd-event.h>
 
 #include "http/auth.h"
+#include "http/http-server.h"
 #include "config/config.h"
 #include "sandbox/sandbox.h"
 #include "config/settings.h"
 #include "execution/execution.h"
 
-typedef struct HttpServer HttpServer;
 typedef struct ScopeManager ScopeManager;
 typedef struct ReplayTable ReplayTable;
 typedef struct EgressEpochs EgressEpochs;
@@ -38,14 +44,8 @@ typedef struct Manager {
         int records_fd;                  /* $STATE_DIRECTORY/records */
         QuotaSettings quota;             /* in force for new executions and uploads */
         struct Cas *cas;                 /* $STATE_DIRECTORY/cas */
-        uint64_t n_snapshots;
-        uint64_t n_snapshots_at_gc;
-        struct ChildTask *gc_task;
-        sd_event_source *gc_timer;       /* the gc waits for a pause in snapshots */
-        /* /health's workspace usage: measured in a child, at most every 30 s. */
-        struct ChildTask *usage_task;
-        uint64_t usage_bytes, usage_count, usage_at_usec;
-        bool usage_known;
+        struct SnapshotGc *gc;           /* its pruning (SnapshotRetention=) */
+        struct WorkspaceUsage *usage;    /* /health's workspace usage */
         SandboxProbeReport probe;
         ScopeManager *scopes;
         bool scopes_available;
@@ -73,8 +73,12 @@ typedef struct Manager {
  */
 int manager_directories(char **ret_state, char **ret_runtime);
 
-/* manager_new() - build the loop and the HTTP server from a loaded config. Return: 0 or -errno. */
-int manager_new(Config *config, Secrets *secrets, Manager **ret);
+/*
+ * manager_new() - build the loop and the HTTP server from a loaded config; @api answers the
+ * requests (its begin() and dispatch(), called with the Manager as userdata: the handlers sit
+ * above the core, main() wires them). Return: 0 or -errno.
+ */
+int manager_new(Config *config, Secrets *secrets, const HttpServerCallbacks *api, Manager **ret);
 /* manager_set_limits_setup() - what main() found as root: the cgroups (taken) or why none, and
  * why executions must be refused (no usable SandboxUser=), if so. */
 void manager_set_limits_setup(Manager *m, CgroupRoot *cgroups, char *cgroups_reason, char *identity_error);
@@ -109,9 +113,6 @@ int manager_setup_egress(Manager *m);
 
 /* manager_workspace_usage() - the last measurement (false if none yet); refreshes it if old. */
 bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_count);
-
-/* manager_snapshot_published() - count it; every so often prune snapshots (SnapshotRetention=). */
-void manager_snapshot_published(Manager *m);
 
 /* manager_recover() - mark runs a previous daemon left active as interrupted; prune records. */
 int manager_recover(Manager *m);
