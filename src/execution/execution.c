@@ -167,13 +167,6 @@ int execution_new(ExecutionContext *c, ExecutionRequest *req, Execution **ret) {
         return 0;
 }
 
-/*
- * Everything of the sandbox goes: after this no process of the run exists. The keeper (ours,
- * outside the sandbox: bwrap and the whole pid namespace are gone once it reported) is killed and
- * reaped here with @wait. Without: before the exit report it is killed and its exit source reaps
- * it (the finish waits for that); after the report it is left alone until the answer is out
- * (execution_advance()), so that its exit does not compete with the snapshot and the answer.
- */
 /* Hand the killed keeper of a finished run to the loop. Return: true if it took it. */
 static bool execution_reap_keeper_later(Execution *e) {
         if (!e->keeper_source || e->phase != EXECUTION_DONE || !e->reported_exit)
@@ -185,6 +178,13 @@ static bool execution_reap_keeper_later(Execution *e) {
         return true;
 }
 
+/*
+ * Everything of the sandbox goes: after this no process of the run exists. The keeper (ours,
+ * outside the sandbox: bwrap and the whole pid namespace are gone once it reported) is killed and
+ * reaped here with @wait. Without: before the exit report it is killed and its exit source reaps
+ * it (the finish waits for that); after the report it is left alone until the answer is out
+ * (execution_advance()), so that its exit does not compete with the snapshot and the answer.
+ */
 static void execution_release_sandbox_full(Execution *e, bool wait) {
         e->info_source = sd_event_source_disable_unref(e->info_source);
         e->info_fd = safe_close(e->info_fd);
