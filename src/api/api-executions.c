@@ -97,7 +97,7 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
         }
 
         if (er->execution_id) {
-                Execution *old = execution_find(m, er->execution_id);
+                Execution *old = execution_find(&m->exec, er->execution_id);
 
                 (void) clock_gettime(CLOCK_MONOTONIC, &ts);
                 r = replay_table_check_and_insert(m->replay, er->execution_id,
@@ -116,7 +116,7 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                 }
         }
 
-        r = execution_new(m, STEAL(er), &e);
+        r = execution_new(&m->exec, STEAL(er), &e);
         if (r < 0) {
                 http_reply_oom(req);
                 return NULL;
@@ -134,6 +134,7 @@ void api_execute(Manager *m, HttpRequest *req, const Route *route, json_object *
                 return;
         http_request_set_userdata(req, e, on_request_gone);
         http_request_suspend(req);
+        /* One that cannot start is answered by on_execution_done() all the same. */
         (void) execution_start(e, on_execution_done, req);
 }
 
@@ -152,14 +153,15 @@ void api_shell_create(Manager *m, HttpRequest *req, const Route *route, json_obj
                       const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         Execution *e;
+        int r;
 
         e = prepare_execution(m, req, body, EXECUTION_KIND_SHELL);
         if (!e)
                 return;
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
-        (void) execution_start(e, NULL, NULL);
-        if (execution_finished(e) && execution_failure(e, NULL) < 0)
+        r = execution_start(e, NULL, NULL);
+        if (r < 0 && execution_finished(e))
                 return reply_execution_failure(req, e);
 
         o = json_object_new_object();
@@ -180,7 +182,7 @@ void api_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object
 
         if (api_param_id(params[0], lens[0], id) < 0)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such execution.");
-        e = execution_find(m, id);
+        e = execution_find(&m->exec, id);
         if (e)
                 o = execution_record_json(e);
         else {
@@ -278,7 +280,7 @@ void api_shell_logs(Manager *m, HttpRequest *req, const Route *route, json_objec
                 return http_reply_error(req, HTTP_ERROR_INTERNAL, "The log cannot be read.");
         (void) snprintf(name, sizeof(name), "%s", stream);
 
-        e = execution_find(m, id);
+        e = execution_find(&m->exec, id);
         if (!follow || !e || execution_finished(e)) {
                 uint64_t size = (uint64_t) st.st_size;
                 if (offset > size)
@@ -318,7 +320,7 @@ void api_shell_cancel(Manager *m, HttpRequest *req, const Route *route, json_obj
 
         if (api_param_id(params[0], lens[0], id) < 0)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such execution.");
-        e = execution_find(m, id);
+        e = execution_find(&m->exec, id);
         if (!e) {
                 json_object *rec = NULL;
                 if (record_read(m->records_fd, id, &rec) < 0)

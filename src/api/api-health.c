@@ -64,7 +64,7 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
         json_object_object_add(o, "scopes", scopes);
 
         net = json_object_new_object();
-        egress_health(m, net);
+        egress_health(m->egress, net);
         json_object_object_add(o, "sandboxNetwork", net);
 
         ws = json_object_new_object();
@@ -87,7 +87,7 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
         json_object_object_add(runner, "maxOutputBytes", api_json_u64(m->quota.max_output_bytes));
         json_object_object_add(runner, "maxUploadFileBytes", api_json_u64(m->quota.max_upload_file_bytes));
         json_object_object_add(runner, "maxUploadRequestBytes", api_json_u64(m->quota.max_upload_request_bytes));
-        json_object_object_add(runner, "runningExecutions", api_json_u64(m->n_executions_running));
+        json_object_object_add(runner, "runningExecutions", api_json_u64(m->exec.n_running));
         json_object_object_add(o, "runner", runner);
         http_reply_json(req, 200, o);
 }
@@ -116,7 +116,7 @@ void api_status(Manager *m, HttpRequest *req, const Route *route, json_object *b
         json_object_object_add(o, "idleExitSec", api_json_u64(m->config.idle_exit_usec / USEC_PER_SEC));
         {
                 json_object *ex = json_object_new_object(), *running = json_object_new_array();
-                for (Execution *e = m->executions; e; e = execution_next(e))
+                for (Execution *e = m->exec.executions; e; e = execution_next(e))
                         if (!execution_finished(e)) {
                                 json_object *x = json_object_new_object();
                                 json_object_object_add(x, "executionId", json_object_new_string(execution_id(e)));
@@ -124,7 +124,7 @@ void api_status(Manager *m, HttpRequest *req, const Route *route, json_object *b
                                 json_object_array_add(running, x);
                         }
                 json_object_object_add(ex, "running", running);
-                json_object_object_add(ex, "total", api_json_u64(m->n_executions_total));
+                json_object_object_add(ex, "total", api_json_u64(m->exec.n_total));
                 json_object_object_add(o, "executions", ex);
         }
         http_reply_json(req, 200, o);

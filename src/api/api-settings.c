@@ -59,7 +59,7 @@ void api_quota_put(Manager *m, HttpRequest *req, const Route *route, json_object
 
 void api_network_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                      const char **params, size_t *lens) {
-        _cleanup_(json_object_putp) json_object *o = egress_current_json(m);
+        _cleanup_(json_object_putp) json_object *o = egress_current_json(m->egress);
 
         if (!o)
                 return http_reply_oom(req);
@@ -71,7 +71,7 @@ void api_network_put(Manager *m, HttpRequest *req, const Route *route, json_obje
         _cleanup_free_ char *error = NULL;
         int r;
 
-        r = egress_set_policy(m, body, &error);
+        r = egress_set_policy(m->egress, body, &error);
         if (r == -ENOMEM)
                 return http_reply_oom(req);
         if (r == -EINVAL)

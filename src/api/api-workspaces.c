@@ -118,7 +118,7 @@ void api_teardown(Manager *m, HttpRequest *req, const Route *route, json_object 
                 return http_reply_oom(req);
         }
         t->req = req;
-        for (Execution *e = m->executions; e; e = execution_next(e)) {
+        for (Execution *e = m->exec.executions; e; e = execution_next(e)) {
                 ExecutionWatch **w;
 
                 if (execution_finished(e) || !streq(execution_workspace(e), ws))

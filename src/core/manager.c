@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
+/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring (manager.h). */
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -12,30 +11,31 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "build-config.h"
-#include "workspace/cas/cas.h"
-#include "sandbox/cgroup.h"
-#include "util/child-task.h"
-#include "util/dirent-util.h"
-#include "workspace/quota.h"
+#include "core/manager.h"
+#include "core/snapshot-gc.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
-#include "api/api.h"
-#include "http/http-server.h"
 #include "execution/keeper-pool.h"
-#include "util/log-ids.h"
-#include "util/log.h"
-#include "core/manager.h"
 #include "execution/records.h"
 #include "execution/replay.h"
+#include "http/http-server.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/scope.h"
+#include "util/helper-path.h"
+#include "util/log-ids.h"
+#include "util/log.h"
 #include "util/macro.h"
 #include "util/socket-util.h"
 #include "util/strv.h"
+#include "workspace/cas/cas.h"
+#include "workspace/quota.h"
+#include "workspace/usage.h"
 
 static uint64_t now_usec(clockid_t clock) {
         struct timespec ts;
@@ -80,16 +80,6 @@ int manager_directories(char **ret_state, char **ret_runtime) {
                 return r;
         *ret_state = STEAL(state);
         return 0;
-}
-
-static const char *const limits_mechanism_table[_LIMITS_MAX] = {
-        [LIMITS_SYSTEMD_SCOPE] = "systemd-scope",
-        [LIMITS_CGROUP] = "cgroup",
-        [LIMITS_RLIMIT] = "rlimit",
-};
-
-const char *limits_mechanism_to_string(LimitsMechanism l) {
-        return l >= 0 && l < _LIMITS_MAX ? limits_mechanism_table[l] : NULL;
 }
 
 void manager_set_limits_setup(Manager *m, CgroupRoot *cgroups, char *cgroups_reason, char *identity_error) {
@@ -180,7 +170,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         /* Interrupt running executions so that their clients get an answer and nothing of them
          * outlives the daemon; exit once they are done (bounded). */
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Interrupting running executions.");
-        for (Execution *e = m->executions, *next; e; e = next) {
+        for (Execution *e = m->exec.executions, *next; e; e = next) {
                 next = execution_next(e);
                 if (!execution_finished(e))
                         execution_cancel(e, EXECUTION_STATUS_INTERRUPTED);
@@ -189,108 +179,46 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return 0;
 }
 
-char *manager_find_helper(const char *subdir, const char *name) {
-        char self[PATH_MAX], *slash, *p = NULL;
-        ssize_t n;
-
-        n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        if (n > 0) {
-                self[n] = '\0';
-                slash = strrchr(self, '/');
-                if (slash) {
-                        *slash = '\0';
-                        if (asprintf(&p, "%s/%s", self, name) >= 0 && access(p, X_OK) == 0)
-                                return p;
-                        free(p);
-                        p = NULL;
-                        if (asprintf(&p, "%s/%s/%s", self, subdir, name) >= 0 && access(p, X_OK) == 0)
-                                return p;
-                        free(p);
-                        p = NULL;
-                }
-        }
-        if (asprintf(&p, "%s/%s", LIBEXECDIR, name) >= 0 && access(p, X_OK) == 0)
-                return p;
-        free(p);
-        return NULL;
-}
-
-int manager_new(Config *config, Secrets *secrets, Manager **ret) {
-        _cleanup_(manager_freep) Manager *m = NULL;
-        HttpServerLimits limits;
-        HttpServerCallbacks cb = {
-                .begin = http_api_begin,
-                .dispatch = http_api_dispatch,
-                .activity = on_http_activity,
-        };
-        sigset_t mask;
+/* The state directory's stores: workspaces, quota settings, snapshots, records. */
+static int manager_open_stores(Manager *m) {
+        _cleanup_free_ char *ws = NULL, *error = NULL, *p = NULL;
+        _cleanup_close_ int cfd = -EBADF;
         int r;
 
-        m = calloc(1, sizeof(*m));
-        if (!m)
-                return -ENOMEM;
-        /* Before anything can fail: manager_free() closes these. */
-        m->workspaces_fd = -EBADF;
-        m->records_fd = -EBADF;
-        m->keeper_fd = -EBADF;
-        m->config = *config;
-        *config = (Config) {};
-        m->secrets = *secrets;
-        *secrets = (Secrets) {};
-        m->start_usec = now_usec(CLOCK_MONOTONIC);
-        m->start_realtime_usec = now_usec(CLOCK_REALTIME);
+        if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
+                return log_oom();
+        if (mkdir(ws, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create '%s': %m", ws);
+        m->workspaces_fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (m->workspaces_fd < 0)
+                return log_error_errno(errno, "Failed to open '%s': %m", ws);
 
-        m->sandbox_uid = geteuid();
-        r = manager_directories(&m->state_dir, &m->runtime_dir);
+        r = quota_settings_load(&m->config, m->state_dir, &m->quota, &error);
+        if (r == -ENOMEM)
+                return log_oom();
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the state or runtime directory: %m");
+                return log_error_errno(r, "%s", error);
 
-        {
-                _cleanup_free_ char *ws = NULL;
-                if (asprintf(&ws, "%s/workspaces", m->state_dir) < 0)
-                        return log_oom();
-                if (mkdir(ws, 0700) < 0 && errno != EEXIST)
-                        return log_error_errno(errno, "Failed to create '%s': %m", ws);
-                m->workspaces_fd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (m->workspaces_fd < 0)
-                        return log_error_errno(errno, "Failed to open '%s': %m", ws);
-        }
-
-        {
-                _cleanup_free_ char *error = NULL;
-                r = quota_settings_load(&m->config, m->state_dir, &m->quota, &error);
-                if (r == -ENOMEM)
-                        return log_oom();
-                if (r < 0)
-                        return log_error_errno(r, "%s", error);
-        }
-
-        {
-                _cleanup_free_ char *p = NULL;
-                _cleanup_close_ int cfd = -EBADF;
-                if (asprintf(&p, "%s/cas", m->state_dir) < 0)
-                        return log_oom();
-                if (mkdir(p, 0700) < 0 && errno != EEXIST)
-                        return log_error_errno(errno, "Failed to create '%s': %m", p);
-                cfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-                if (cfd < 0)
-                        return log_error_errno(errno, "Failed to open '%s': %m", p);
-                r = cas_open(cfd, &m->cas);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to open the snapshot store '%s': %m", p);
-        }
+        if (asprintf(&p, "%s/cas", m->state_dir) < 0)
+                return log_oom();
+        if (mkdir(p, 0700) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create '%s': %m", p);
+        cfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (cfd < 0)
+                return log_error_errno(errno, "Failed to open '%s': %m", p);
+        r = cas_open(cfd, &m->cas);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open the snapshot store '%s': %m", p);
 
         m->records_fd = records_open(m->state_dir);
         if (m->records_fd < 0)
                 return log_error_errno(m->records_fd, "Failed to open the records directory: %m");
+        return 0;
+}
 
-        r = replay_table_new(60 * USEC_PER_SEC, &m->replay);
-        if (r < 0)
-                return log_oom();
-
-        r = sd_event_default(&m->event);
-        if (r < 0)
-                return log_error_errno(r, "Failed to allocate the event loop: %m");
+static int manager_watch_signals(Manager *m) {
+        sigset_t mask;
+        int r;
 
         /* A write to a keeper's control pipe ('G', 'K') races with the keeper's exit, which the loop
          * may not have seen yet: it must fail with EPIPE (handled there), not kill the daemon.
@@ -314,6 +242,57 @@ int manager_new(Config *config, Secrets *secrets, Manager **ret) {
                 r = sd_event_add_signal(m->event, NULL, SIGHUP, on_sighup, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch signals: %m");
+        return 0;
+}
+
+int manager_new(Config *config, Secrets *secrets, const HttpServerCallbacks *api, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        HttpServerLimits limits;
+        HttpServerCallbacks cb = {
+                .begin = api->begin,
+                .dispatch = api->dispatch,
+                .activity = on_http_activity,
+        };
+        int r;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        /* Before anything can fail: manager_free() closes these. */
+        m->workspaces_fd = -EBADF;
+        m->records_fd = -EBADF;
+        m->keeper_fd = -EBADF;
+        m->config = *config;
+        *config = (Config) {};
+        m->secrets = *secrets;
+        *secrets = (Secrets) {};
+        m->start_usec = now_usec(CLOCK_MONOTONIC);
+        m->start_realtime_usec = now_usec(CLOCK_REALTIME);
+
+        m->sandbox_uid = geteuid();
+        r = manager_directories(&m->state_dir, &m->runtime_dir);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the state or runtime directory: %m");
+
+        r = manager_open_stores(m);
+        if (r < 0)
+                return r;
+
+        r = replay_table_new(60 * USEC_PER_SEC, &m->replay);
+        if (r < 0)
+                return log_oom();
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+
+        if (snapshot_gc_new(m->event, m->cas, m->config.snapshot_retention, &m->gc) < 0 ||
+            workspace_usage_new(m->event, m->workspaces_fd, &m->usage) < 0)
+                return log_oom();
+
+        r = manager_watch_signals(m);
+        if (r < 0)
+                return r;
 
         r = sd_event_set_watchdog(m->event, true);
         if (r < 0)
@@ -340,19 +319,16 @@ Manager *manager_free(Manager *m) {
         m->idle_timer = sd_event_source_disable_unref(m->idle_timer);
         m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
         m->http = http_server_free(m->http);
-        while (m->executions)
-                execution_free(m->executions);
-        execution_keeper_reaps_flush(m);
+        execution_context_done(&m->exec);
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
         free(m->keeper_path);
         safe_close(m->keeper_fd);
-        execution_quota_cache_flush(m);
-        egress_teardown(m);
-        m->gc_task = child_task_free(m->gc_task);
-        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
-        m->usage_task = child_task_free(m->usage_task);
+        m->egress = egress_epochs_free(m->egress);
+        m->gc = snapshot_gc_free(m->gc);
+        m->usage = workspace_usage_free(m->usage);
         m->cas = cas_free(m->cas);
         m->scopes = scope_manager_free(m->scopes);
+        m->bus = sd_bus_flush_close_unref(m->bus);   /* after its users: their last calls go out */
         m->replay = replay_table_free(m->replay);
         sandbox_probe_report_done(&m->probe);
         free(m->scopes_reason);
@@ -452,8 +428,49 @@ int manager_listen(Manager *m, char **extra_listen) {
         return 0;
 }
 
+static void on_execution_busy_ref(void *userdata) {
+        manager_busy_ref(userdata);
+}
+
+static void on_execution_busy_unref(void *userdata) {
+        manager_busy_unref(userdata);
+}
+
+static void on_snapshot_published(void *userdata) {
+        Manager *m = userdata;
+
+        snapshot_gc_published(m->gc);
+}
+
+/* What executions depend on, once the probes, the egress set-up and the limits are known. */
+static void manager_fill_execution_context(Manager *m) {
+        m->exec = (ExecutionContext) {
+                .event = m->event,
+                .bwrap = m->config.bwrap,
+                .tmp_size = m->config.tmp_size,
+                .state_dir = m->state_dir,
+                .quota = &m->quota,
+                .limits = m->limits,
+                .probe = &m->probe.probe,
+                .scopes = m->scopes,
+                .cgroups = m->cgroups,
+                .keeper_pool = m->keeper_pool,
+                .keeper_path = m->keeper_path,
+                .workspaces_fd = m->workspaces_fd,
+                .records_fd = m->records_fd,
+                .cas = m->cas,
+                .egress = m->egress,
+                .busy_ref = on_execution_busy_ref,
+                .busy_unref = on_execution_busy_unref,
+                .snapshot_published = on_snapshot_published,
+                .userdata = m,
+        };
+}
+
 int manager_run(Manager *m) {
         int r;
+
+        manager_fill_execution_context(m);
 
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_STARTED,
@@ -483,7 +500,7 @@ int manager_probe(Manager *m) {
 
         r = sandbox_probe(m->config.bwrap, &m->probe);
         if (r >= 0 && m->probe.usable && !m->keeper_path) {
-                _cleanup_free_ char *path = manager_find_helper("keeper", "sandbox-runner-keeper");
+                _cleanup_free_ char *path = find_helper("keeper", "sandbox-runner-keeper");
                 int fd = path ? open(path, O_PATH | O_CLOEXEC) : -EBADF;
 
                 /* Keepers are started from the file found now, by fd: a package upgrade that
@@ -514,7 +531,12 @@ int manager_probe(Manager *m) {
                    m->probe.probe.disable_userns ? "works" : "unavailable",
                    m->probe.reason ? ": " : "", m->probe.reason ?: "");
 
-        r = scope_manager_new(m->event, &m->scopes);
+        /* One system bus for the scopes and the egress units. */
+        r = sd_bus_open_system(&m->bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = scope_manager_new(m->event, m->bus, &m->scopes);
         if (r < 0) {
                 if (asprintf(&m->scopes_reason, "cannot connect to the system bus: %s", strerror(-r)) < 0)
                         return log_oom();
@@ -552,7 +574,8 @@ int manager_probe(Manager *m) {
                 if (r < 0)
                         log_warning_errno(r, "Failed to start keepers ahead of runs, starting them per run: %m");
                 else if (m->limits == LIMITS_CGROUP)
-                        keeper_pool_set_attach(m->keeper_pool, execution_keeper_attach, execution_keeper_detach, m);
+                        keeper_pool_set_attach(m->keeper_pool, execution_keeper_attach, execution_keeper_detach,
+                                               m->cgroups);
         }
         return 0;
 }
@@ -618,7 +641,7 @@ int manager_setup_egress(Manager *m) {
         _cleanup_free_ char *error = NULL;
         int r;
 
-        r = egress_setup(m, &error);
+        r = egress_epochs_new(m->event, m->bus, m->state_dir, m->runtime_dir, &m->config, &m->egress, &error);
         if (r == -ENOMEM)
                 return log_oom();
         if (r < 0)
@@ -640,125 +663,6 @@ int manager_recover(Manager *m) {
         return 0;
 }
 
-#define GC_EVERY_SNAPSHOTS 20
-/* The gc holds the store exclusively while it sweeps, and snapshots wait for it: it runs once
- * no snapshot was published for a moment, or, under steady load, after this many anyway. */
-#define GC_QUIET_USEC (2 * USEC_PER_SEC)
-#define GC_FORCE_SNAPSHOTS 2000
-
-static int gc_child(int out_fd, void *userdata) {
-        Manager *m = userdata;
-        uint64_t freed = 0;
-        char line[64];
-        int r;
-
-        r = cas_gc(m->cas, m->config.snapshot_retention, &freed);
-        if (r < 0)
-                return r;
-        (void) snprintf(line, sizeof(line), "%" PRIu64 "\n", freed);
-        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
-}
-
-static void on_gc_done(ChildTask *t, int error, const char *out, void *userdata) {
-        Manager *m = userdata;
-
-        m->gc_task = child_task_free(m->gc_task);
-        if (error == -EBUSY)
-                return;   /* another process holds the store: next time */
-        if (error < 0) {
-                log_warning_errno(error, "Pruning the snapshot store failed, ignoring: %m");
-                return;
-        }
-        m->n_snapshots_at_gc = m->n_snapshots;
-        log_debug("Pruned the snapshot store (keeping %u per workspace): %s bytes freed.",
-                  m->config.snapshot_retention, out);
-}
-
-static void gc_start(Manager *m) {
-        m->gc_timer = sd_event_source_disable_unref(m->gc_timer);
-        if (m->gc_task)
-                return;
-        if (child_task_start(m->event, gc_child, on_gc_done, m, &m->gc_task) < 0)
-                log_warning("Failed to start pruning the snapshot store, ignoring.");
-}
-
-static int on_gc_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        gc_start(userdata);
-        return 0;
-}
-
-void manager_snapshot_published(Manager *m) {
-        int r;
-
-        if (m->config.snapshot_retention == 0 || m->gc_task ||
-            m->n_snapshots - m->n_snapshots_at_gc < GC_EVERY_SNAPSHOTS)
-                return;
-        if (m->n_snapshots - m->n_snapshots_at_gc >= GC_FORCE_SNAPSHOTS) {
-                gc_start(m);
-                return;
-        }
-        /* (Re)arm: it fires once snapshots paused for GC_QUIET_USEC. */
-        if (m->gc_timer)
-                r = sd_event_source_set_time_relative(m->gc_timer, GC_QUIET_USEC);
-        else
-                r = sd_event_add_time_relative(m->event, &m->gc_timer, CLOCK_MONOTONIC, GC_QUIET_USEC,
-                                               100 * USEC_PER_MSEC, on_gc_timer, m);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(m->gc_timer, SD_EVENT_ONESHOT);
-        if (r < 0)
-                gc_start(m);
-}
-
-#define USAGE_MAX_AGE_USEC (30 * USEC_PER_SEC)
-
-static int usage_child(int out_fd, void *userdata) {
-        Manager *m = userdata;
-        _cleanup_(closedirp) DIR *d = NULL;
-        uint64_t total = 0, count = 0;
-        char line[64];
-        int r;
-
-        r = opendir_at(m->workspaces_fd, ".", &d);
-        if (r < 0)
-                return r;
-        FOREACH_DIRENT(de, d) {
-                _cleanup_close_ int wfd = -EBADF;
-                uint64_t bytes = 0;
-
-                if (de->d_name[0] == '.')
-                        continue;
-                wfd = openat(m->workspaces_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (wfd < 0)
-                        continue;
-                count++;
-                if (quota_scan(wfd, &bytes, NULL) >= 0)
-                        total += bytes;
-        }
-        (void) snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 "\n", total, count);
-        return write(out_fd, line, strlen(line)) < 0 ? negative_errno() : 0;
-}
-
-static void on_usage_done(ChildTask *t, int error, const char *out, void *userdata) {
-        Manager *m = userdata;
-        unsigned long long b, c;
-
-        m->usage_task = child_task_free(m->usage_task);
-        if (error >= 0 && sscanf(out, "%llu %llu", &b, &c) == 2) {
-                m->usage_bytes = b;
-                m->usage_count = c;
-                m->usage_known = true;
-        }
-        m->usage_at_usec = now_usec(CLOCK_MONOTONIC);
-}
-
 bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_count) {
-        uint64_t now = now_usec(CLOCK_MONOTONIC);
-
-        /* A walk of every workspace is not for the request path (and /health is unauthenticated):
-         * it runs in a child, at most every 30 s, and answers give the last result. */
-        if (!m->usage_task && (!m->usage_known || now - m->usage_at_usec > USAGE_MAX_AGE_USEC))
-                (void) child_task_start(m->event, usage_child, on_usage_done, m, &m->usage_task);
-        *ret_bytes = m->usage_bytes;
-        *ret_count = m->usage_count;
-        return m->usage_known;
+        return workspace_usage_get(m->usage, ret_bytes, ret_count);
 }

@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring. */
+/*
+ * The Manager: event loop, configuration, secrets, HTTP server, idle exit and watchdog wiring,
+ * the probes, and the owner of what executions depend on (their ExecutionContext, filled once
+ * before the loop runs), of the egress epochs, the snapshot gc and the workspace usage. It calls
+ * the modules below it (execution/, egress/, sandbox/, workspace/, config/, util/) and the HTTP
+ * transport; the API's handlers are handed in by main().
+ */
 #pragma once
 
 #include <stdbool.h>
@@ -7,28 +13,17 @@
 #include <systemd/sd-event.h>
 
 #include "http/auth.h"
+#include "http/http-server.h"
 #include "config/config.h"
 #include "sandbox/sandbox.h"
 #include "config/settings.h"
+#include "execution/execution.h"
 
-typedef struct HttpServer HttpServer;
 typedef struct ScopeManager ScopeManager;
 typedef struct ReplayTable ReplayTable;
-typedef struct Execution Execution;
-typedef struct EgressPolicy EgressPolicy;
-typedef struct EgressEpoch EgressEpoch;
+typedef struct EgressEpochs EgressEpochs;
 typedef struct sd_bus sd_bus;
 typedef struct CgroupRoot CgroupRoot;
-
-/* What enforces an execution's memory, tasks and CPU limits (/health.scopes.mechanism). */
-typedef enum LimitsMechanism {
-        LIMITS_SYSTEMD_SCOPE,            /* a transient scope per execution */
-        LIMITS_CGROUP,                   /* a cgroup of the daemon's own per execution (cgroup.h) */
-        LIMITS_RLIMIT,                   /* rlimits only, with [Execution] AllowUnscoped=yes */
-        _LIMITS_MAX,
-} LimitsMechanism;
-
-const char *limits_mechanism_to_string(LimitsMechanism l);
 
 typedef struct Manager {
         sd_event *event;
@@ -49,20 +44,8 @@ typedef struct Manager {
         int records_fd;                  /* $STATE_DIRECTORY/records */
         QuotaSettings quota;             /* in force for new executions and uploads */
         struct Cas *cas;                 /* $STATE_DIRECTORY/cas */
-        uint64_t n_snapshots;
-        uint64_t n_snapshots_at_gc;
-        struct ChildTask *gc_task;
-        sd_event_source *gc_timer;       /* the gc waits for a pause in snapshots */
-        /* Quota watchers kept between runs (the index of a big workspace costs a full scan). */
-        struct QuotaCacheEntry {
-                char ws[129];
-                uint64_t dev, ino, last_used;
-                struct QuotaWatch *watch;
-        } quota_cache[16];
-        /* /health's workspace usage: measured in a child, at most every 30 s. */
-        struct ChildTask *usage_task;
-        uint64_t usage_bytes, usage_count, usage_at_usec;
-        bool usage_known;
+        struct SnapshotGc *gc;           /* its pruning (SnapshotRetention=) */
+        struct WorkspaceUsage *usage;    /* /health's workspace usage */
         SandboxProbeReport probe;
         ScopeManager *scopes;
         bool scopes_available;
@@ -73,32 +56,16 @@ typedef struct Manager {
         char *identity_error;            /* started as root without a usable SandboxUser= */
         uid_t sandbox_uid;               /* the host uid payloads run as (ours) */
         ReplayTable *replay;
-        Execution *executions;           /* running and recently finished, newest first */
-        unsigned n_executions_running;
-        uint64_t n_executions_total;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
-        struct KeeperReap *keeper_reaps; /* released keepers, still exiting (execution.c; each busy) */
         char *keeper_path;               /* sandbox-runner-keeper, as /proc/self/fd/<keeper_fd> */
         int keeper_fd;                   /* O_PATH: the file found at start-up */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
 
-        /* egress.c */
-        EgressPolicy *egress_policy;     /* when the mode is "none" */
-        EgressEpoch *egress_epochs;      /* every revision still in use */
-        EgressEpoch *egress_current;
-        sd_bus *egress_bus;
-        bool egress_under_systemd;
-        char *egress_gateway;
-        char *egress_bridge;
+        sd_bus *bus;                     /* the system bus (scopes, egress units), or NULL */
+        EgressEpochs *egress;            /* the network policy and its gateways (egress-epochs.h) */
         sd_event_source *stop_timer;
+        ExecutionContext exec;           /* what executions depend on: filled by manager_run() */
 } Manager;
-
-/*
- * manager_find_helper() - the path of the helper binary @name: installed, all helpers live in
- * libexecdir next to the daemon; in a build tree, in the subdirectory @subdir of the daemon's
- * directory. Return: a new string, or NULL if there is none.
- */
-char *manager_find_helper(const char *subdir, const char *name);
 
 /*
  * manager_directories() - $STATE_DIRECTORY and $RUNTIME_DIRECTORY (their first entry), or the
@@ -106,8 +73,12 @@ char *manager_find_helper(const char *subdir, const char *name);
  */
 int manager_directories(char **ret_state, char **ret_runtime);
 
-/* manager_new() - build the loop and the HTTP server from a loaded config. Return: 0 or -errno. */
-int manager_new(Config *config, Secrets *secrets, Manager **ret);
+/*
+ * manager_new() - build the loop and the HTTP server from a loaded config; @api answers the
+ * requests (its begin() and dispatch(), called with the Manager as userdata: the handlers sit
+ * above the core, main() wires them). Return: 0 or -errno.
+ */
+int manager_new(Config *config, Secrets *secrets, const HttpServerCallbacks *api, Manager **ret);
 /* manager_set_limits_setup() - what main() found as root: the cgroups (taken) or why none, and
  * why executions must be refused (no usable SandboxUser=), if so. */
 void manager_set_limits_setup(Manager *m, CgroupRoot *cgroups, char *cgroups_reason, char *identity_error);
@@ -142,9 +113,6 @@ int manager_setup_egress(Manager *m);
 
 /* manager_workspace_usage() - the last measurement (false if none yet); refreshes it if old. */
 bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_count);
-
-/* manager_snapshot_published() - count it; every so often prune snapshots (SnapshotRetention=). */
-void manager_snapshot_published(Manager *m);
 
 /* manager_recover() - mark runs a previous daemon left active as interrupted; prune records. */
 int manager_recover(Manager *m);

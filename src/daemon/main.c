@@ -15,6 +15,7 @@
 #include "util/log.h"
 #include "core/manager.h"
 #include "daemon/privileges.h"
+#include "api/api.h"
 #include "util/macro.h"
 #include "util/strv.h"
 
@@ -212,7 +213,11 @@ static int run(int argc, char *argv[]) {
                 return r;
         }
 
-        r = manager_new(&config, &secrets, &m);
+        /* The API's handlers answer the Manager's HTTP server (they sit above the core). */
+        r = manager_new(&config, &secrets, &(const HttpServerCallbacks) {
+                                .begin = http_api_begin,
+                                .dispatch = http_api_dispatch,
+                        }, &m);
         config_done(&config);
         secrets_done(&secrets);
         if (r < 0) {

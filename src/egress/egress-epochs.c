@@ -27,15 +27,27 @@
 #include "egress/egress-epochs.h"
 #include "util/log-ids.h"
 #include "util/log.h"
-#include "core/manager.h"
+#include "util/helper-path.h"
 #include "util/macro.h"
 
 SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 #define GATEWAY_IDLE_EXIT_SEC "60"
 
+struct EgressEpochs {
+        sd_event *event;
+        sd_bus *bus;                     /* the daemon's system bus, under systemd only; not ours */
+        char *state_dir, *runtime_dir;
+        EgressPolicy *policy;            /* when the mode is "none" */
+        EgressEpoch *epochs;             /* every revision still in use */
+        EgressEpoch *current;
+        bool under_systemd;
+        char *gateway;                   /* sandbox-runner-egress, or NULL when missing */
+        char *bridge;                    /* sandbox-runner-bridge, likewise */
+};
+
 struct EgressEpoch {
-        Manager *manager;
+        EgressEpochs *owner;
         EgressEpoch *next;
         EgressPolicy *policy;
         char *revision;
@@ -52,8 +64,8 @@ struct EgressEpoch {
 
 /* ---- helper binaries ------------------------------------------------------------------------- */
 
-const char *egress_bridge_path(Manager *m) {
-        return m->egress_bridge;
+const char *egress_bridge_path(EgressEpochs *ee) {
+        return ee->bridge;
 }
 
 /* ---- epochs ---------------------------------------------------------------------------------- */
@@ -68,9 +80,9 @@ static void epoch_stop_gateway(EgressEpoch *ep) {
 }
 
 static void epoch_free(EgressEpoch *ep) {
-        Manager *m = ep->manager;
+        EgressEpochs *ee = ep->owner;
 
-        for (EgressEpoch **p = &m->egress_epochs; *p; p = &(*p)->next)
+        for (EgressEpoch **p = &ee->epochs; *p; p = &(*p)->next)
                 if (*p == ep) {
                         *p = ep->next;
                         break;
@@ -78,10 +90,10 @@ static void epoch_free(EgressEpoch *ep) {
         epoch_stop_gateway(ep);
         ep->listen_source = sd_event_source_disable_unref(ep->listen_source);
         ep->listen_fd = safe_close(ep->listen_fd);
-        if (ep->systemd && m->egress_bus) {
+        if (ep->systemd && ee->bus) {
                 _cleanup_free_ char *unit = NULL;
                 if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) >= 0)
-                        (void) sd_bus_call_method_async(m->egress_bus, NULL, "org.freedesktop.systemd1",
+                        (void) sd_bus_call_method_async(ee->bus, NULL, "org.freedesktop.systemd1",
                                                         "/org/freedesktop/systemd1",
                                                         "org.freedesktop.systemd1.Manager", "StopUnit",
                                                         NULL, NULL, "ss", unit, "replace");
@@ -128,7 +140,7 @@ static int on_gateway_exit(sd_event_source *s, const siginfo_t *si, void *userda
 }
 
 static int epoch_spawn_gateway(EgressEpoch *ep) {
-        Manager *m = ep->manager;
+        EgressEpochs *ee = ep->owner;
         pid_t pid;
         int r;
 
@@ -139,7 +151,7 @@ static int epoch_spawn_gateway(EgressEpoch *ep) {
                 char pidbuf[32];
                 sigset_t none;
                 char *argv[] = {
-                        m->egress_gateway, (char *) "--policy", ep->policy_path,
+                        ee->gateway, (char *) "--policy", ep->policy_path,
                         (char *) "--idle-exit-sec", (char *) GATEWAY_IDLE_EXIT_SEC,
                         (char *) "--log-target", (char *) (log_to_journal() ? "journal" : "console"), NULL,
                 };
@@ -158,7 +170,7 @@ static int epoch_spawn_gateway(EgressEpoch *ep) {
                 _exit(127);
         }
         ep->gateway_pid = pid;
-        r = sd_event_add_child(m->event, &ep->child_source, pid, WEXITED, on_gateway_exit, ep);
+        r = sd_event_add_child(ee->event, &ep->child_source, pid, WEXITED, on_gateway_exit, ep);
         if (r < 0)
                 return r;
         return 0;
@@ -180,7 +192,7 @@ static int on_listen_ready(sd_event_source *s, int fd, uint32_t revents, void *u
 }
 
 static int epoch_listen_by_hand(EgressEpoch *ep) {
-        Manager *m = ep->manager;
+        EgressEpochs *ee = ep->owner;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -198,7 +210,7 @@ static int epoch_listen_by_hand(EgressEpoch *ep) {
         (void) chmod(ep->socket_path, 0600);
         if (listen(fd, SOMAXCONN) < 0)
                 return negative_errno();
-        r = sd_event_add_io(m->event, &ep->listen_source, fd, EPOLLIN, on_listen_ready, ep);
+        r = sd_event_add_io(ee->event, &ep->listen_source, fd, EPOLLIN, on_listen_ready, ep);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(ep->listen_source, "egress-listen");
@@ -207,7 +219,7 @@ static int epoch_listen_by_hand(EgressEpoch *ep) {
 }
 
 static int epoch_start_systemd(EgressEpoch *ep) {
-        Manager *m = ep->manager;
+        EgressEpochs *ee = ep->owner;
         sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_free_ char *unit = NULL;
         int r;
@@ -216,7 +228,7 @@ static int epoch_start_systemd(EgressEpoch *ep) {
                 return -ENOMEM;
         /* Rare (a policy change or start-up): a synchronous call keeps the socket in place
          * before any sandbox binds it. */
-        r = sd_bus_call_method(m->egress_bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+        r = sd_bus_call_method(ee->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                "org.freedesktop.systemd1.Manager", "StartUnit", &error, NULL, "ss", unit,
                                "replace");
         if (r < 0)
@@ -254,15 +266,15 @@ static int write_policy_file(const char *path, EgressPolicy *p) {
 }
 
 /* Make @p (ownership taken) the current epoch. */
-static int egress_rotate(Manager *m, EgressPolicy *p) {
+static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
         _cleanup_free_ char *dir = NULL;
-        EgressEpoch *ep, *old = m->egress_current;
+        EgressEpoch *ep, *old = ee->current;
         int r;
 
         if (!egress_policy_is_allowlist(p)) {
-                m->egress_current = NULL;
-                egress_policy_free(m->egress_policy);
-                m->egress_policy = p;
+                ee->current = NULL;
+                egress_policy_free(ee->policy);
+                ee->policy = p;
                 if (old)
                         egress_epoch_release(old);
                 return 0;
@@ -273,10 +285,10 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
                 egress_policy_free(p);
                 return -ENOMEM;
         }
-        *ep = (EgressEpoch) { .manager = m, .listen_fd = -EBADF, .refs = 1 };
+        *ep = (EgressEpoch) { .owner = ee, .listen_fd = -EBADF, .refs = 1 };
         ep->revision = strdup(egress_policy_revision(p));
         ep->policy = p;
-        if (asprintf(&dir, "%s/egress", m->runtime_dir) < 0 || !ep->revision ||
+        if (asprintf(&dir, "%s/egress", ee->runtime_dir) < 0 || !ep->revision ||
             asprintf(&ep->socket_path, "%s/%s.sock", dir, ep->revision) < 0 ||
             asprintf(&ep->policy_path, "%s/%s.json", dir, ep->revision) < 0) {
                 ep->policy = NULL;
@@ -284,8 +296,8 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
                 epoch_free(ep);
                 return -ENOMEM;
         }
-        ep->next = m->egress_epochs;
-        m->egress_epochs = ep;
+        ep->next = ee->epochs;
+        ee->epochs = ep;
 
         if (mkdir(dir, 0755) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Failed to create '%s': %m", dir);
@@ -296,9 +308,9 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
         if (r < 0)
                 return log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);
 
-        if (m->egress_under_systemd) {
+        if (ee->under_systemd) {
                 /* No fallback to a child here: it would share the service's empty network. */
-                r = m->egress_bus ? epoch_start_systemd(ep) : -ENOTCONN;
+                r = ee->bus ? epoch_start_systemd(ep) : -ENOTCONN;
                 if (r < 0)
                         ep->failed = true;
         } else {
@@ -308,8 +320,8 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
         }
 
         /* The epoch owns the policy in force now; the one kept for mode "none" goes. */
-        m->egress_policy = egress_policy_free(m->egress_policy);
-        m->egress_current = ep;
+        ee->policy = egress_policy_free(ee->policy);
+        ee->current = ep;
         if (old)
                 egress_epoch_release(old);
         log_struct(LOG_NOTICE,
@@ -323,11 +335,11 @@ static int egress_rotate(Manager *m, EgressPolicy *p) {
 
 /* After a crash the runtime directory (preserved) may hold the snapshots and sockets of revisions
  * nobody uses any more: stop their units and remove the files. */
-static void egress_clean_stale(Manager *m) {
+static void egress_clean_stale(EgressEpochs *ee) {
         _cleanup_free_ char *dir = NULL;
         DIR *d;
 
-        if (asprintf(&dir, "%s/egress", m->runtime_dir) < 0)
+        if (asprintf(&dir, "%s/egress", ee->runtime_dir) < 0)
                 return;
         d = opendir(dir);
         if (!d)
@@ -340,12 +352,12 @@ static void egress_clean_stale(Manager *m) {
                         continue;
                 memcpy(rev, de->d_name, l - 5);
                 rev[l - 5] = '\0';
-                if (m->egress_current && streq(rev, m->egress_current->revision))
+                if (ee->current && streq(rev, ee->current->revision))
                         continue;
-                if (m->egress_bus) {
+                if (ee->bus) {
                         char unit[128];
                         (void) snprintf(unit, sizeof(unit), "sandbox-runner-egress@%s.socket", rev);
-                        (void) sd_bus_call_method_async(m->egress_bus, NULL, "org.freedesktop.systemd1",
+                        (void) sd_bus_call_method_async(ee->bus, NULL, "org.freedesktop.systemd1",
                                                         "/org/freedesktop/systemd1",
                                                         "org.freedesktop.systemd1.Manager", "StopUnit",
                                                         NULL, NULL, "ss", unit, "replace");
@@ -358,33 +370,41 @@ static void egress_clean_stale(Manager *m) {
         closedir(d);
 }
 
-static const EgressPolicy *current_policy(Manager *m) {
-        return m->egress_current ? m->egress_current->policy : m->egress_policy;
+static const EgressPolicy *current_policy(EgressEpochs *ee) {
+        return ee->current ? ee->current->policy : ee->policy;
 }
 
 /* ---- set-up, API ----------------------------------------------------------------------------- */
 
-static char *network_settings_path(Manager *m) {
+static char *network_settings_path(EgressEpochs *ee) {
         char *p;
-        return asprintf(&p, "%s/settings/network.json", m->state_dir) < 0 ? NULL : p;
+        return asprintf(&p, "%s/settings/network.json", ee->state_dir) < 0 ? NULL : p;
 }
 
-int egress_setup(Manager *m, char **ret_error) {
-        _cleanup_free_ char *path = network_settings_path(m);
+int egress_epochs_new(sd_event *event, sd_bus *bus, const char *state_dir, const char *runtime_dir,
+                      const Config *config, EgressEpochs **ret, char **ret_error) {
+        _cleanup_(egress_epochs_freep) EgressEpochs *ee = NULL;
+        _cleanup_free_ char *path = NULL;
         EgressPolicy *p = NULL;
         int r;
 
-        if (!path)
+        ee = calloc(1, sizeof(*ee));
+        if (!ee)
                 return -ENOMEM;
-        m->egress_gateway = manager_find_helper("egress", "sandbox-runner-egress");
-        m->egress_bridge = manager_find_helper("bridge", "sandbox-runner-bridge");
+        ee->event = sd_event_ref(event);
+        ee->state_dir = strdup(state_dir);
+        ee->runtime_dir = strdup(runtime_dir);
+        path = network_settings_path(ee);
+        if (!ee->state_dir || !ee->runtime_dir || !path)
+                return -ENOMEM;
+        ee->gateway = find_helper("egress", "sandbox-runner-egress");
+        ee->bridge = find_helper("bridge", "sandbox-runner-bridge");
 
         /* Run as a systemd service, the gateway instances are units (the service itself has no
          * network: PrivateNetwork=yes); started by hand, we run them as children. */
         if (getenv("INVOCATION_ID")) {
-                m->egress_under_systemd = true;
-                if (sd_bus_open_system(&m->egress_bus) < 0)
-                        m->egress_bus = NULL;
+                ee->under_systemd = true;
+                ee->bus = bus ? sd_bus_ref(bus) : NULL;
         }
 
         if (access(path, F_OK) == 0) {
@@ -396,43 +416,51 @@ int egress_setup(Manager *m, char **ret_error) {
                 }
                 r = egress_policy_from_json(o, &p, ret_error);
         } else
-                r = egress_policy_new(m->config.network_mode == NETWORK_MODE_ALLOWLIST, m->config.network_allow,
-                                      m->config.network_mirrors, &p, ret_error);
+                r = egress_policy_new(config->network_mode == NETWORK_MODE_ALLOWLIST, config->network_allow,
+                                      config->network_mirrors, &p, ret_error);
         if (r < 0)
                 return r;
-        r = egress_rotate(m, p);
-        if (r >= 0)
-                egress_clean_stale(m);
-        return r;
+        r = egress_rotate(ee, p);
+        if (r < 0)
+                return r;
+        egress_clean_stale(ee);
+        *ret = STEAL(ee);
+        return 0;
 }
 
-void egress_teardown(Manager *m) {
-        m->egress_current = NULL;
-        while (m->egress_epochs)
-                epoch_free(m->egress_epochs);
-        m->egress_policy = egress_policy_free(m->egress_policy);
-        m->egress_bus = sd_bus_flush_close_unref(m->egress_bus);
-        free(m->egress_gateway);
-        free(m->egress_bridge);
-        m->egress_gateway = m->egress_bridge = NULL;
+EgressEpochs *egress_epochs_free(EgressEpochs *ee) {
+        if (!ee)
+                return NULL;
+        ee->current = NULL;
+        while (ee->epochs)
+                epoch_free(ee->epochs);
+        ee->policy = egress_policy_free(ee->policy);
+        ee->bus = sd_bus_unref(ee->bus);   /* the owner flushes and closes it */
+        sd_event_unref(ee->event);
+        free(ee->gateway);
+        free(ee->bridge);
+        free(ee->state_dir);
+        free(ee->runtime_dir);
+        free(ee);
+        return NULL;
 }
 
-json_object *egress_current_json(Manager *m) {
-        return egress_policy_to_json(current_policy(m));
+json_object *egress_current_json(EgressEpochs *ee) {
+        return egress_policy_to_json(current_policy(ee));
 }
 
-int egress_set_policy(Manager *m, json_object *body, char **ret_error) {
-        _cleanup_free_ char *path = network_settings_path(m), *tmp = NULL, *dir = NULL;
+int egress_set_policy(EgressEpochs *ee, json_object *body, char **ret_error) {
+        _cleanup_free_ char *path = network_settings_path(ee), *tmp = NULL, *dir = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         EgressPolicy *p = NULL;
         int r;
 
-        if (!path || asprintf(&tmp, "%s.tmp", path) < 0 || asprintf(&dir, "%s/settings", m->state_dir) < 0)
+        if (!path || asprintf(&tmp, "%s.tmp", path) < 0 || asprintf(&dir, "%s/settings", ee->state_dir) < 0)
                 return -ENOMEM;
         r = egress_policy_from_json(body, &p, ret_error);
         if (r < 0)
                 return r;
-        if (streq(egress_policy_revision(p), egress_policy_revision(current_policy(m)))) {
+        if (streq(egress_policy_revision(p), egress_policy_revision(current_policy(ee)))) {
                 egress_policy_free(p);
                 return 0;   /* same content, same revision: nothing rotates */
         }
@@ -449,20 +477,20 @@ int egress_set_policy(Manager *m, json_object *body, char **ret_error) {
                 egress_policy_free(p);
                 return r;
         }
-        return egress_rotate(m, p);
+        return egress_rotate(ee, p);
 }
 
-int egress_epoch_acquire(Manager *m, EgressEpoch **ret, const char **ret_reason) {
-        EgressEpoch *ep = m->egress_current;
+int egress_epoch_acquire(EgressEpochs *ee, EgressEpoch **ret, const char **ret_reason) {
+        EgressEpoch *ep = ee->current;
 
         *ret = NULL;
         if (!ep)
                 return 0;   /* mode none: no network at all */
-        if (!m->egress_bridge) {
+        if (!ee->bridge) {
                 *ret_reason = "the sandbox-runner-bridge helper is not installed";
                 return -EOPNOTSUPP;
         }
-        if (!ep->systemd && !m->egress_gateway) {
+        if (!ep->systemd && !ee->gateway) {
                 *ret_reason = "the sandbox-runner-egress gateway is not installed";
                 return -EOPNOTSUPP;
         }
@@ -475,9 +503,9 @@ int egress_epoch_acquire(Manager *m, EgressEpoch **ret, const char **ret_reason)
         return 0;
 }
 
-void egress_health(Manager *m, json_object *o) {
-        const EgressPolicy *p = current_policy(m);
-        EgressEpoch *ep = m->egress_current;
+void egress_health(EgressEpochs *ee, json_object *o) {
+        const EgressPolicy *p = current_policy(ee);
+        EgressEpoch *ep = ee->current;
         const char *reason = NULL;
         bool available = true;
 
@@ -485,14 +513,14 @@ void egress_health(Manager *m, json_object *o) {
         if (ep) {
                 json_object_object_add(o, "revision", json_object_new_string(ep->revision));
                 json_object_object_add(o, "gateway", json_object_new_string(
-                                ep->systemd || m->egress_under_systemd ? "systemd" : "child"));
+                                ep->systemd || ee->under_systemd ? "systemd" : "child"));
                 json_object_object_add(o, "gatewayRunning",
                                        json_object_new_boolean(ep->systemd || ep->gateway_pid > 0));
-                if (!m->egress_bridge)
+                if (!ee->bridge)
                         reason = "the sandbox-runner-bridge helper is not installed";
                 else if (ep->failed)
                         reason = "the gateway unit sandbox-runner-egress@.socket could not be started";
-                else if (!ep->systemd && !m->egress_gateway)
+                else if (!ep->systemd && !ee->gateway)
                         reason = "the sandbox-runner-egress gateway is not installed";
                 available = !reason;
         } else

@@ -117,57 +117,12 @@ static uint64_t cap(uint64_t requested, uint64_t maximum) {
         return MIN(requested, maximum);
 }
 
-int execution_request_parse(json_object *body, ExecutionKind kind, const ExecutionMaxima *max,
-                            ExecutionRequest **ret, char **ret_why) {
-        _cleanup_(execution_request_freep) ExecutionRequest *r = NULL;
-        const char *s, *language = NULL, *code = NULL, *command = NULL;
-        json_object *v, *argv = NULL;
+/* The program: 'command' (a shell run), or 'argv', or 'language' with 'code'. */
+static int parse_program(json_object *body, ExecutionKind kind, ExecutionRequest *r, char **ret_why) {
+        const char *language = NULL, *code = NULL, *command = NULL;
+        json_object *argv = NULL;
         size_t n = 0;
-        uint64_t u;
-        bool set;
         int k;
-
-        *ret_why = NULL;
-        if (!json_object_is_type(body, json_type_object))
-                return bad(ret_why, "the body must be a JSON object");
-
-        /* kernelMode first: "persistent" is refused before anything else is looked at. */
-        k = get_string(body, "kernelMode", false, &s, NULL, ret_why);
-        if (k < 0)
-                return k;
-        if (s && streq(s, "persistent"))
-                return -EPROTONOSUPPORT;
-        if (s && !streq(s, "ephemeral"))
-                return bad(ret_why, "'kernelMode' must be 'ephemeral' (or omitted)");
-
-        json_object_object_foreach(body, key, val) {
-                (void) val;
-                if (!known_key(kind, key))
-                        return bad(ret_why, "unknown field '%.64s'", key);
-        }
-
-        r = calloc(1, sizeof(*r));
-        if (!r)
-                return -ENOMEM;
-
-        k = get_string(body, "executionId", false, &s, NULL, ret_why);
-        if (k < 0)
-                return k;
-        if (s) {
-                if (!workspace_id_valid(s))
-                        return bad(ret_why, "'executionId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
-                r->execution_id = strdup(s);
-                if (!r->execution_id)
-                        return -ENOMEM;
-        }
-        k = get_string(body, "workspaceId", false, &s, NULL, ret_why);
-        if (k < 0)
-                return k;
-        if (s && !workspace_id_valid(s))
-                return bad(ret_why, "'workspaceId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
-        r->workspace_id = strdup(s ?: "default");
-        if (!r->workspace_id)
-                return -ENOMEM;
 
         if (kind == EXECUTION_KIND_SHELL) {
                 k = get_string(body, "command", false, &command, &n, ret_why);
@@ -242,65 +197,43 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
                         r->code_size = n;
                 }
         }
+        return 0;
+}
 
-        k = get_string(body, "stdin", true, &s, &n, ret_why);
-        if (k < 0)
-                return k;
-        if (s) {
-                if (dup_string(s, n, &r->stdin_data) < 0)
+/* 'env': names checked, values as "NAME=value". */
+static int parse_env(json_object *v, ExecutionRequest *r, char **ret_why) {
+        size_t count = 0;
+
+        if (!json_object_is_type(v, json_type_object))
+                return bad(ret_why, "'env' must be an object of strings");
+        json_object_object_foreach(v, name, value) {
+                char *kv;
+
+                if (++count > EXECUTION_ENV_MAX)
+                        return bad(ret_why, "'env' has more than %u entries", EXECUTION_ENV_MAX);
+                if (!sandbox_env_name_valid(name))
+                        return bad(ret_why, "'env' name '%.64s' is not allowed ([A-Za-z_][A-Za-z0-9_]*, "
+                                   "not PATH, HOME, LANG, TMPDIR, USER, LOGNAME, SHELL, PWD, proxies or LD_*)",
+                                   name);
+                if (!json_object_is_type(value, json_type_string) ||
+                    (size_t) json_object_get_string_len(value) > EXECUTION_ENV_VALUE_MAX ||
+                    strlen(json_object_get_string(value)) != (size_t) json_object_get_string_len(value))
+                        return bad(ret_why, "'env.%.64s' must be a string of at most %u bytes", name,
+                                   EXECUTION_ENV_VALUE_MAX);
+                if (asprintf(&kv, "%s=%s", name, json_object_get_string(value)) < 0)
                         return -ENOMEM;
-                r->stdin_size = n;
+                if (strv_consume(&r->env, kv) < 0)
+                        return -ENOMEM;
         }
+        return 0;
+}
 
-        if (json_object_object_get_ex(body, "env", &v) && !json_object_is_type(v, json_type_null)) {
-                size_t count = 0;
-
-                if (!json_object_is_type(v, json_type_object))
-                        return bad(ret_why, "'env' must be an object of strings");
-                json_object_object_foreach(v, name, value) {
-                        char *kv;
-
-                        if (++count > EXECUTION_ENV_MAX)
-                                return bad(ret_why, "'env' has more than %u entries", EXECUTION_ENV_MAX);
-                        if (!sandbox_env_name_valid(name))
-                                return bad(ret_why, "'env' name '%.64s' is not allowed ([A-Za-z_][A-Za-z0-9_]*, "
-                                           "not PATH, HOME, LANG, TMPDIR, USER, LOGNAME, SHELL, PWD, proxies or LD_*)",
-                                           name);
-                        if (!json_object_is_type(value, json_type_string) ||
-                            (size_t) json_object_get_string_len(value) > EXECUTION_ENV_VALUE_MAX ||
-                            strlen(json_object_get_string(value)) != (size_t) json_object_get_string_len(value))
-                                return bad(ret_why, "'env.%.64s' must be a string of at most %u bytes", name,
-                                           EXECUTION_ENV_VALUE_MAX);
-                        if (asprintf(&kv, "%s=%s", name, json_object_get_string(value)) < 0)
-                                return -ENOMEM;
-                        if (strv_consume(&r->env, kv) < 0)
-                                return -ENOMEM;
-                }
-        }
-
-        k = get_string(body, "cwd", false, &s, NULL, ret_why);
-        if (k < 0)
-                return k;
-        if (s) {
-                /* Accept the "/workspace/…" spelling of the same place (leading slashes after it are
-                 * dropped: the result is always below /workspace). */
-                if (strneq(s, SANDBOX_WORKSPACE, strlen(SANDBOX_WORKSPACE)) &&
-                    (s[strlen(SANDBOX_WORKSPACE)] == '/' || s[strlen(SANDBOX_WORKSPACE)] == '\0'))
-                        s += strlen(SANDBOX_WORKSPACE);
-                while (*s == '/')
-                        s++;
-                if (!sandbox_cwd_valid(s))
-                        return bad(ret_why, "'cwd' must be a relative path below /workspace without '.' or '..'");
-        }
-        r->cwd = strdup(s ?: "");
-        if (!r->cwd)
-                return -ENOMEM;
-
-        /* Like the limits, the wall-clock limit is capped by the configured maximum. */
-        k = get_u64(body, "timeoutMs", 1, UINT64_MAX / USEC_PER_MSEC, &set, &u, ret_why);
-        if (k < 0)
-                return k;
-        r->timeout_usec = set ? MIN(u * USEC_PER_MSEC, max->max_timeout_usec) : max->default_timeout_usec;
+/* The limits: the configured ones, lowered by the request's 'limits'. */
+static int parse_limits(json_object *body, const ExecutionMaxima *max, ExecutionRequest *r, char **ret_why) {
+        json_object *v;
+        uint64_t u;
+        bool set;
+        int k;
 
         r->memory_max = max->memory_max;
         r->tasks_max = max->tasks_max;
@@ -329,6 +262,107 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
                 if (set)
                         r->cpu_quota_percent = (unsigned) cap(u, max->cpu_quota_percent);
         }
+        return 0;
+}
+
+int execution_request_parse(json_object *body, ExecutionKind kind, const ExecutionMaxima *max,
+                            ExecutionRequest **ret, char **ret_why) {
+        _cleanup_(execution_request_freep) ExecutionRequest *r = NULL;
+        const char *s;
+        json_object *v;
+        size_t n = 0;
+        uint64_t u;
+        bool set;
+        int k;
+
+        *ret_why = NULL;
+        if (!json_object_is_type(body, json_type_object))
+                return bad(ret_why, "the body must be a JSON object");
+
+        /* kernelMode first: "persistent" is refused before anything else is looked at. */
+        k = get_string(body, "kernelMode", false, &s, NULL, ret_why);
+        if (k < 0)
+                return k;
+        if (s && streq(s, "persistent"))
+                return -EPROTONOSUPPORT;
+        if (s && !streq(s, "ephemeral"))
+                return bad(ret_why, "'kernelMode' must be 'ephemeral' (or omitted)");
+
+        json_object_object_foreach(body, key, val) {
+                (void) val;
+                if (!known_key(kind, key))
+                        return bad(ret_why, "unknown field '%.64s'", key);
+        }
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+
+        k = get_string(body, "executionId", false, &s, NULL, ret_why);
+        if (k < 0)
+                return k;
+        if (s) {
+                if (!workspace_id_valid(s))
+                        return bad(ret_why, "'executionId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
+                r->execution_id = strdup(s);
+                if (!r->execution_id)
+                        return -ENOMEM;
+        }
+        k = get_string(body, "workspaceId", false, &s, NULL, ret_why);
+        if (k < 0)
+                return k;
+        if (s && !workspace_id_valid(s))
+                return bad(ret_why, "'workspaceId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
+        r->workspace_id = strdup(s ?: "default");
+        if (!r->workspace_id)
+                return -ENOMEM;
+
+        k = parse_program(body, kind, r, ret_why);
+        if (k < 0)
+                return k;
+
+        k = get_string(body, "stdin", true, &s, &n, ret_why);
+        if (k < 0)
+                return k;
+        if (s) {
+                if (dup_string(s, n, &r->stdin_data) < 0)
+                        return -ENOMEM;
+                r->stdin_size = n;
+        }
+
+        if (json_object_object_get_ex(body, "env", &v) && !json_object_is_type(v, json_type_null)) {
+                k = parse_env(v, r, ret_why);
+                if (k < 0)
+                        return k;
+        }
+
+        k = get_string(body, "cwd", false, &s, NULL, ret_why);
+        if (k < 0)
+                return k;
+        if (s) {
+                /* Accept the "/workspace/…" spelling of the same place (leading slashes after it are
+                 * dropped: the result is always below /workspace). */
+                if (strneq(s, SANDBOX_WORKSPACE, strlen(SANDBOX_WORKSPACE)) &&
+                    (s[strlen(SANDBOX_WORKSPACE)] == '/' || s[strlen(SANDBOX_WORKSPACE)] == '\0'))
+                        s += strlen(SANDBOX_WORKSPACE);
+                while (*s == '/')
+                        s++;
+                if (!sandbox_cwd_valid(s))
+                        return bad(ret_why, "'cwd' must be a relative path below /workspace without '.' or '..'");
+        }
+        r->cwd = strdup(s ?: "");
+        if (!r->cwd)
+                return -ENOMEM;
+
+        /* Like the limits, the wall-clock limit is capped by the configured maximum. */
+        k = get_u64(body, "timeoutMs", 1, UINT64_MAX / USEC_PER_MSEC, &set, &u, ret_why);
+        if (k < 0)
+                return k;
+        r->timeout_usec = set ? MIN(u * USEC_PER_MSEC, max->max_timeout_usec) : max->default_timeout_usec;
+
+        k = parse_limits(body, max, r, ret_why);
+        if (k < 0)
+                return k;
 
         *ret = STEAL(r);
         return 0;

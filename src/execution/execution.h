@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One execution: lease, sandbox launch in its scope, output capture, limits, result, records. */
+/*
+ * One execution: lease, sandbox launch in its scope, output capture, limits, result, records.
+ * What a run depends on comes in with its ExecutionContext (filled by the daemon once, before its
+ * loop runs): the loop, configuration values, the probes' findings, the keeper pool, the records,
+ * the snapshot store, the egress epochs, and two callbacks up (busy, snapshot published). The
+ * module calls sandbox/, workspace/, egress/, config/ and util/, nothing of core/ or above.
+ */
 #pragma once
 
 #include <json-c/json.h>
@@ -7,28 +13,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "execution/execution-context.h"
 #include "execution/execution-request.h"
+#include "execution/execution-status.h"
 
-typedef struct Manager Manager;
-typedef struct Execution Execution;
 typedef struct ExecutionWatch ExecutionWatch;
 
-typedef enum ExecutionStatus {
-        EXECUTION_STATUS_RUNNING,
-        EXECUTION_STATUS_EXITED,
-        EXECUTION_STATUS_SIGNALED,
-        EXECUTION_STATUS_TIMEOUT,
-        EXECUTION_STATUS_MEMORY_LIMIT,
-        EXECUTION_STATUS_TASKS_LIMIT,
-        EXECUTION_STATUS_WORKSPACE_QUOTA_EXCEEDED,
-        EXECUTION_STATUS_CANCELLED,
-        EXECUTION_STATUS_INTERRUPTED,
-        EXECUTION_STATUS_FAILED,            /* the sandbox could not be started */
-        _EXECUTION_STATUS_MAX,
-        _EXECUTION_STATUS_INVALID = -22,
-} ExecutionStatus;
-
-const char *execution_status_to_string(ExecutionStatus s);
 
 typedef void (*ExecutionDoneFn)(Execution *e, void *userdata);
 
@@ -36,8 +26,13 @@ typedef void (*ExecutionDoneFn)(Execution *e, void *userdata);
  * execution_new() - create an execution for a validated request (ownership of @req moves in).
  * Return: 0 or -errno.
  */
-int execution_new(Manager *m, ExecutionRequest *req, Execution **ret);
-/* execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once. */
+int execution_new(ExecutionContext *c, ExecutionRequest *req, Execution **ret);
+/*
+ * execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once.
+ * Return: 0 once the run is under way (or waits for its lease, or ended at once without a failure,
+ * a workspace over its quota), -errno if it could not be started: the run is failed then
+ * (execution_failure() says why), and @done has run already if it finished.
+ */
 int execution_start(Execution *e, ExecutionDoneFn done, void *userdata);
 /* execution_cancel() - stop the run (the scope is killed); it finishes with @reason. */
 void execution_cancel(Execution *e, ExecutionStatus reason);
@@ -46,14 +41,6 @@ void execution_detach(Execution *e);
 /* execution_free_later() - free from the event loop (safe inside callbacks). */
 void execution_free_later(Execution *e);
 Execution *execution_free(Execution *e);
-/* execution_keeper_reaps_flush() - kill and reap the released keepers still exiting, without the
- * loop (shutdown, after it ended: the loop reaps them otherwise, and the daemon is busy until then,
- * so that neither the idle exit nor SIGTERM needs this but when the stop timer ran out). */
-void execution_keeper_reaps_flush(Manager *m);
-
-/* execution_quota_cache_flush() - drop the quota watchers kept between runs (shutdown). */
-void execution_quota_cache_flush(Manager *m);
-
 Execution *execution_next(const Execution *e);
 const char *execution_id(const Execution *e);
 const char *execution_workspace(const Execution *e);
@@ -69,7 +56,7 @@ json_object *execution_record_json_full(const Execution *e, bool for_disk);
 void execution_set_managed(Execution *e);
 bool execution_is_managed(const Execution *e);
 /* execution_find() - a run this daemon knows in memory (running or recently finished). */
-Execution *execution_find(Manager *m, const char *id);
+Execution *execution_find(ExecutionContext *c, const char *id);
 
 /*
  * execution_watch_add() - call @cb whenever the run writes to its logs, when it finishes, and
@@ -84,6 +71,6 @@ Execution *execution_watch_execution(const ExecutionWatch *w);
 int execution_failure(const Execution *e, const char **ret_message);
 
 /* The keeper pool's attach hooks with the daemon's own cgroups (keeper_pool_set_attach(), with
- * the Manager): a keeper started ahead goes into a fresh cgroup while the loop is idle. */
+ * the CgroupRoot): a keeper started ahead goes into a fresh cgroup while the loop is idle. */
 void *execution_keeper_attach(pid_t pid, void *userdata);
 void execution_keeper_detach(void *attached, void *userdata);

@@ -57,10 +57,9 @@ static void scope_job_finished(Scope *s, const char *result) {
 
 static int start_send(Scope *s);
 
-int scope_manager_new(sd_event *e, ScopeManager **ret) {
+int scope_manager_new(sd_event *e, sd_bus *bus, ScopeManager **ret) {
         ScopeManager *sm;
         struct stat st;
-        int r;
 
         sm = calloc(1, sizeof(*sm));
         if (!sm)
@@ -68,17 +67,9 @@ int scope_manager_new(sd_event *e, ScopeManager **ret) {
         sm->event = sd_event_ref(e);
         sm->unified = stat("/sys/fs/cgroup/cgroup.controllers", &st) == 0;
 
-        r = sd_bus_open_system(&sm->bus);
-        if (r < 0)
-                goto fail;
-        r = sd_bus_attach_event(sm->bus, e, SD_EVENT_PRIORITY_NORMAL);
-        if (r < 0)
-                goto fail;
+        sm->bus = sd_bus_ref(bus);
         *ret = sm;
         return 0;
-fail:
-        scope_manager_free(sm);
-        return r;
 }
 
 ScopeManager *scope_manager_free(ScopeManager *sm) {
@@ -87,7 +78,7 @@ ScopeManager *scope_manager_free(ScopeManager *sm) {
         while (sm->scopes)
                 scope_free(sm->scopes);
         sm->job_removed_slot = sd_bus_slot_unref(sm->job_removed_slot);
-        sm->bus = sd_bus_flush_close_unref(sm->bus);
+        sm->bus = sd_bus_unref(sm->bus);   /* the owner flushes and closes it */
         sd_event_unref(sm->event);
         free(sm);
         return NULL;

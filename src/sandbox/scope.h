@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #define SCOPE_SLICE "sandbox-runner.slice"
@@ -31,10 +32,10 @@ typedef struct ScopeAccounting {
 typedef void (*ScopeStartedFn)(Scope *s, int error, const char *error_message, void *userdata);
 
 /*
- * scope_manager_new() - connect to the system bus and subscribe to job signals.
- * Return: 0, or -errno when no bus can be had (the caller reports scopes as unavailable).
+ * scope_manager_new() - scopes over @bus, the daemon's system bus (attached to @e; referenced,
+ * flushed and closed by its owner after scope_manager_free()). Return: 0 or -ENOMEM.
  */
-int scope_manager_new(sd_event *e, ScopeManager **ret);
+int scope_manager_new(sd_event *e, sd_bus *bus, ScopeManager **ret);
 ScopeManager *scope_manager_free(ScopeManager *sm);
 
 /*
