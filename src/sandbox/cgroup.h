@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "sandbox/scope.h"      /* ScopeLimits, ScopeAccounting: the same limits, the same accounting */
+#include "sandbox/limits.h"     /* ScopeLimits, ScopeAccounting: the same limits, the same accounting */
 
 typedef struct CgroupRoot CgroupRoot;
 typedef struct Cgroup Cgroup;

@@ -8,26 +8,13 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "sandbox/limits.h"
+
 #define SCOPE_SLICE "sandbox-runner.slice"
 #define SCOPE_PREFIX "sandbox-runner-x-"
 
 typedef struct ScopeManager ScopeManager;
 typedef struct Scope Scope;
-
-typedef struct ScopeLimits {
-        uint64_t memory_max;            /* 0 = none */
-        uint64_t tasks_max;             /* 0 = none */
-        unsigned cpu_quota_percent;     /* 0 = none */
-} ScopeLimits;
-
-typedef struct ScopeAccounting {
-        uint64_t memory_peak;           /* UINT64_MAX = unknown */
-        uint64_t cpu_usage_nsec;        /* UINT64_MAX = unknown */
-        uint64_t tasks_peak;            /* UINT64_MAX = unknown */
-        uint64_t oom_kills;             /* kills by the memory limit */
-        uint64_t tasks_max_hits;        /* fork()s refused by the tasks limit */
-        uint64_t memory_max_hits;       /* times the memory limit was reached (reclaim, then OOM) */
-} ScopeAccounting;
 
 typedef void (*ScopeStartedFn)(Scope *s, int error, const char *error_message, void *userdata);
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The shape of src/: the include graph between modules, the largest files, the longest functions.
 
-    source-map.py [--src DIR] [--dot] [--top N] [--check]
+    source-map.py [--src DIR] [--dot] [--top N] [--check] [--doc docs/architecture.md]
 
 A module is a folder below src/ (src/workspace/cas/ counts as workspace/cas); an include of
 "module/name.h" from a file of another module is an edge between the two. The report lists the
@@ -12,6 +12,8 @@ N longest functions.
 
 --check fails (exit 1) when there is a circle between modules, a file in src/ over FILE_MAX lines,
 or a function over FUNCTION_MAX lines: the limits docs/architecture.md sets for the tree.
+--doc FILE also checks the table of the section "## Module map" of FILE: each module of src/ has
+a row, each row a module, and each include between modules is one that its row allows.
 --dot prints the module graph in Graphviz's dot language instead.
 """
 
@@ -52,9 +54,30 @@ def resolve(inc, path, src):
     return None
 
 
+def doc_rules(path):
+    """{module: set of modules it may include} from the table of the section "## Module map"."""
+    rules, inside = {}, False
+    with open(path) as fh:
+        for line in fh:
+            if line.startswith("## "):
+                inside = line.strip() == "## Module map"
+                continue
+            if not inside or not line.startswith("| `"):
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 3:
+                continue
+            name = re.findall(r"`([^`]+)`", cells[0])[0]
+            allowed = re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", cells[2]))
+            rules[name] = set(allowed)
+    return rules
+
+
 def unit_of(path, src):
-    """A .c file and its .h are one unit: src/execution/execution.{c,h} is execution/execution."""
-    return os.path.splitext(os.path.relpath(path, src))[0]
+    """A .c file and its .h are one unit: src/execution/execution.{c,h} is execution/execution; a
+    private header X-internal.h is X's (the files split out of X include it, and it X's header)."""
+    u = os.path.splitext(os.path.relpath(path, src))[0]
+    return u[:-len("-internal")] if u.endswith("-internal") else u
 
 
 def graph(src, key=module_of):
@@ -149,6 +172,7 @@ def main():
     ap.add_argument("--dot", action="store_true")
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--doc")
     a = ap.parse_args()
     src = os.path.abspath(a.src)
 
@@ -202,6 +226,20 @@ def main():
     bad = [f"circle between modules: {' <-> '.join(c)}" for c in cyc]
     bad += [f"{f}: {n} lines (limit {FILE_MAX})" for n, f in sizes if n > FILE_MAX]
     bad += [f"{f}: {n} lines (limit {FUNCTION_MAX})" for n, f in funcs if n > FUNCTION_MAX]
+    if a.doc:
+        rules = doc_rules(a.doc)
+        if not rules:
+            bad.append(f"{a.doc}: no table in a section '## Module map'")
+        for m in sorted(edges):
+            if m not in rules:
+                bad.append(f"module {m} has no row in the module map of {a.doc}")
+                continue
+            for t in sorted(edges[m]):
+                if t not in rules[m]:
+                    bad.append(f"{m} includes {t}, which its row in {a.doc} does not allow: "
+                               + "; ".join(edges[m][t][:3]))
+        for m in sorted(set(rules) - set(edges)):
+            bad.append(f"{a.doc} has a row for {m}, which is no module of src/")
     for b in bad:
         print("not ok: " + b)
     print(f"{0 if bad else 1} passed, {1 if bad else 0} failed")
