@@ -117,93 +117,176 @@ static uint64_t cap(uint64_t requested, uint64_t maximum) {
         return MIN(requested, maximum);
 }
 
-/* The program: 'command' (a shell run), or 'argv', or 'language' with 'code'. */
-static int parse_program(json_object *body, ExecutionKind kind, ExecutionRequest *r, char **ret_why) {
-        const char *language = NULL, *code = NULL, *command = NULL;
-        json_object *argv = NULL;
-        size_t n = 0;
+/* kernelMode first: "persistent" is refused before anything else is looked at. */
+static int parse_kernel_mode(json_object *body, char **ret_why) {
+        const char *s;
         int k;
 
-        if (kind == EXECUTION_KIND_SHELL) {
-                k = get_string(body, "command", false, &command, &n, ret_why);
-                if (k < 0)
-                        return k;
-                if (!command || n == 0)
-                        return bad(ret_why, "'command' is required and must not be empty");
-                if (strlen(command) != n || n > EXECUTION_ARG_BYTES_MAX)
-                        return bad(ret_why, "'command' must not contain NUL and must be shorter than %u bytes",
-                                   EXECUTION_ARG_BYTES_MAX + 1);
-                if (strv_extend(&r->argv, "/bin/sh") < 0 || strv_extend(&r->argv, "-c") < 0 ||
-                    strv_extend(&r->argv, command) < 0)
-                        return -ENOMEM;
-        } else {
-                k = get_string(body, "language", false, &language, NULL, ret_why);
-                if (k < 0)
-                        return k;
-                k = get_string(body, "code", true, &code, &n, ret_why);
-                if (k < 0)
-                        return k;
-                (void) json_object_object_get_ex(body, "argv", &argv);
-                if (argv && json_object_is_type(argv, json_type_null))
-                        argv = NULL;
+        k = get_string(body, "kernelMode", false, &s, NULL, ret_why);
+        if (k < 0)
+                return k;
+        if (s && streq(s, "persistent"))
+                return -EPROTONOSUPPORT;
+        if (s && !streq(s, "ephemeral"))
+                return bad(ret_why, "'kernelMode' must be 'ephemeral' (or omitted)");
+        return 0;
+}
 
-                if (argv && (language || code))
-                        return bad(ret_why, "give either 'argv' or 'language' with 'code', not both");
-                if (argv) {
-                        size_t len;
-
-                        if (!json_object_is_type(argv, json_type_array))
-                                return bad(ret_why, "'argv' must be an array of strings");
-                        len = json_object_array_length(argv);
-                        if (len == 0 || len > EXECUTION_ARGV_MAX)
-                                return bad(ret_why, "'argv' must have 1 to %u elements", EXECUTION_ARGV_MAX);
-                        for (size_t i = 0; i < len; i++) {
-                                json_object *e = json_object_array_get_idx(argv, i);
-                                const char *a;
-
-                                if (!json_object_is_type(e, json_type_string))
-                                        return bad(ret_why, "'argv[%zu]' must be a string", i);
-                                a = json_object_get_string(e);
-                                if (strlen(a) != (size_t) json_object_get_string_len(e))
-                                        return bad(ret_why, "'argv[%zu]' must not contain NUL", i);
-                                if (strlen(a) > EXECUTION_ARG_BYTES_MAX || (i == 0 && a[0] == '\0'))
-                                        return bad(ret_why, "'argv[%zu]' is empty or too long", i);
-                                if (strv_extend(&r->argv, a) < 0)
-                                        return -ENOMEM;
-                        }
-                } else {
-                        if (!language)
-                                return bad(ret_why, "'language' (python, shell, r) with 'code', or 'argv', is required");
-                        if (!code)
-                                return bad(ret_why, "'code' is required with 'language'");
-                        if (streq(language, "python")) {
-                                if (strv_extend(&r->argv, "python3") < 0 || strv_extend(&r->argv, "-c") < 0 ||
-                                    strv_extend(&r->argv, PYTHON_RUNNER) < 0)
-                                        return -ENOMEM;
-                        } else if (streq(language, "shell")) {
-                                if (strv_extend(&r->argv, "/bin/sh") < 0 ||
-                                    strv_extend(&r->argv, EXECUTION_CODE_PATH) < 0)
-                                        return -ENOMEM;
-                        } else if (streq(language, "r")) {
-                                if (strv_extend(&r->argv, "Rscript") < 0 ||
-                                    strv_extend(&r->argv, "--no-save") < 0 ||
-                                    strv_extend(&r->argv, EXECUTION_CODE_PATH) < 0)
-                                        return -ENOMEM;
-                        } else
-                                return bad(ret_why, "'language' must be one of python, shell, r");
-                        r->language = strdup(language);
-                        if (!r->language || dup_string(code, n, &r->code) < 0)
-                                return -ENOMEM;
-                        r->code_size = n;
-                }
+static int check_keys(json_object *body, ExecutionKind kind, char **ret_why) {
+        json_object_object_foreach(body, key, val) {
+                (void) val;
+                if (!known_key(kind, key))
+                        return bad(ret_why, "unknown field '%.64s'", key);
         }
         return 0;
 }
 
-/* 'env': names checked, values as "NAME=value". */
-static int parse_env(json_object *v, ExecutionRequest *r, char **ret_why) {
+static int parse_ids(json_object *body, ExecutionRequest *r, char **ret_why) {
+        const char *s;
+        int k;
+
+        k = get_string(body, "executionId", false, &s, NULL, ret_why);
+        if (k < 0)
+                return k;
+        if (s) {
+                if (!workspace_id_valid(s))
+                        return bad(ret_why, "'executionId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
+                r->execution_id = strdup(s);
+                if (!r->execution_id)
+                        return -ENOMEM;
+        }
+        k = get_string(body, "workspaceId", false, &s, NULL, ret_why);
+        if (k < 0)
+                return k;
+        if (s && !workspace_id_valid(s))
+                return bad(ret_why, "'workspaceId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
+        r->workspace_id = strdup(s ?: "default");
+        if (!r->workspace_id)
+                return -ENOMEM;
+        return 0;
+}
+
+/* /execute-shell, /shell-executions: "command", run by /bin/sh -c. */
+static int parse_command(json_object *body, ExecutionRequest *r, char **ret_why) {
+        const char *command = NULL;
+        size_t n = 0;
+        int k;
+
+        k = get_string(body, "command", false, &command, &n, ret_why);
+        if (k < 0)
+                return k;
+        if (!command || n == 0)
+                return bad(ret_why, "'command' is required and must not be empty");
+        if (strlen(command) != n || n > EXECUTION_ARG_BYTES_MAX)
+                return bad(ret_why, "'command' must not contain NUL and must be shorter than %u bytes",
+                           EXECUTION_ARG_BYTES_MAX + 1);
+        if (strv_extend(&r->argv, "/bin/sh") < 0 || strv_extend(&r->argv, "-c") < 0 ||
+            strv_extend(&r->argv, command) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* "argv": 1..EXECUTION_ARGV_MAX strings, the first not empty. */
+static int parse_argv(json_object *argv, ExecutionRequest *r, char **ret_why) {
+        size_t len;
+
+        if (!json_object_is_type(argv, json_type_array))
+                return bad(ret_why, "'argv' must be an array of strings");
+        len = json_object_array_length(argv);
+        if (len == 0 || len > EXECUTION_ARGV_MAX)
+                return bad(ret_why, "'argv' must have 1 to %u elements", EXECUTION_ARGV_MAX);
+        for (size_t i = 0; i < len; i++) {
+                json_object *e = json_object_array_get_idx(argv, i);
+                const char *a;
+
+                if (!json_object_is_type(e, json_type_string))
+                        return bad(ret_why, "'argv[%zu]' must be a string", i);
+                a = json_object_get_string(e);
+                if (strlen(a) != (size_t) json_object_get_string_len(e))
+                        return bad(ret_why, "'argv[%zu]' must not contain NUL", i);
+                if (strlen(a) > EXECUTION_ARG_BYTES_MAX || (i == 0 && a[0] == '\0'))
+                        return bad(ret_why, "'argv[%zu]' is empty or too long", i);
+                if (strv_extend(&r->argv, a) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+/* "language" with "code" (@n bytes): the interpreter's command line; the code goes to a file. */
+static int parse_language(const char *language, const char *code, size_t n, ExecutionRequest *r,
+                          char **ret_why) {
+        if (!language)
+                return bad(ret_why, "'language' (python, shell, r) with 'code', or 'argv', is required");
+        if (!code)
+                return bad(ret_why, "'code' is required with 'language'");
+        if (streq(language, "python")) {
+                if (strv_extend(&r->argv, "python3") < 0 || strv_extend(&r->argv, "-c") < 0 ||
+                    strv_extend(&r->argv, PYTHON_RUNNER) < 0)
+                        return -ENOMEM;
+        } else if (streq(language, "shell")) {
+                if (strv_extend(&r->argv, "/bin/sh") < 0 ||
+                    strv_extend(&r->argv, EXECUTION_CODE_PATH) < 0)
+                        return -ENOMEM;
+        } else if (streq(language, "r")) {
+                if (strv_extend(&r->argv, "Rscript") < 0 ||
+                    strv_extend(&r->argv, "--no-save") < 0 ||
+                    strv_extend(&r->argv, EXECUTION_CODE_PATH) < 0)
+                        return -ENOMEM;
+        } else
+                return bad(ret_why, "'language' must be one of python, shell, r");
+        r->language = strdup(language);
+        if (!r->language || dup_string(code, n, &r->code) < 0)
+                return -ENOMEM;
+        r->code_size = n;
+        return 0;
+}
+
+/* /execute: either "argv", or "language" with "code". */
+static int parse_program(json_object *body, ExecutionRequest *r, char **ret_why) {
+        const char *language = NULL, *code = NULL;
+        json_object *argv = NULL;
+        size_t n = 0;
+        int k;
+
+        k = get_string(body, "language", false, &language, NULL, ret_why);
+        if (k < 0)
+                return k;
+        k = get_string(body, "code", true, &code, &n, ret_why);
+        if (k < 0)
+                return k;
+        (void) json_object_object_get_ex(body, "argv", &argv);
+        if (argv && json_object_is_type(argv, json_type_null))
+                argv = NULL;
+
+        if (argv && (language || code))
+                return bad(ret_why, "give either 'argv' or 'language' with 'code', not both");
+        if (argv)
+                return parse_argv(argv, r, ret_why);
+        return parse_language(language, code, n, r, ret_why);
+}
+
+static int parse_stdin(json_object *body, ExecutionRequest *r, char **ret_why) {
+        const char *s;
+        size_t n = 0;
+        int k;
+
+        k = get_string(body, "stdin", true, &s, &n, ret_why);
+        if (k < 0)
+                return k;
+        if (s) {
+                if (dup_string(s, n, &r->stdin_data) < 0)
+                        return -ENOMEM;
+                r->stdin_size = n;
+        }
+        return 0;
+}
+
+static int parse_env(json_object *body, ExecutionRequest *r, char **ret_why) {
+        json_object *v;
         size_t count = 0;
 
+        if (!json_object_object_get_ex(body, "env", &v) || json_object_is_type(v, json_type_null))
+                return 0;
         if (!json_object_is_type(v, json_type_object))
                 return bad(ret_why, "'env' must be an object of strings");
         json_object_object_foreach(v, name, value) {
@@ -228,113 +311,9 @@ static int parse_env(json_object *v, ExecutionRequest *r, char **ret_why) {
         return 0;
 }
 
-/* The limits: the configured ones, lowered by the request's 'limits'. */
-static int parse_limits(json_object *body, const ExecutionMaxima *max, ExecutionRequest *r, char **ret_why) {
-        json_object *v;
-        uint64_t u;
-        bool set;
-        int k;
-
-        r->memory_max = max->memory_max;
-        r->tasks_max = max->tasks_max;
-        r->cpu_quota_percent = max->cpu_quota_percent;
-        if (json_object_object_get_ex(body, "limits", &v) && !json_object_is_type(v, json_type_null)) {
-                if (!json_object_is_type(v, json_type_object))
-                        return bad(ret_why, "'limits' must be an object");
-                json_object_object_foreach(v, lkey, lval) {
-                        (void) lval;
-                        if (!streq(lkey, "memoryBytes") && !streq(lkey, "tasks") && !streq(lkey, "cpuPercent"))
-                                return bad(ret_why, "unknown field 'limits.%.64s'", lkey);
-                }
-                k = get_u64(v, "memoryBytes", 1 << 20, UINT64_MAX - 1, &set, &u, ret_why);
-                if (k < 0)
-                        return k;
-                if (set)
-                        r->memory_max = cap(u, max->memory_max);
-                k = get_u64(v, "tasks", 1, 1000000, &set, &u, ret_why);
-                if (k < 0)
-                        return k;
-                if (set)
-                        r->tasks_max = cap(u, max->tasks_max);
-                k = get_u64(v, "cpuPercent", 1, 100000, &set, &u, ret_why);
-                if (k < 0)
-                        return k;
-                if (set)
-                        r->cpu_quota_percent = (unsigned) cap(u, max->cpu_quota_percent);
-        }
-        return 0;
-}
-
-int execution_request_parse(json_object *body, ExecutionKind kind, const ExecutionMaxima *max,
-                            ExecutionRequest **ret, char **ret_why) {
-        _cleanup_(execution_request_freep) ExecutionRequest *r = NULL;
+static int parse_cwd(json_object *body, ExecutionRequest *r, char **ret_why) {
         const char *s;
-        json_object *v;
-        size_t n = 0;
-        uint64_t u;
-        bool set;
         int k;
-
-        *ret_why = NULL;
-        if (!json_object_is_type(body, json_type_object))
-                return bad(ret_why, "the body must be a JSON object");
-
-        /* kernelMode first: "persistent" is refused before anything else is looked at. */
-        k = get_string(body, "kernelMode", false, &s, NULL, ret_why);
-        if (k < 0)
-                return k;
-        if (s && streq(s, "persistent"))
-                return -EPROTONOSUPPORT;
-        if (s && !streq(s, "ephemeral"))
-                return bad(ret_why, "'kernelMode' must be 'ephemeral' (or omitted)");
-
-        json_object_object_foreach(body, key, val) {
-                (void) val;
-                if (!known_key(kind, key))
-                        return bad(ret_why, "unknown field '%.64s'", key);
-        }
-
-        r = calloc(1, sizeof(*r));
-        if (!r)
-                return -ENOMEM;
-
-        k = get_string(body, "executionId", false, &s, NULL, ret_why);
-        if (k < 0)
-                return k;
-        if (s) {
-                if (!workspace_id_valid(s))
-                        return bad(ret_why, "'executionId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
-                r->execution_id = strdup(s);
-                if (!r->execution_id)
-                        return -ENOMEM;
-        }
-        k = get_string(body, "workspaceId", false, &s, NULL, ret_why);
-        if (k < 0)
-                return k;
-        if (s && !workspace_id_valid(s))
-                return bad(ret_why, "'workspaceId' must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
-        r->workspace_id = strdup(s ?: "default");
-        if (!r->workspace_id)
-                return -ENOMEM;
-
-        k = parse_program(body, kind, r, ret_why);
-        if (k < 0)
-                return k;
-
-        k = get_string(body, "stdin", true, &s, &n, ret_why);
-        if (k < 0)
-                return k;
-        if (s) {
-                if (dup_string(s, n, &r->stdin_data) < 0)
-                        return -ENOMEM;
-                r->stdin_size = n;
-        }
-
-        if (json_object_object_get_ex(body, "env", &v) && !json_object_is_type(v, json_type_null)) {
-                k = parse_env(v, r, ret_why);
-                if (k < 0)
-                        return k;
-        }
 
         k = get_string(body, "cwd", false, &s, NULL, ret_why);
         if (k < 0)
@@ -353,6 +332,15 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
         r->cwd = strdup(s ?: "");
         if (!r->cwd)
                 return -ENOMEM;
+        return 0;
+}
+
+/* "timeoutMs" and "limits": each capped by the configured maximum, the maxima when absent. */
+static int parse_limits(json_object *body, const ExecutionMaxima *max, ExecutionRequest *r, char **ret_why) {
+        json_object *v;
+        uint64_t u;
+        bool set;
+        int k;
 
         /* Like the limits, the wall-clock limit is capped by the configured maximum. */
         k = get_u64(body, "timeoutMs", 1, UINT64_MAX / USEC_PER_MSEC, &set, &u, ret_why);
@@ -360,6 +348,72 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
                 return k;
         r->timeout_usec = set ? MIN(u * USEC_PER_MSEC, max->max_timeout_usec) : max->default_timeout_usec;
 
+        r->memory_max = max->memory_max;
+        r->tasks_max = max->tasks_max;
+        r->cpu_quota_percent = max->cpu_quota_percent;
+        if (!json_object_object_get_ex(body, "limits", &v) || json_object_is_type(v, json_type_null))
+                return 0;
+        if (!json_object_is_type(v, json_type_object))
+                return bad(ret_why, "'limits' must be an object");
+        json_object_object_foreach(v, lkey, lval) {
+                (void) lval;
+                if (!streq(lkey, "memoryBytes") && !streq(lkey, "tasks") && !streq(lkey, "cpuPercent"))
+                        return bad(ret_why, "unknown field 'limits.%.64s'", lkey);
+        }
+        k = get_u64(v, "memoryBytes", 1 << 20, UINT64_MAX - 1, &set, &u, ret_why);
+        if (k < 0)
+                return k;
+        if (set)
+                r->memory_max = cap(u, max->memory_max);
+        k = get_u64(v, "tasks", 1, 1000000, &set, &u, ret_why);
+        if (k < 0)
+                return k;
+        if (set)
+                r->tasks_max = cap(u, max->tasks_max);
+        k = get_u64(v, "cpuPercent", 1, 100000, &set, &u, ret_why);
+        if (k < 0)
+                return k;
+        if (set)
+                r->cpu_quota_percent = (unsigned) cap(u, max->cpu_quota_percent);
+        return 0;
+}
+
+/* The order of the steps decides which error a bad request gets: keep it. */
+int execution_request_parse(json_object *body, ExecutionKind kind, const ExecutionMaxima *max,
+                            ExecutionRequest **ret, char **ret_why) {
+        _cleanup_(execution_request_freep) ExecutionRequest *r = NULL;
+        int k;
+
+        *ret_why = NULL;
+        if (!json_object_is_type(body, json_type_object))
+                return bad(ret_why, "the body must be a JSON object");
+
+        k = parse_kernel_mode(body, ret_why);
+        if (k < 0)
+                return k;
+        k = check_keys(body, kind, ret_why);
+        if (k < 0)
+                return k;
+
+        r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+
+        k = parse_ids(body, r, ret_why);
+        if (k < 0)
+                return k;
+        k = kind == EXECUTION_KIND_SHELL ? parse_command(body, r, ret_why) : parse_program(body, r, ret_why);
+        if (k < 0)
+                return k;
+        k = parse_stdin(body, r, ret_why);
+        if (k < 0)
+                return k;
+        k = parse_env(body, r, ret_why);
+        if (k < 0)
+                return k;
+        k = parse_cwd(body, r, ret_why);
+        if (k < 0)
+                return k;
         k = parse_limits(body, max, r, ret_why);
         if (k < 0)
                 return k;

@@ -191,13 +191,11 @@ static void reap_all(void) {
                 ;
 }
 
-int main(int argc, char *argv[]) {
-        KeeperJob job = {};
-        char c, **args, *end;
-        bool early, start_now;
-        int sock, argv_fd = -1, pidfd, status, program[2] = { -1, -1 };
+/* The argument, and the process attributes: die with the daemon, be the subreaper of the sandbox.
+ * Return: 0 to go on, or the exit status. */
+static int keeper_setup(int argc, char *argv[]) {
+        char *end;
         long parent;
-        pid_t pid;
 
         if (argc != 2 || (parent = strtol(argv[1], &end, 10)) <= 1 || *end != '\0') {
                 fprintf(stderr, "%s is an internal helper of sandbox-runnerd and is not meant to be run by hand.\n",
@@ -215,81 +213,185 @@ int main(int argc, char *argv[]) {
          * to the workspace when the snapshot starts). */
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 return EXIT_SETUP;
+        return 0;
+}
+
+/* The job from the socket at KEEPER_FD_JOB, its fds in their slots, and bwrap's argv.
+ * Return: 0; 1 when the daemon let us go unused; -1 on a job we cannot take. */
+static int take_job(KeeperJob *job, char ***ret_args) {
+        int sock, argv_fd = -1;
 
         /* Nothing of the daemon but the job socket (an fd it passed without close-on-exec, say a
          * socket-activated listener, must not reach bwrap). */
         sock = fcntl(KEEPER_FD_JOB, F_DUPFD_CLOEXEC, 100);
         if (sock < 0)
-                return EXIT_SETUP;
+                return -1;
         (void) syscall(SYS_close_range, 3U, 99U, 0U);
         (void) syscall(SYS_close_range, (unsigned) sock + 1, ~0U, 0U);
 
-        switch (receive_job(sock, &job, &argv_fd)) {
+        switch (receive_job(sock, job, &argv_fd)) {
         case 1:
-                return EXIT_SUCCESS;   /* not needed after all */
+                return 1;       /* not needed after all */
         case 0:
                 break;
         default:
-                return EXIT_SETUP;
+                return -1;
         }
         sock = safe_close(sock);
-        args = read_argv(argv_fd, job.argc);
+        *ret_args = read_argv(argv_fd, job->argc);
         argv_fd = safe_close(argv_fd);
-        if (!args)
-                return EXIT_SETUP;
-        early = job.flags & KEEPER_JOB_EARLY;
-        start_now = job.flags & KEEPER_JOB_START_NOW;
+        return *ret_args ? 0 : -1;
+}
 
-        if (early) {
-                /* The program's pipe: its read end becomes bwrap's SANDBOX_FD_SECCOMP, only we
-                 * hold the write end (close-on-exec), sized to take the program in one write. */
-                struct stat st;
+/* Early start: the program's pipe. Its read end becomes bwrap's SANDBOX_FD_SECCOMP, only we hold
+ * the write end (close-on-exec), sized to take the program in one write. Return: 0 or -1. */
+static int open_program_pipe(int program[2]) {
+        struct stat st;
 
-                if (pipe2(program, O_CLOEXEC) < 0 || fstat(SANDBOX_FD_SECCOMP, &st) < 0)
-                        return EXIT_SETUP;
-                /* Above the layout: a free slot of it (no code fd, say) would be closed again. */
-                for (int i = 0; i < 2; i++) {
-                        int fd = fcntl(program[i], F_DUPFD_CLOEXEC, KEEPER_JOB_SLOTS);
-                        if (fd < 0)
-                                return EXIT_SETUP;
-                        (void) close(program[i]);
-                        program[i] = fd;
-                }
-                if (st.st_size > 65536 && fcntl(program[1], F_SETPIPE_SZ, (int) st.st_size) < 0)
-                        return EXIT_SETUP;
+        if (pipe2(program, O_CLOEXEC) < 0 || fstat(SANDBOX_FD_SECCOMP, &st) < 0)
+                return -1;
+        /* Above the layout: a free slot of it (no code fd, say) would be closed again. */
+        for (int i = 0; i < 2; i++) {
+                int fd = fcntl(program[i], F_DUPFD_CLOEXEC, KEEPER_JOB_SLOTS);
+                if (fd < 0)
+                        return -1;
+                (void) close(program[i]);
+                program[i] = fd;
         }
+        if (st.st_size > 65536 && fcntl(program[1], F_SETPIPE_SZ, (int) st.st_size) < 0)
+                return -1;
+        return 0;
+}
 
-        /* Wait for the go: the scope exists and we are in it. (Early start: later, see below. No
-         * scope: no wait.) */
-        for (; !early && !start_now;) {
+/* The go: the scope exists and we are in it. Return: 0 or -1. */
+static int wait_for_go(void) {
+        char c;
+
+        for (;;) {
                 ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k != 1 || c != 'G')
-                        return EXIT_SETUP;
-                break;
+                        return -1;
+                return 0;
         }
+}
 
-        /* vfork(): the child only moves an fd, sets limits and execs (or _exit()s). */
+/* vfork(): the child only moves an fd (@program_r, early start), sets limits and execs (or
+ * _exit()s); it never returns from here. Return: bwrap's pid, or -1. */
+static pid_t spawn_bwrap(const KeeperJob *job, char **args, int program_r) {
+        pid_t pid;
+
         pid = vfork();
+        if (pid != 0)
+                return pid;
+
+        if (program_r >= 0 && dup2(program_r, SANDBOX_FD_SECCOMP) < 0)
+                _exit(124);
+        set_limit(RLIMIT_CORE, 0);
+        if (job->fsize > 0)
+                set_limit(RLIMIT_FSIZE, job->fsize);
+        if (job->as > 0)
+                set_limit(RLIMIT_AS, job->as);
+        if (job->nofile > 0)
+                set_limit(RLIMIT_NOFILE, job->nofile);
+        if (job->nproc > 0)
+                set_limit(RLIMIT_NPROC, job->nproc);
+        execve(args[0], args + 1, bwrap_environ);
+        write_all(2, "sandbox-runner: failed to execute bwrap\n");
+        _exit(127);
+}
+
+/* A byte from the daemon: 'K' (or the end of the pipe) kills bwrap; 'G' (early start) lets the
+ * sandbox's pid 1 go on. Return: false once the control pipe is gone. */
+static bool handle_control(pid_t pid, int *program_w) {
+        char c;
+        ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
+
+        if (k <= 0 || c == 'K') {
+                (void) kill(pid, SIGKILL);
+                /* The pid 1 waits for its program, and is not yet bound to bwrap's
+                 * life: an empty program ends it. */
+                *program_w = safe_close(*program_w);
+        }
+        if (k <= 0)
+                return false;
+        if (c == 'G' && *program_w >= 0) {
+                /* Everything is in the scope: let the sandbox's pid 1 go on. */
+                if (release_program(*program_w) < 0)
+                        (void) kill(pid, SIGKILL);
+                *program_w = safe_close(*program_w);
+                (void) close(SANDBOX_FD_SECCOMP);
+        }
+        return true;
+}
+
+/* bwrap's exit, if it has: reap what is left, report, hold the cgroup (and so the accounting)
+ * until released. Return: true once done. */
+static bool handle_exit(pid_t pid, int *program_w) {
+        int status;
+        char c;
+
+        if (waitpid(pid, &status, WNOHANG) != pid)
+                return false;
+        /* The sandbox's pid 1, if it outlived bwrap (see above); if it
+         * still waits for its program, an empty one ends it. */
+        *program_w = safe_close(*program_w);
+        reap_all();
+        report('X', status);
+        while (read(KEEPER_FD_CONTROL, &c, 1) > 0)
+                ;
+        return true;
+}
+
+/* Until bwrap has exited (reported) or the daemon is gone (bwrap killed). Return: the exit status. */
+static int supervise(pid_t pid, int program_w) {
+        int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+
+        for (;;) {
+                struct pollfd p[2] = {
+                        { .fd = KEEPER_FD_CONTROL, .events = POLLIN },
+                        { .fd = pidfd, .events = POLLIN },
+                };
+                if (poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
+                        break;
+                if (p[0].revents && !handle_control(pid, &program_w))
+                        break;
+                if ((pidfd < 0 || p[1].revents) && handle_exit(pid, &program_w))
+                        return EXIT_SUCCESS;
+        }
+        (void) kill(pid, SIGKILL);
+        program_w = safe_close(program_w);
+        reap_all();
+        return EXIT_SUCCESS;
+}
+
+int main(int argc, char *argv[]) {
+        KeeperJob job = {};
+        char **args = NULL;
+        bool early;
+        int r, program[2] = { -1, -1 };
+        pid_t pid;
+
+        r = keeper_setup(argc, argv);
+        if (r != 0)
+                return r;
+        r = take_job(&job, &args);
+        if (r > 0)
+                return EXIT_SUCCESS;
+        if (r < 0)
+                return EXIT_SETUP;
+        early = job.flags & KEEPER_JOB_EARLY;
+        if (early && open_program_pipe(program) < 0)
+                return EXIT_SETUP;
+
+        /* Wait for the go. (Early start: later, in supervise(). No scope: no wait.) */
+        if (!early && !(job.flags & KEEPER_JOB_START_NOW) && wait_for_go() < 0)
+                return EXIT_SETUP;
+
+        pid = spawn_bwrap(&job, args, program[0]);
         if (pid < 0)
                 return EXIT_SETUP;
-        if (pid == 0) {
-                if (early && dup2(program[0], SANDBOX_FD_SECCOMP) < 0)
-                        _exit(124);
-                set_limit(RLIMIT_CORE, 0);
-                if (job.fsize > 0)
-                        set_limit(RLIMIT_FSIZE, job.fsize);
-                if (job.as > 0)
-                        set_limit(RLIMIT_AS, job.as);
-                if (job.nofile > 0)
-                        set_limit(RLIMIT_NOFILE, job.nofile);
-                if (job.nproc > 0)
-                        set_limit(RLIMIT_NPROC, job.nproc);
-                execve(args[0], args + 1, bwrap_environ);
-                write_all(2, "sandbox-runner: failed to execute bwrap\n");
-                _exit(127);
-        }
 
         /* bwrap has exec'd (vfork) with SIGPIPE at its default, for the payload. Ours is ignored from
          * now on: the program's pipe may have no reader any more when the 'G' comes (the sandbox
@@ -305,49 +407,5 @@ int main(int argc, char *argv[]) {
         program[0] = safe_close(program[0]);
 
         report('S', (int) pid);
-
-        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-        for (;;) {
-                struct pollfd p[2] = {
-                        { .fd = KEEPER_FD_CONTROL, .events = POLLIN },
-                        { .fd = pidfd, .events = POLLIN },
-                };
-                if (poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
-                        break;
-                if (p[0].revents) {
-                        ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
-                        if (k <= 0 || c == 'K') {
-                                (void) kill(pid, SIGKILL);
-                                /* The pid 1 waits for its program, and is not yet bound to bwrap's
-                                 * life: an empty program ends it. */
-                                program[1] = safe_close(program[1]);
-                        }
-                        if (k <= 0)
-                                break;
-                        if (c == 'G' && program[1] >= 0) {
-                                /* Everything is in the scope: let the sandbox's pid 1 go on. */
-                                if (release_program(program[1]) < 0)
-                                        (void) kill(pid, SIGKILL);
-                                program[1] = safe_close(program[1]);
-                                (void) close(SANDBOX_FD_SECCOMP);
-                        }
-                }
-                if (pidfd < 0 || p[1].revents) {
-                        if (waitpid(pid, &status, WNOHANG) == pid) {
-                                /* The sandbox's pid 1, if it outlived bwrap (see above); if it
-                                 * still waits for its program, an empty one ends it. */
-                                program[1] = safe_close(program[1]);
-                                reap_all();
-                                report('X', status);
-                                /* Hold the cgroup (and so the accounting) until released. */
-                                while (read(KEEPER_FD_CONTROL, &c, 1) > 0)
-                                        ;
-                                return EXIT_SUCCESS;
-                        }
-                }
-        }
-        (void) kill(pid, SIGKILL);
-        program[1] = safe_close(program[1]);
-        reap_all();
-        return EXIT_SUCCESS;
+        return supervise(pid, program[1]);
 }

@@ -88,82 +88,98 @@ bool sandbox_cwd_valid(const char *cwd) {
         return true;
 }
 
-int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char ***ret_argv) {
-        _cleanup_strv_free_ char **a = NULL;
-        _cleanup_free_ char *chdir_to = NULL;
-        char uid[16], gid[16], size[32];
+/* bwrap itself: new namespaces, no capabilities, the sandbox's identity. */
+static int argv_add_isolation(char ***a, const SandboxProbe *probe) {
+        char uid[16], gid[16];
         int r;
-
-        if (!spec || !probe || !spec->workspace || !spec->argv || !spec->argv[0] || spec->seccomp_fd < 0 ||
-            !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge)
-                return -EINVAL;
 
         (void) snprintf(uid, sizeof(uid), "%u", SANDBOX_UID);
         (void) snprintf(gid, sizeof(gid), "%u", SANDBOX_GID);
 
-        r = add(&a, "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user", NULL);
+        r = add(a, "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user", NULL);
         if (r >= 0 && probe->disable_userns)
-                r = add(&a, "--disable-userns", NULL);
+                r = add(a, "--disable-userns", NULL);
         if (r >= 0)
-                r = add(&a, "--cap-drop", "ALL", "--uid", uid, "--gid", gid, "--hostname", "sandbox", NULL);
+                r = add(a, "--cap-drop", "ALL", "--uid", uid, "--gid", gid, "--hostname", "sandbox", NULL);
+        return r;
+}
 
-        /* The host's /usr, read-only, and the system links into it. */
-        if (r >= 0)
-                r = add(&a, "--ro-bind", "/usr", "/usr", NULL);
+/* The host's /usr, read-only, and the system links into it. */
+static int argv_add_usr(char ***a, const SandboxProbe *probe) {
+        int r;
+
+        r = add(a, "--ro-bind", "/usr", "/usr", NULL);
         if (r >= 0 && probe->usr_merged)
-                r = add(&a, "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+                r = add(a, "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
                         "--symlink", "usr/lib", "/lib", NULL);
         else if (r >= 0)
-                r = add(&a, "--ro-bind", "/bin", "/bin", "--ro-bind", "/sbin", "/sbin",
+                r = add(a, "--ro-bind", "/bin", "/bin", "--ro-bind", "/sbin", "/sbin",
                         "--ro-bind", "/lib", "/lib", NULL);
         for (char **d = probe->lib_dirs; r >= 0 && d && *d; d++) {
                 if (probe->usr_merged) {
                         _cleanup_free_ char *target = NULL;
                         if (asprintf(&target, "usr%s", *d) < 0)
                                 return -ENOMEM;
-                        r = add(&a, "--symlink", target, *d, NULL);
+                        r = add(a, "--symlink", target, *d, NULL);
                 } else
-                        r = add(&a, "--ro-bind", *d, *d, NULL);
+                        r = add(a, "--ro-bind", *d, *d, NULL);
         }
+        return r;
+}
 
-        /* The few /etc files programs need; identity files are single records made by the caller. */
+/* The few /etc files programs need; identity files are single records made by the caller. */
+static int argv_add_etc(char ***a, const SandboxSpec *spec, const SandboxProbe *probe) {
+        int r = 0;
+
         for (char **f = probe->etc_files; r >= 0 && f && *f; f++)
-                r = add(&a, "--ro-bind", *f, *f, NULL);
+                r = add(a, "--ro-bind", *f, *f, NULL);
         if (r >= 0 && spec->passwd_fd >= 0)
-                r = add_fd(&a, "--ro-bind-data", spec->passwd_fd, "/etc/passwd");
+                r = add_fd(a, "--ro-bind-data", spec->passwd_fd, "/etc/passwd");
         if (r >= 0 && spec->group_fd >= 0)
-                r = add_fd(&a, "--ro-bind-data", spec->group_fd, "/etc/group");
+                r = add_fd(a, "--ro-bind-data", spec->group_fd, "/etc/group");
         if (r >= 0 && spec->hosts_fd >= 0)
-                r = add_fd(&a, "--ro-bind-data", spec->hosts_fd, "/etc/hosts");
+                r = add_fd(a, "--ro-bind-data", spec->hosts_fd, "/etc/hosts");
         if (r >= 0 && spec->code_fd > 2)
-                r = add_fd(&a, "--ro-bind-data", spec->code_fd, SANDBOX_CODE_PATH);
+                r = add_fd(a, "--ro-bind-data", spec->code_fd, SANDBOX_CODE_PATH);
+        return r;
+}
 
+/* /dev, /proc and the /tmp tmpfs. */
+static int argv_add_kernel_fs(char ***a, const SandboxSpec *spec, const SandboxProbe *probe) {
+        char size[32];
+        int r;
+
+        r = add(a, "--dev", "/dev", NULL);
         if (r >= 0)
-                r = add(&a, "--dev", "/dev", NULL);
-        if (r >= 0)
-                r = probe->proc_fresh ? add(&a, "--proc", "/proc", NULL)
-                                      : add(&a, "--ro-bind", "/proc", "/proc", NULL);
+                r = probe->proc_fresh ? add(a, "--proc", "/proc", NULL)
+                                      : add(a, "--ro-bind", "/proc", "/proc", NULL);
         /* A fresh procfs: the host-wide knobs in it read-only, whatever bwrap decides (it covers
          * them only where the caller could write them, and /proc/sys is mode 0555). Bound from
          * the daemon's /proc: these are the same files (the sysctls that belong to a namespace
          * are those of the process that opens them). /proc/sys must exist (or the probe fails:
          * fail closed); the others are absent on some kernels. */
         if (r >= 0 && probe->proc_fresh)
-                r = add(&a, "--ro-bind", "/proc/sys", "/proc/sys",
+                r = add(a, "--ro-bind", "/proc/sys", "/proc/sys",
                         "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
                         "--ro-bind-try", "/proc/irq", "/proc/irq",
                         "--ro-bind-try", "/proc/bus", "/proc/bus", NULL);
         if (r >= 0 && spec->tmp_size > 0) {
                 (void) snprintf(size, sizeof(size), "%" PRIu64, spec->tmp_size);
-                r = add(&a, "--size", size, NULL);
+                r = add(a, "--size", size, NULL);
         }
         if (r >= 0)
-                r = add(&a, "--tmpfs", "/tmp", NULL);
+                r = add(a, "--tmpfs", "/tmp", NULL);
+        return r;
+}
 
-        if (r >= 0)
-                r = add(&a, "--bind", spec->workspace, SANDBOX_WORKSPACE, NULL);
+/* The workspace, the egress bridge and socket, and the directory the payload starts in. */
+static int argv_add_workspace(char ***a, const SandboxSpec *spec) {
+        _cleanup_free_ char *chdir_to = NULL;
+        int r;
+
+        r = add(a, "--bind", spec->workspace, SANDBOX_WORKSPACE, NULL);
         if (r >= 0 && spec->egress_socket)
-                r = add(&a, "--ro-bind", spec->bridge, SANDBOX_BRIDGE_PATH,
+                r = add(a, "--ro-bind", spec->bridge, SANDBOX_BRIDGE_PATH,
                         "--bind", spec->egress_socket, SANDBOX_EGRESS_SOCKET, NULL);
         if (r < 0)
                 return r;
@@ -175,19 +191,22 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
                 if (!chdir_to)
                         return -ENOMEM;
         }
-        r = add(&a, "--chdir", chdir_to, NULL);
+        return add(a, "--chdir", chdir_to, NULL);
+}
 
-        /* An environment built from nothing. */
-        if (r >= 0)
-                r = add(&a, "--clearenv",
-                        "--setenv", "PATH", SANDBOX_PATH,
-                        "--setenv", "HOME", SANDBOX_WORKSPACE,
-                        "--setenv", "LANG", "C.UTF-8",
-                        "--setenv", "TMPDIR", "/tmp",
-                        "--setenv", "USER", "sandbox",
-                        "--setenv", "LOGNAME", "sandbox", NULL);
+/* An environment built from nothing: the baseline, the proxy with egress, the request's entries. */
+static int argv_add_env(char ***a, const SandboxSpec *spec) {
+        int r;
+
+        r = add(a, "--clearenv",
+                "--setenv", "PATH", SANDBOX_PATH,
+                "--setenv", "HOME", SANDBOX_WORKSPACE,
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox", NULL);
         if (r >= 0 && spec->egress_socket)
-                r = add(&a, "--setenv", "HTTP_PROXY", SANDBOX_PROXY_URL, "--setenv", "HTTPS_PROXY", SANDBOX_PROXY_URL,
+                r = add(a, "--setenv", "HTTP_PROXY", SANDBOX_PROXY_URL, "--setenv", "HTTPS_PROXY", SANDBOX_PROXY_URL,
                         "--setenv", "http_proxy", SANDBOX_PROXY_URL, "--setenv", "https_proxy", SANDBOX_PROXY_URL,
                         "--setenv", "NO_PROXY", "localhost,127.0.0.1,::1",
                         "--setenv", "no_proxy", "localhost,127.0.0.1,::1", NULL);
@@ -202,19 +221,55 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
                         return -ENOMEM;
                 if (!sandbox_env_name_valid(name))
                         return -EINVAL;
-                r = add(&a, "--setenv", name, eq + 1, NULL);
+                r = add(a, "--setenv", name, eq + 1, NULL);
         }
+        return r;
+}
 
-        if (r >= 0 && spec->info_fd > 2)
-                r = add_fd(&a, "--info-fd", spec->info_fd, NULL);
+/* The fds bwrap reads, then the payload's command line (under the bridge with egress). */
+static int argv_add_command(char ***a, const SandboxSpec *spec) {
+        int r = 0;
+
+        if (spec->info_fd > 2)
+                r = add_fd(a, "--info-fd", spec->info_fd, NULL);
         if (r >= 0)
-                r = add_fd(&a, "--seccomp", spec->seccomp_fd, NULL);
+                r = add_fd(a, "--seccomp", spec->seccomp_fd, NULL);
         if (r >= 0)
-                r = add(&a, "--", NULL);
+                r = add(a, "--", NULL);
         if (r >= 0 && spec->egress_socket)
-                r = add(&a, SANDBOX_BRIDGE_PATH, "--gateway", SANDBOX_EGRESS_SOCKET, "--", NULL);
+                r = add(a, SANDBOX_BRIDGE_PATH, "--gateway", SANDBOX_EGRESS_SOCKET, "--", NULL);
         for (char *const *p = spec->argv; r >= 0 && *p; p++)
-                r = strv_extend(&a, *p);
+                r = strv_extend(a, *p);
+        return r;
+}
+
+int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char ***ret_argv) {
+        _cleanup_strv_free_ char **a = NULL;
+        int r;
+
+        if (!spec || !probe || !spec->workspace || !spec->argv || !spec->argv[0] || spec->seccomp_fd < 0 ||
+            !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge)
+                return -EINVAL;
+
+        r = argv_add_isolation(&a, probe);
+        if (r < 0)
+                return r;
+        r = argv_add_usr(&a, probe);
+        if (r < 0)
+                return r;
+        r = argv_add_etc(&a, spec, probe);
+        if (r < 0)
+                return r;
+        r = argv_add_kernel_fs(&a, spec, probe);
+        if (r < 0)
+                return r;
+        r = argv_add_workspace(&a, spec);
+        if (r < 0)
+                return r;
+        r = argv_add_env(&a, spec);
+        if (r < 0)
+                return r;
+        r = argv_add_command(&a, spec);
         if (r < 0)
                 return r;
 
