@@ -49,6 +49,40 @@ static int mirror_cmp(const void *a, const void *b) {
         return strcmp(((const Mirror *) a)->canonical, ((const Mirror *) b)->canonical);
 }
 
+static void entry_drop(void *e) {
+        entry_done(e);
+}
+
+static void mirror_drop(void *m) {
+        egress_mirror_done(m);
+}
+
+/*
+ * Sort @n items of @size bytes by @cmp and drop the repeats: each is freed with @drop, the items
+ * after it move up and the slots they leave are zeroed. Return: how many are left.
+ */
+static size_t sort_unique(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *),
+                          void (*drop)(void *)) {
+        uint8_t *b = base;
+        size_t j = 1;
+
+        if (n <= 1)
+                return n;
+        qsort(base, n, size, cmp);
+        for (size_t i = 1; i < n; i++) {
+                if (cmp(b + i * size, b + (j - 1) * size) == 0)
+                        drop(b + i * size);
+                else {
+                        if (i != j) {
+                                memcpy(b + j * size, b + i * size, size);
+                                memset(b + i * size, 0, size);
+                        }
+                        j++;
+                }
+        }
+        return j;
+}
+
 static int item_error(char **ret_error, const char *what, size_t index, const char *input, const char *why) {
         _cleanup_free_ char *escaped = NULL;
 
@@ -110,7 +144,7 @@ static int entry_from_string(const char *s, PolicyEntry *ret, char **ret_error) 
 
 int egress_policy_new(bool allowlist, char *const *allow, char *const *mirrors, EgressPolicy **ret, char **ret_error) {
         _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
-        size_t n_allow = 0, n_mirrors = 0, j;
+        size_t n_allow = 0, n_mirrors = 0;
         int r;
 
         for (char *const *i = allow; i && *i; i++)
@@ -155,36 +189,8 @@ int egress_policy_new(bool allowlist, char *const *allow, char *const *mirrors, 
         }
 
         /* Sorted and unique, so the same content in any order or spelling is the same policy. */
-        if (p->n_entries > 1) {
-                qsort(p->entries, p->n_entries, sizeof(PolicyEntry), entry_cmp);
-                for (size_t i = j = 1; i < p->n_entries; i++) {
-                        if (streq(p->entries[i].canonical, p->entries[j - 1].canonical))
-                                entry_done(&p->entries[i]);
-                        else {
-                                if (i != j) {
-                                        p->entries[j] = p->entries[i];
-                                        p->entries[i] = (PolicyEntry) {};
-                                }
-                                j++;
-                        }
-                }
-                p->n_entries = j;
-        }
-        if (p->n_mirrors > 1) {
-                qsort(p->mirrors, p->n_mirrors, sizeof(Mirror), mirror_cmp);
-                for (size_t i = j = 1; i < p->n_mirrors; i++) {
-                        if (streq(p->mirrors[i].canonical, p->mirrors[j - 1].canonical))
-                                egress_mirror_done(&p->mirrors[i]);
-                        else {
-                                if (i != j) {
-                                        p->mirrors[j] = p->mirrors[i];
-                                        p->mirrors[i] = (Mirror) {};
-                                }
-                                j++;
-                        }
-                }
-                p->n_mirrors = j;
-        }
+        p->n_entries = sort_unique(p->entries, p->n_entries, sizeof(PolicyEntry), entry_cmp, entry_drop);
+        p->n_mirrors = sort_unique(p->mirrors, p->n_mirrors, sizeof(Mirror), mirror_cmp, mirror_drop);
 
         compute_revision(p);
         *ret = STEAL(p);
