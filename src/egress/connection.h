@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One client connection of the egress gateway: request head, decision, resolution, connect, relay. */
+/*
+ * One client connection of the egress gateway: request head, decision, resolution, connect, relay.
+ * Implemented by connection.c (object, events, dispatch), connection-request.c (head, decision),
+ * connection-upstream.c (resolution, connect, relay) and connection-reply.c (journal, answers).
+ */
 #pragma once
 
 #include <stdbool.h>

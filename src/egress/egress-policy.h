@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The egress gateway's policy, pure: allowlist entries, host matching, address classes, request targets. */
+/*
+ * The egress gateway's policy, pure: allowlist entries, host matching, address classes, request
+ * targets. Implemented by egress-rule.c (entries, host names), egress-policy.c (the policy, its
+ * JSON, matching), egress-address.c (mirrors, address classes) and egress-target.c (targets).
+ */
 #pragma once
 
 #include <stdbool.h>

@@ -145,12 +145,14 @@ static int flush_queue(Pump *p) {
         return n > 0;
 }
 
-/* Forward-proxy request bodies: read into user space, let the parser say where the message ends. */
-static int run_body(Pump *p) {
+/*
+ * Read up to COPY_CHUNK bytes from the source into a new buffer, once the queue is empty and the
+ * source not at its end. Return: 1 with the buffer and its size (0: end of file), 0 when there is
+ * nothing to do now, or -errno.
+ */
+static int read_chunk(Pump *p, char **ret_buf, size_t *ret_n) {
         _cleanup_free_ char *buf = NULL;
-        size_t consumed;
         ssize_t n;
-        int r;
 
         if (!queue_empty(p) || p->src_eof)
                 return 0;
@@ -160,10 +162,24 @@ static int run_body(Pump *p) {
         n = recv(p->src, buf, COPY_CHUNK, MSG_DONTWAIT);
         if (n < 0)
                 return errno_is_transient(errno) ? 0 : negative_errno();
+        *ret_buf = STEAL(buf);
+        *ret_n = (size_t) n;
+        return 1;
+}
+
+/* Forward-proxy request bodies: read into user space, let the parser say where the message ends. */
+static int run_body(Pump *p) {
+        _cleanup_free_ char *buf = NULL;
+        size_t n, consumed;
+        int r;
+
+        r = read_chunk(p, &buf, &n);
+        if (r <= 0)
+                return r;
         if (n == 0)
                 /* The client went away before the end of its body: nothing sensible can follow. */
                 return -EPIPE;
-        r = proxy_request_feed_body(p->body, buf, (size_t) n, &consumed);
+        r = proxy_request_feed_body(p->body, buf, n, &consumed);
         if (r < 0)
                 return -EBADMSG;
         if (consumed > 0)
@@ -175,21 +191,17 @@ static int run_body(Pump *p) {
 
 static int copy_chunk(Pump *p) {
         _cleanup_free_ char *buf = NULL;
-        ssize_t n;
+        size_t n;
+        int r;
 
-        if (!queue_empty(p) || p->src_eof)
-                return 0;
-        buf = malloc(COPY_CHUNK);
-        if (!buf)
-                return -ENOMEM;
-        n = recv(p->src, buf, COPY_CHUNK, MSG_DONTWAIT);
-        if (n < 0)
-                return errno_is_transient(errno) ? 0 : negative_errno();
+        r = read_chunk(p, &buf, &n);
+        if (r <= 0)
+                return r;
         if (n == 0) {
                 p->src_eof = true;
                 return 1;
         }
-        pump_queue(p, STEAL(buf), (size_t) n);
+        pump_queue(p, STEAL(buf), n);
         return 1;
 }
 
