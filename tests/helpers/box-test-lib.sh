@@ -191,13 +191,23 @@ step_host_canary() {
         ! box_pid1 "$BOX" >/dev/null || { echo "box PID 1 still running"; return 1; }
 }
 
+# The kernel tears a pid namespace down after its PID 1 is gone: what was killed with it may be a
+# zombie for a moment more (seen with the load average at 7). Wait up to 10 s for the namespace to
+# empty; a process that outlives that is a leak.
 step_host_no_processes() {
         [[ -n "$BOX_PIDNS" ]] || { echo "box never ran"; return 0; }
-        local p left=()
-        for p in /proc/[0-9]*; do
-                [[ "$(readlink "$p/ns/pid" 2>/dev/null)" == "$BOX_PIDNS" ]] && left+=("${p#/proc/}")
+        local p i left=()
+        for i in $(seq 100); do
+                left=()
+                for p in /proc/[0-9]*; do
+                        [[ "$(readlink "$p/ns/pid" 2>/dev/null)" == "$BOX_PIDNS" ]] && left+=("${p#/proc/}")
+                done
+                (( ${#left[@]} == 0 )) && { (( i == 1 )) || echo "the box's pid namespace emptied after ~$(( (i - 1) * 100 )) ms"; return 0; }
+                sleep 0.1
         done
-        (( ${#left[@]} == 0 )) || { echo "processes of the box still running: ${left[*]}"; ps -o pid,cmd -p "${left[*]}"; return 1; }
+        echo "processes of the box still running 10 s after it stopped: ${left[*]}"
+        ps -o pid,stat,cmd -p "${left[*]}"
+        return 1
 }
 
 step_host_no_mounts() {
