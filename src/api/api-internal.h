@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/json-util.h"
 #include "util/macro.h"
 
 typedef struct HttpRequest HttpRequest;
@@ -37,8 +38,6 @@ struct Route {
         RouteHandler handler;
         RouteBegin begin;
 };
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 static inline json_object *api_json_u64(uint64_t v) {
         return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);

@@ -11,9 +11,8 @@
 
 #include "config/config.h"
 #include "config/settings.h"
+#include "util/json-util.h"
 #include "util/macro.h"
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 typedef struct QuotaField {
         const char *json;

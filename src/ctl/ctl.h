@@ -12,6 +12,7 @@
 
 #include "ctl-util.h"
 #include "http-client.h"
+#include "util/json-util.h"
 
 #define PROGRAM "sandbox-runnerctl"
 
@@ -99,8 +100,6 @@ int options_check_verb(const CtlOptions *o, VerbFlags flags, const char *name);
 /* The overall time limit of a transfer whose length is not known beforehand (uploads, downloads,
  * requests that wait for a workspace): none unless --timeout is given. */
 uint64_t ctl_long_timeout(const CtlOptions *o);
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 _printf_(1, 2) void log_error(const char *fmt, ...);
 /* "Out of memory." Returns CTL_EXIT_FAILURE. */

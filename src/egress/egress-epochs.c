@@ -25,12 +25,11 @@
 #include "build-config.h"
 #include "egress/egress-policy.h"
 #include "egress/egress-epochs.h"
+#include "util/json-util.h"
 #include "util/log-ids.h"
 #include "util/log.h"
 #include "util/helper-path.h"
 #include "util/macro.h"
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 #define GATEWAY_IDLE_EXIT_SEC "60"
 

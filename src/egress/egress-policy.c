@@ -13,6 +13,7 @@
 #include <nettle/sha2.h>
 
 #include "egress/egress-policy-internal.h"
+#include "util/json-util.h"
 #include "util/macro.h"
 #include "util/string-util.h"
 
@@ -204,8 +205,6 @@ bool egress_policy_is_allowlist(const EgressPolicy *p) {
 const char *egress_policy_revision(const EgressPolicy *p) {
         return p->revision;
 }
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 /* Add @value (consumed, may be NULL after an OOM) under @key. Return: 0 or -ENOMEM. */
 static int json_add(json_object *o, const char *key, json_object *value) {

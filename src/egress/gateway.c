@@ -26,6 +26,7 @@
 #include "egress/handoff.h"
 #include "egress/peer.h"
 #include "egress/resolver.h"
+#include "util/json-util.h"
 #include "util/log.h"
 #include "util/fd-util.h"
 #include "util/io-util.h"
@@ -65,7 +66,6 @@ typedef struct Gateway {
         sd_event_source *idle_timer;
 } Gateway;
 
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
 SR_DEFINE_FREE_FUNC(EgressPolicy *, egress_policy_free);
 

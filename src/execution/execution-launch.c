@@ -25,14 +25,13 @@
 #include "sandbox/sandbox-argv.h"
 #include "sandbox/seccomp-profile.h"
 #include "util/fd-util.h"
+#include "util/json-util.h"
 #include "util/log-ids.h"
 #include "util/log.h"
 #include "util/strv.h"
 #include "workspace/cas/cas.h"
 #include "workspace/quota.h"
 #include "workspace/workspace.h"
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 #define LEASE_RETRY_USEC (50 * USEC_PER_MSEC)
 
@@ -240,7 +239,6 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         execution_kill(e, EXECUTION_STATUS_TIMEOUT);
         return 0;
 }
-
 
 /* The files and command line of one launch, closed when it is done (the keeper has its copies). */
 typedef struct LaunchFiles {

@@ -17,12 +17,11 @@
 
 #include "http/http-reply.h"
 #include "http/http-server.h"
+#include "util/json-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/string-util.h"
 #include "util/utf8.h"
-
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 /* ---- the API's errors ------------------------------------------------------------------------ */
 

@@ -19,11 +19,11 @@
 
 #include "util/fs-util.h"
 #include "util/io-util.h"
+#include "util/json-util.h"
 #include "util/macro.h"
 #include "workspace/cas/cas-internal.h"
 #include "workspace/workspace.h"
 
-SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
 
 static int ref_format(const Digest *tree, const char *exec_id, uint64_t created_ms, uint64_t bytes, char **ret) {
