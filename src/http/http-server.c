@@ -7,7 +7,8 @@
  * This file owns the MHD daemon and the request lifecycle: MHD's callbacks (begin, body,
  * dispatch, completion), suspending and resuming, and the request accessors. Connections
  * (listeners, accept, caps, deadlines) are http-connection.c's, answers http-answer.c's; all
- * three share http-server-internal.h. May call util/ only.
+ * three share http-server-internal.h. May call util/, and http-reply.h for the error table
+ * (the 413 of a body over its cap).
  */
 
 #include <inttypes.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "http/http-reply.h"
 #include "http/http-server-internal.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -250,15 +252,12 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 return MHD_NO;
 
         if (req->too_large && !req->replied) {
-                char msg[160];
                 if (req->body_cap == 0)
-                        (void) snprintf(msg, sizeof(msg),
-                                        "{\"error\":\"payload_too_large\",\"message\":\"This request takes no body.\"}");
+                        http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
+                                              "This request takes no body.");
                 else
-                        (void) snprintf(msg, sizeof(msg),
-                                        "{\"error\":\"payload_too_large\",\"message\":\"The request body exceeds %" PRIu64 " bytes.\"}",
-                                        req->body_cap);
-                (void) http_request_reply(req, 413, "application/json", msg, strlen(msg), true, NULL);
+                        http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
+                                              "The request body exceeds %" PRIu64 " bytes.", req->body_cap);
                 return queue_pending(req);
         }
 
