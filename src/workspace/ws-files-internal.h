@@ -6,8 +6,9 @@
  */
 #pragma once
 
-/* ws_path_split() - split a validated, non-empty @path at its last '/': *ret_parent is "" for a
- * top-level name, *ret_name points into @path. Return: 0 or -ENOMEM. */
+/* ws_path_split() - validate the non-empty @path (ws_path_validate()) and split it at its last
+ * '/': *ret_parent is "" for a top-level name, *ret_name points into @path.
+ * Return: 0, what ws_path_validate() refuses @path with, or -ENOMEM. */
 int ws_path_split(const char *path, char **ret_parent, const char **ret_name);
 
 /* ws_files_test_flags() - the WS_TEST_* flags ws_files_test_set() set last (0 in the daemon). */

@@ -236,9 +236,6 @@ int ws_remove(int ws_fd, const char *path) {
         const char *name;
         int r;
 
-        r = ws_path_validate(path, false);
-        if (r < 0)
-                return r;
         r = ws_path_split(path, &parent, &name);
         if (r < 0)
                 return r;

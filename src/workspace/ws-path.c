@@ -93,9 +93,14 @@ int ws_path_validate(const char *path, bool allow_empty) {
 }
 
 int ws_path_split(const char *path, char **ret_parent, const char **ret_name) {
-        const char *slash = strrchr(path, '/');
+        const char *slash;
         char *parent;
+        int r;
 
+        r = ws_path_validate(path, false);
+        if (r < 0)
+                return r;
+        slash = strrchr(path, '/');
         parent = slash ? strndup(path, (size_t) (slash - path)) : strdup("");
         if (!parent)
                 return -ENOMEM;

@@ -218,9 +218,6 @@ int ws_writer_begin(int ws_fd, const char *path, uint64_t max_bytes, bool mkdirs
         struct stat st;
         int r;
 
-        r = ws_path_validate(path, false);
-        if (r < 0)
-                return r;
         r = ws_path_split(path, &parent, &name);
         if (r < 0)
                 return r;
