@@ -3,217 +3,24 @@
  * libmicrohttpd driven by sd-event: we accept connections ourselves (for per-client and overall
  * caps and header/body deadlines), hand them to an MHD daemon without listen socket or threads,
  * and run MHD from its epoll fd and its timeout, both as sd-event sources.
+ *
+ * This file owns the MHD daemon and the request lifecycle: MHD's callbacks (begin, body,
+ * dispatch, completion), suspending and resuming, and the request accessors. Connections
+ * (listeners, accept, caps, deadlines) are http-connection.c's, answers http-answer.c's; all
+ * three share http-server-internal.h. May call util/, and http-reply.h for the error table
+ * (the 413 of a body over its cap).
  */
 
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
-#include "http/http-server.h"
+#include "http/http-reply.h"
+#include "http/http-server-internal.h"
 #include "util/log.h"
 #include "util/macro.h"
-#include "util/socket-util.h"
-
-typedef struct HttpConnection HttpConnection;
-
-struct HttpServer {
-        sd_event *event;
-        struct MHD_Daemon *mhd;
-        sd_event_source *mhd_io;
-        sd_event_source *mhd_timer;
-        sd_event_source **listeners;
-        size_t n_listeners;
-        HttpServerLimits limits;
-        HttpServerCallbacks cb;
-        void *userdata;
-        HttpConnection *connections;      /* doubly-linked list */
-        unsigned n_connections;
-        HttpConnection *adding;           /* connection being handed to MHD_add_connection() */
-        HttpRequest *suspended;           /* list of suspended requests (resumed before stopping) */
-        uint64_t n_requests;
-        uint64_t next_request_id;
-        bool in_run;
-};
-
-struct HttpConnection {
-        HttpServer *server;
-        HttpConnection *prev, *next;
-        int fd;
-        SockaddrUnion addr;
-        socklen_t addr_len;
-        char client[INET6_ADDRSTRLEN + 16];
-        sd_event_source *deadline;
-        bool attached;                    /* MHD knows it; freed from its NOTIFY_CONNECTION */
-};
-
-struct HttpRequest {
-        HttpServer *server;
-        HttpConnection *conn;
-        struct MHD_Connection *mhd;
-        char *target;                     /* raw request target as sent */
-        const char *method;
-        const char *path;
-        uint64_t id;
-        uint64_t body_cap;
-        char *body;
-        size_t body_size;
-        size_t body_alloc;
-        struct MHD_Response *response;
-        unsigned status;
-        bool started, dispatched, suspended, replied;
-        bool in_handler;                  /* inside on_mhd_access() for this request */
-        bool want_suspend;                /* suspend when the handler returns */
-        bool peer_gone;                   /* the client hung up while we waited */
-        sd_event_source *hangup_source;   /* watches the socket while suspended */
-        HttpStream *stream;               /* our streamed answer, if any */
-        HttpBodySink sink;                /* streams the body instead of buffering it */
-        void *sink_userdata;
-        int sink_error;
-        uint64_t sink_bytes;
-        HttpRequest *suspended_prev, *suspended_next;
-        bool too_large;                   /* body over the cap: discarded, 413 at the end */
-        void *userdata;
-        void (*abort_cb)(HttpRequest *req, void *userdata);
-};
-
-struct HttpStream {
-        HttpRequest *req;                 /* NULL once the request is gone */
-        HttpStreamReader reader;
-        void (*free_cb)(void *);
-        void *userdata;
-};
-
-static int server_run(HttpServer *s);
-
-/* ---- deadlines -------------------------------------------------------------------------- */
-
-static int on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
-        HttpConnection *c = userdata;
-
-        /* MHD offers no call to drop a connection from outside a handler; shutting the socket
-         * down makes MHD see EOF on its next run and close it through its normal path. */
-        log_debug("Connection from %s missed its deadline, closing.", c->client);
-        (void) shutdown(c->fd, SHUT_RDWR);
-        c->deadline = sd_event_source_disable_unref(c->deadline);
-        return server_run(c->server);
-}
-
-static void connection_arm(HttpConnection *c, uint64_t timeout_usec) {
-        int r;
-
-        c->deadline = sd_event_source_disable_unref(c->deadline);
-        if (timeout_usec == 0)
-                return;
-        r = sd_event_add_time_relative(c->server->event, &c->deadline, CLOCK_MONOTONIC, timeout_usec,
-                                       100 * USEC_PER_MSEC, on_deadline, c);
-        if (r < 0) {
-                /* Fail closed: a connection we cannot bound does not get served. */
-                log_warning_errno(r, "Failed to arm connection deadline, closing: %m");
-                (void) shutdown(c->fd, SHUT_RDWR);
-                return;
-        }
-        (void) sd_event_source_set_description(c->deadline, "http-deadline");
-}
-
-static void connection_free(HttpConnection *c) {
-        HttpServer *s;
-
-        if (!c)
-                return;
-        s = c->server;
-        c->deadline = sd_event_source_disable_unref(c->deadline);
-        if (c->prev)
-                c->prev->next = c->next;
-        else
-                s->connections = c->next;
-        if (c->next)
-                c->next->prev = c->prev;
-        s->n_connections--;
-        free(c);
-        if (s->cb.activity)
-                s->cb.activity(s, s->userdata);
-}
-
-static bool same_client(const HttpConnection *a, const SockaddrUnion *addr) {
-        if (a->addr.sa.sa_family != addr->sa.sa_family)
-                return false;
-        switch (addr->sa.sa_family) {
-        case AF_INET:
-                return a->addr.in.sin_addr.s_addr == addr->in.sin_addr.s_addr;
-        case AF_INET6:
-                return memcmp(&a->addr.in6.sin6_addr, &addr->in6.sin6_addr, sizeof(struct in6_addr)) == 0;
-        default:
-                /* AF_UNIX peers are local processes; they share one bucket. */
-                return true;
-        }
-}
-
-/* ---- accepting ------------------------------------------------------------------------------- */
-
-static int on_listener(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        HttpServer *s = userdata;
-
-        for (unsigned i = 0; i < 64; i++) {
-                SockaddrUnion addr = {};
-                socklen_t len = sizeof(addr);
-                unsigned same = 0;
-                HttpConnection *c;
-                int cfd;
-
-                cfd = accept4(fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (cfd < 0) {
-                        if (errno == EAGAIN || errno == EINTR)
-                                break;
-                        if (errno == ECONNABORTED || errno == EPROTO)
-                                continue;
-                        log_warning_errno(errno, "accept() failed, ignoring: %m");
-                        break;
-                }
-
-                for (HttpConnection *o = s->connections; o; o = o->next)
-                        if (same_client(o, &addr))
-                                same++;
-                if (s->n_connections >= s->limits.max_connections ||
-                    (s->limits.max_connections_per_client > 0 && same >= s->limits.max_connections_per_client)) {
-                        char buf[INET6_ADDRSTRLEN + 16];
-                        log_debug("Refusing connection from %s: %u open overall, %u from this client.",
-                                  sockaddr_format(&addr.sa, len, buf, sizeof(buf)), s->n_connections, same);
-                        safe_close(cfd);
-                        continue;
-                }
-
-                c = calloc(1, sizeof(*c));
-                if (!c) {
-                        safe_close(cfd);
-                        return log_oom();
-                }
-                *c = (HttpConnection) { .server = s, .fd = cfd, .addr = addr, .addr_len = len, .next = s->connections };
-                (void) sockaddr_format(&addr.sa, len, c->client, sizeof(c->client));
-                if (s->connections)
-                        s->connections->prev = c;
-                s->connections = c;
-                s->n_connections++;
-                connection_arm(c, s->limits.header_timeout_usec);
-
-                s->adding = c;
-                if (MHD_add_connection(s->mhd, cfd, &addr.sa, len) != MHD_YES) {
-                        /* MHD closed the socket already. */
-                        log_debug("MHD refused connection from %s.", c->client);
-                        s->adding = NULL;
-                        connection_free(c);
-                        continue;
-                }
-                s->adding = NULL;
-                c->attached = true;
-                if (s->cb.activity)
-                        s->cb.activity(s, s->userdata);
-        }
-        return server_run(s);
-}
 
 /* ---- MHD callbacks --------------------------------------------------------------------------- */
 
@@ -226,7 +33,7 @@ static void on_mhd_connection(void *cls, struct MHD_Connection *connection, void
                 return;
         }
         if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
-                connection_free(*socket_context);
+                http_connection_free(*socket_context);
                 *socket_context = NULL;
         }
 }
@@ -267,7 +74,7 @@ static void request_unlink_suspended(HttpRequest *req) {
         req->suspended = false;
 }
 
-static void request_resume(HttpRequest *req) {
+void http_request_resume(HttpRequest *req) {
         if (!req->suspended)
                 return;
         request_unlink_suspended(req);
@@ -307,7 +114,7 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *connection, void 
         request_abort(req);
         if (req->conn && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
                 /* keep-alive: the next request's headers must arrive in time too */
-                connection_arm(req->conn, s->limits.header_timeout_usec);
+                http_connection_arm(req->conn, s->limits.header_timeout_usec);
         request_free(req);
 }
 
@@ -344,11 +151,11 @@ static int on_hangup(sd_event_source *es, int fd, uint32_t revents, void *userda
         req->peer_gone = true;
         request_abort(req);
         /* Let MHD see the closed socket and finish the request. */
-        request_resume(req);
-        return server_run(req->server);
+        http_request_resume(req);
+        return http_server_run(req->server);
 }
 
-static void request_suspend_now(HttpRequest *req) {
+void http_request_suspend_now(HttpRequest *req) {
         HttpServer *s = req->server;
         int r;
 
@@ -382,7 +189,7 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 req->path = url;
                 s->n_requests++;
                 if (req->conn)
-                        connection_arm(req->conn, s->limits.request_timeout_usec);
+                        http_connection_arm(req->conn, s->limits.request_timeout_usec);
                 req->body_cap = s->cb.begin(req, s->userdata);
                 /* An early answer to a request without a body waits for MHD's next call: queued
                  * now, before MHD has seen the (empty) body, it would close the connection. */
@@ -413,7 +220,7 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                          * check) may take longer than RequestTimeoutSec in total: the deadline
                          * slides while data keeps coming. */
                         if (req->conn)
-                                connection_arm(req->conn, s->limits.request_timeout_usec);
+                                http_connection_arm(req->conn, s->limits.request_timeout_usec);
                         return MHD_YES;
                 }
                 if ((uint64_t) req->body_size + n > req->body_cap) {
@@ -445,27 +252,24 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 return MHD_NO;
 
         if (req->too_large && !req->replied) {
-                char msg[160];
                 if (req->body_cap == 0)
-                        (void) snprintf(msg, sizeof(msg),
-                                        "{\"error\":\"payload_too_large\",\"message\":\"This request takes no body.\"}");
+                        http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
+                                              "This request takes no body.");
                 else
-                        (void) snprintf(msg, sizeof(msg),
-                                        "{\"error\":\"payload_too_large\",\"message\":\"The request body exceeds %" PRIu64 " bytes.\"}",
-                                        req->body_cap);
-                (void) http_request_reply(req, 413, "application/json", msg, strlen(msg), true, NULL);
+                        http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
+                                              "The request body exceeds %" PRIu64 " bytes.", req->body_cap);
                 return queue_pending(req);
         }
 
         if (!req->dispatched && !req->replied) {
                 req->dispatched = true;
                 if (req->conn)
-                        connection_arm(req->conn, 0);   /* the handler bounds its own work */
+                        http_connection_arm(req->conn, 0);   /* the handler bounds its own work */
                 req->in_handler = true;
                 s->cb.dispatch(req, s->userdata);
                 req->in_handler = false;
                 if (req->want_suspend && !req->replied)
-                        request_suspend_now(req);
+                        http_request_suspend_now(req);
                 req->want_suspend = false;
         }
         return queue_pending(req);
@@ -473,7 +277,7 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
 
 /* ---- event-loop glue ------------------------------------------------------------------------- */
 
-static int server_run(HttpServer *s) {
+int http_server_run(HttpServer *s) {
         MHD_UNSIGNED_LONG_LONG timeout_ms;
         int r;
 
@@ -500,11 +304,11 @@ static int server_run(HttpServer *s) {
 }
 
 static int on_mhd_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        return server_run(userdata);
+        return http_server_run(userdata);
 }
 
 static int on_mhd_timer(sd_event_source *es, uint64_t usec, void *userdata) {
-        return server_run(userdata);
+        return http_server_run(userdata);
 }
 
 int http_server_new(sd_event *e, const HttpServerLimits *limits, const HttpServerCallbacks *cb,
@@ -574,40 +378,15 @@ HttpServer *http_server_free(HttpServer *s) {
         if (s->mhd) {
                 /* MHD aborts when stopped with suspended connections. */
                 while (s->suspended)
-                        request_resume(s->suspended);
+                        http_request_resume(s->suspended);
                 (void) MHD_run(s->mhd);
                 MHD_stop_daemon(s->mhd);   /* closes connections: NOTIFY_CLOSED frees them */
         }
         while (s->connections)
-                connection_free(s->connections);
+                http_connection_free(s->connections);
         sd_event_unref(s->event);
         free(s);
         return NULL;
-}
-
-int http_server_add_listener(HttpServer *s, int fd) {
-        sd_event_source **l, *es = NULL;
-        int r;
-
-        l = realloc(s->listeners, sizeof(*l) * (s->n_listeners + 1));
-        if (!l) {
-                safe_close(fd);
-                return -ENOMEM;
-        }
-        s->listeners = l;
-        r = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        if (r < 0) {
-                safe_close(fd);
-                return negative_errno();
-        }
-        r = sd_event_add_io(s->event, &es, fd, EPOLLIN, on_listener, s);
-        if (r < 0) {
-                safe_close(fd);
-                return r;
-        }
-        (void) sd_event_source_set_description(es, "http-listener");
-        s->listeners[s->n_listeners++] = es;
-        return 0;
 }
 
 unsigned http_server_n_connections(const HttpServer *s) {
@@ -708,7 +487,7 @@ void http_request_suspend(HttpRequest *req) {
                 req->want_suspend = true;
                 return;
         }
-        request_suspend_now(req);
+        http_request_suspend_now(req);
 }
 
 void http_request_set_body_sink(HttpRequest *req, HttpBodySink sink, void *userdata) {
@@ -718,118 +497,4 @@ void http_request_set_body_sink(HttpRequest *req, HttpBodySink sink, void *userd
 
 int http_request_sink_error(const HttpRequest *req) {
         return req->sink_error;
-}
-
-static int reply_queue(HttpRequest *req, struct MHD_Response *resp, unsigned status, const char *content_type,
-                       bool close, const char *const *headers);
-
-
-static ssize_t on_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-        HttpStream *st = cls;
-
-        if (!st->req || st->req->peer_gone)
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-        return st->reader(st->req, pos, buf, max, st->userdata);
-}
-
-static void on_stream_free(void *cls) {
-        HttpStream *st = cls;
-
-        if (st->req)
-                st->req->stream = NULL;
-        if (st->free_cb)
-                st->free_cb(st->userdata);
-        free(st);
-}
-
-int http_request_reply_stream(HttpRequest *req, unsigned status, const char *content_type, uint64_t size,
-                              HttpStreamReader reader, void (*free_cb)(void *), void *userdata,
-                              const char *const *headers, HttpStream **ret_stream) {
-        struct MHD_Response *resp;
-        HttpStream *st;
-
-        if (req->replied)
-                return -EALREADY;
-        st = calloc(1, sizeof(*st));
-        if (!st)
-                return -ENOMEM;
-        *st = (HttpStream) { .req = req, .reader = reader, .free_cb = free_cb, .userdata = userdata };
-        resp = MHD_create_response_from_callback(size, 64 * 1024, on_stream_read, st, on_stream_free);
-        if (!resp) {
-                free(st);
-                return -ENOMEM;
-        }
-        req->stream = st;
-        if (ret_stream)
-                *ret_stream = st;
-        return reply_queue(req, resp, status, content_type, false, headers);
-}
-
-void http_request_stream_wait(HttpRequest *req) {
-        /* Called from MHD's reader callback: suspend directly (microhttpd.h: return 0 only with
-         * MHD_suspend_connection(), or MHD polls). */
-        if (!req->suspended)
-                request_suspend_now(req);
-}
-
-void http_stream_wake(HttpStream *st) {
-        HttpRequest *req = st->req;
-
-        if (!req || !req->suspended)
-                return;
-        request_resume(req);
-        (void) server_run(req->server);
-}
-
-int http_request_reply_fd(HttpRequest *req, unsigned status, const char *content_type, int fd, uint64_t offset,
-                          uint64_t size, const char *const *headers) {
-        struct MHD_Response *resp;
-
-        if (req->replied) {
-                safe_close(fd);
-                return -EALREADY;
-        }
-        resp = MHD_create_response_from_fd_at_offset64(size, fd, offset);
-        if (!resp) {
-                safe_close(fd);
-                return -ENOMEM;
-        }
-        return reply_queue(req, resp, status, content_type, false, headers);
-}
-
-int http_request_reply(HttpRequest *req, unsigned status, const char *content_type,
-                       const void *body, size_t size, bool close, const char *const *headers) {
-        struct MHD_Response *resp;
-
-        if (req->replied)
-                return -EALREADY;
-        resp = MHD_create_response_from_buffer(size, (void *) body, MHD_RESPMEM_MUST_COPY);
-        if (!resp)
-                return -ENOMEM;
-        return reply_queue(req, resp, status, content_type, close, headers);
-}
-
-static int reply_queue(HttpRequest *req, struct MHD_Response *resp, unsigned status, const char *content_type,
-                       bool close, const char *const *headers) {
-        char id[32];
-
-        (void) snprintf(id, sizeof(id), "%" PRIu64, req->id);
-        if (content_type)
-                (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-        (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        (void) MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-        (void) MHD_add_response_header(resp, "X-Request-Id", id);
-        if (close)
-                (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-        for (const char *const *h = headers; h && h[0] && h[1]; h += 2)
-                (void) MHD_add_response_header(resp, h[0], h[1]);
-
-        req->response = resp;
-        req->status = status;
-        req->replied = true;
-        if (req->suspended) {
-                request_resume(req);
-                (void) server_run(req->server);
-        }
-        return 0;
 }
