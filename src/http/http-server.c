@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "http/http-reply.h"
+#include "http/http-error.h"
 #include "http/http-server-internal.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -174,6 +174,23 @@ void http_request_suspend_now(HttpRequest *req) {
         }
 }
 
+
+/* 413 for a body past its cap, from the error table (http-error.h), closing the connection. */
+static void reply_too_large(HttpRequest *req) {
+        _cleanup_free_ char *body = NULL;
+        char msg[96];
+        int r;
+
+        if (req->body_cap == 0)
+                (void) snprintf(msg, sizeof(msg), "This request takes no body.");
+        else
+                (void) snprintf(msg, sizeof(msg), "The request body exceeds %" PRIu64 " bytes.", req->body_cap);
+        body = http_error_json(http_error_code(HTTP_ERROR_PAYLOAD_TOO_LARGE), msg);
+        r = body ? http_request_reply(req, http_error_status(HTTP_ERROR_PAYLOAD_TOO_LARGE), "application/json",
+                                      body, strlen(body), true, NULL) : -ENOMEM;
+        if (r < 0)
+                log_warning_errno(r, "Failed to queue the answer to a body past its cap, ignoring: %m");
+}
 static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
@@ -252,12 +269,7 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                 return MHD_NO;
 
         if (req->too_large && !req->replied) {
-                if (req->body_cap == 0)
-                        http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
-                                              "This request takes no body.");
-                else
-                        http_reply_error_full(req, HTTP_ERROR_PAYLOAD_TOO_LARGE, true, NULL,
-                                              "The request body exceeds %" PRIu64 " bytes.", req->body_cap);
+                reply_too_large(req);
                 return queue_pending(req);
         }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The API's error table (http-reply.c) against the table of error codes in docs/api.md section 3,
+ * The API's error table (http-error.c) against the table of error codes in docs/api.md section 3,
  * both ways: every documented row (code, status) is exactly one HttpError, every HttpError is a
  * documented row; and the errno map answers with the table's statuses.
  */
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "http/http-reply.h"
+#include "http/http-error.h"
 
 #define MAX_ROWS 64
 
