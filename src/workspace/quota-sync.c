@@ -49,17 +49,17 @@ int watch_add(QuotaWatch *w, int fd) {
 }
 
 /*
- * Bring @name in @parent (open at @pfd) in line with the tree. New directories are watched, then
- * scanned; known ones (same watch descriptor) are re-attached where they are now, and scanned
- * only if @recursive. Return: 0, -EAGAIN if the name kept changing type under us (retry later),
- * or a fatal -errno.
+ * The first step of node_update(): stat @name in @parent (open at @pfd) and, if it is a directory
+ * to descend into, open it. What needs nothing more is done here: a name gone, a parent we may not
+ * search, a directory below the depth cap, an indexed and watched directory (@old) that is not to
+ * be re-read. Return: 1 with @ret_st and @ret_fd (-EBADF for a non-directory, or a directory we
+ * may not open) to go on; 0 if done; -EAGAIN if the name kept changing type under us; or a fatal
+ * -errno.
  */
-static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bool recursive, uint32_t gen) {
-        Node *old = node_find(w, parent, name);
+static int node_lookup(QuotaWatch *w, Dir *parent, int pfd, const char *name, Node *old, bool recursive,
+                       uint32_t gen, struct stat *ret_st, int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
-        Dir *d;
-        int r, wd;
 
         for (unsigned attempt = 0;; attempt++) {
                 if (attempt >= 3)
@@ -105,48 +105,100 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
                 break;                          /* a directory we may not open: unreadable */
         }
 
-        if (!S_ISDIR(st.st_mode)) {
-                if (old && old->dir) {
-                        node_drop(w, old);
-                        old = NULL;
-                }
-                if (old) {
-                        old->gen = gen;
-                        r = node_set_inode(w, old, &st);
-                        if (r < 0)
-                                return r;
-                        sparse_update(w, old, &st);
-                        return 0;
-                }
-                if (index_full(w))
-                        return 0;
-                r = node_new_file(w, parent, name, &st, &old);
-                if (r < 0)
-                        return r;
-                old->gen = gen;
-                sparse_update(w, old, &st);
-                return 0;
-        }
+        *ret_st = st;
+        *ret_fd = STEAL_FD(fd);
+        return 1;
+}
 
-        if (fd < 0) {
-                /* EACCES: count the directory's own blocks, flag its content as unknown (what is
-                 * indexed below it stays, for when it becomes readable again). */
-                if (old && old->dir && inode_is(old->inode, &st)) {
-                        old->gen = gen;
-                        dir_set_unreadable(w, old->dir, true);
-                        return node_set_inode(w, old, &st);
-                }
-                if (old)
-                        node_drop(w, old);
-                if (index_full(w))
-                        return 0;
-                r = node_new_dir(w, parent, name, &st, -1, &d);
+/* A non-directory @name in @parent, described by @st, indexed as @old or not at all. */
+static int node_update_file(QuotaWatch *w, Dir *parent, Node *old, const char *name, const struct stat *st,
+                            uint32_t gen) {
+        int r;
+
+        if (old && old->dir) {
+                node_drop(w, old);
+                old = NULL;
+        }
+        if (old) {
+                old->gen = gen;
+                r = node_set_inode(w, old, st);
                 if (r < 0)
                         return r;
-                d->node->gen = gen;
-                dir_set_unreadable(w, d, true);
+                sparse_update(w, old, st);
                 return 0;
         }
+        if (index_full(w))
+                return 0;
+        r = node_new_file(w, parent, name, st, &old);
+        if (r < 0)
+                return r;
+        old->gen = gen;
+        sparse_update(w, old, st);
+        return 0;
+}
+
+/* A directory @name in @parent that we may not open (EACCES): count the directory's own blocks,
+ * flag its content as unknown (what is indexed below it stays, for when it becomes readable
+ * again). */
+static int node_update_unreadable_dir(QuotaWatch *w, Dir *parent, Node *old, const char *name,
+                                      const struct stat *st, uint32_t gen) {
+        Dir *d;
+        int r;
+
+        if (old && old->dir && inode_is(old->inode, st)) {
+                old->gen = gen;
+                dir_set_unreadable(w, old->dir, true);
+                return node_set_inode(w, old, st);
+        }
+        if (old)
+                node_drop(w, old);
+        if (index_full(w))
+                return 0;
+        r = node_new_dir(w, parent, name, st, -1, &d);
+        if (r < 0)
+                return r;
+        d->node->gen = gen;
+        dir_set_unreadable(w, d, true);
+        return 0;
+}
+
+/* The indexed directory @d (the kernel handed out its existing watch) is now @name in @parent,
+ * open at @dir_fd (taken over) and described by @st: re-attach it there, read it if @recursive
+ * or if it was unreadable. */
+static int dir_update_known(QuotaWatch *w, Dir *d, Dir *parent, Node *old, const char *name, int dir_fd,
+                            const struct stat *st, bool recursive, uint32_t gen) {
+        _cleanup_close_ int fd = dir_fd;
+        int r;
+
+        if (d == parent || dir_is_below(w, parent, d)) {
+                /* The index thinks @parent is inside @d: it missed a move. */
+                w->need_resync = true;
+                return 0;
+        }
+        if (old && old != d->node)
+                node_drop(w, old);
+        r = dir_move(w, d, parent, name);
+        if (r < 0)
+                return r;
+        d->node->gen = gen;
+        r = node_set_inode(w, d->node, st);
+        if (r < 0)
+                return r;
+        if (!recursive && !d->unreadable)
+                return 0;
+        dir_set_unreadable(w, d, false);
+        return dir_sync(w, d, STEAL_FD(fd), recursive);
+}
+
+/* A directory @name in @parent, open at @dir_fd (taken over), indexed as @old or not at all:
+ * watch it, then re-attach it if the index knows it by its watch, else index it anew and read
+ * it. */
+static int node_update_dir(QuotaWatch *w, Dir *parent, Node *old, const char *name, int dir_fd, bool recursive,
+                           uint32_t gen) {
+        _cleanup_close_ int fd = dir_fd;
+        struct stat st;
+        Dir *d;
+        int r, wd;
 
         w->restats++;
         if (fstat(fd, &st) < 0)
@@ -156,28 +208,10 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
         if (wd < 0)
                 return 0;                       /* degrading: the index is about to go */
 
+        /* The same directory as an indexed one? (The kernel hands out its existing watch.) */
         d = wd_find(w, wd);
-        if (d) {
-                /* The same directory (the kernel handed out its existing watch). */
-                if (d == parent || dir_is_below(w, parent, d)) {
-                        /* The index thinks @parent is inside @d: it missed a move. */
-                        w->need_resync = true;
-                        return 0;
-                }
-                if (old && old != d->node)
-                        node_drop(w, old);
-                r = dir_move(w, d, parent, name);
-                if (r < 0)
-                        return r;
-                d->node->gen = gen;
-                r = node_set_inode(w, d->node, &st);
-                if (r < 0)
-                        return r;
-                if (!recursive && !d->unreadable)
-                        return 0;
-                dir_set_unreadable(w, d, false);
-                return dir_sync(w, d, STEAL_FD(fd), recursive);
-        }
+        if (d)
+                return dir_update_known(w, d, parent, old, name, STEAL_FD(fd), &st, recursive, gen);
 
         if (old)
                 node_drop(w, old);
@@ -193,6 +227,27 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
         d->node->gen = gen;
         /* New here (created, or moved in whole): its watch is in place, now read what it holds. */
         return dir_sync(w, d, STEAL_FD(fd), true);
+}
+
+/*
+ * Bring @name in @parent (open at @pfd) in line with the tree. New directories are watched, then
+ * scanned; known ones (same watch descriptor) are re-attached where they are now, and scanned
+ * only if @recursive. Return: 0, -EAGAIN if the name kept changing type under us (retry later),
+ * or a fatal -errno.
+ */
+static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bool recursive, uint32_t gen) {
+        Node *old = node_find(w, parent, name);
+        struct stat st;
+        int r, fd;
+
+        r = node_lookup(w, parent, pfd, name, old, recursive, gen, &st, &fd);
+        if (r <= 0)
+                return r;
+        if (!S_ISDIR(st.st_mode))
+                return node_update_file(w, parent, old, name, &st, gen);
+        if (fd < 0)
+                return node_update_unreadable_dir(w, parent, old, name, &st, gen);
+        return node_update_dir(w, parent, old, name, fd, recursive, gen);
 }
 
 /*
