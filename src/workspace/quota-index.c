@@ -30,15 +30,9 @@ static int watch_ref_inode(QuotaWatch *w, const struct stat *st, Inode **ret) {
 
         i = inode_find(&w->inodes, st->st_dev, st->st_ino, h);
         if (!i) {
-                i = calloc(1, sizeof(*i));
-                if (!i)
-                        return -ENOMEM;
-                *i = (Inode) { .dev = st->st_dev, .ino = st->st_ino };
-                r = hashmap_add(&w->inodes, &i->link, h);
-                if (r < 0) {
-                        free(i);
+                r = inode_add(&w->inodes, st, h, &i);
+                if (r < 0)
                         return r;
-                }
         }
         i->refs++;
         /* Another name of the same inode, or the same name re-stat'ed: the latest stat wins. */

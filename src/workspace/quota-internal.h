@@ -154,6 +154,7 @@ static inline uint32_t *nodeset_idx(const NodeSet *set, Node *n) {
 }
 
 /* quota-scan.c */
+int inode_add(HashMap *t, const struct stat *st, uint64_t hash, Inode **ret);
 void limits_fill(QuotaLimits *l, const QuotaLimits *in);
 int random_key(uint64_t key[2]);
 

@@ -33,6 +33,22 @@ static void inode_free_link(HashLink *l) {
         free(hashmap_entry(l, Inode, link));
 }
 
+/* A new record, with no bytes and no references yet, for the inode of @st: in @t under @hash. */
+int inode_add(HashMap *t, const struct stat *st, uint64_t hash, Inode **ret) {
+        _cleanup_free_ Inode *i = NULL;
+        int r;
+
+        i = calloc(1, sizeof(*i));
+        if (!i)
+                return -ENOMEM;
+        *i = (Inode) { .dev = st->st_dev, .ino = st->st_ino };
+        r = hashmap_add(t, &i->link, hash);
+        if (r < 0)
+                return r;
+        *ret = STEAL(i);
+        return 0;
+}
+
 static void scan_done(Scan *s) {
         hashmap_drain(&s->links, inode_free_link);
 }
@@ -50,15 +66,9 @@ static int scan_account(Scan *s, const struct stat *st) {
 
                 if (inode_find(&s->links, st->st_dev, st->st_ino, h))
                         return 0;
-                i = calloc(1, sizeof(*i));
-                if (!i)
-                        return -ENOMEM;
-                *i = (Inode) { .dev = st->st_dev, .ino = st->st_ino };
-                r = hashmap_add(&s->links, &i->link, h);
-                if (r < 0) {
-                        free(i);
+                r = inode_add(&s->links, st, h, &i);
+                if (r < 0)
                         return r;
-                }
         }
         s->bytes += stat_bytes(st);
         return 0;
