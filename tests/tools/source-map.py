@@ -28,8 +28,8 @@ FUNCTION_MAX = 120
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 # A function definition in the style of the tree: the name and its parameters at column 0 (after
 # the return type), the body's opening brace at the end of that line or the next ones, the closing
-# brace alone at column 0.
-FUNCTION_START = re.compile(r'^(?!static\s+const\b)[A-Za-z_][^;=()]*\b([A-Za-z_]\w*)\s*\(')
+# brace alone at column 0; an attribute macro (_printf_(2, 3)) may stand first.
+FUNCTION_START = re.compile(r'^(?:_\w+_\([^)]*\)\s+)?(?!static\s+const\b)[A-Za-z_][^;=()]*\b([A-Za-z_]\w*)\s*\(')
 
 
 def module_of(path, src):
