@@ -18,6 +18,7 @@
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/socket-util.h"
+#include "util/string-table.h"
 #include "util/strv.h"
 
 #define CONFIG_FILE_MAX (1024 * 1024)
@@ -28,18 +29,7 @@ static const char *const network_mode_table[_NETWORK_MODE_MAX] = {
         [NETWORK_MODE_ALLOWLIST] = "allowlist",
 };
 
-const char *network_mode_to_string(NetworkMode m) {
-        if (m < 0 || m >= _NETWORK_MODE_MAX)
-                return NULL;
-        return network_mode_table[m];
-}
-
-NetworkMode network_mode_from_string(const char *s) {
-        for (int i = 0; i < _NETWORK_MODE_MAX; i++)
-                if (s && streq(s, network_mode_table[i]))
-                        return (NetworkMode) i;
-        return _NETWORK_MODE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(network_mode, NetworkMode)
 
 int config_init(Config *c) {
         *c = (Config) {

@@ -14,25 +14,17 @@
 #include "util/dirent-util.h"
 #include "util/io-util.h"
 #include "util/macro.h"
+#include "util/string-table.h"
 #include "workspace/workspace.h"
 
 #define RECORD_MAX_BYTES (64U << 20)
 
-static const char *const stream_table[_RECORD_STREAM_MAX] = {
+static const char *const record_stream_table[_RECORD_STREAM_MAX] = {
         [RECORD_STREAM_STDOUT] = "stdout",
         [RECORD_STREAM_STDERR] = "stderr",
 };
 
-const char *record_stream_to_string(RecordStream s) {
-        return s >= 0 && s < _RECORD_STREAM_MAX ? stream_table[s] : NULL;
-}
-
-RecordStream record_stream_from_string(const char *s) {
-        for (int i = 0; i < _RECORD_STREAM_MAX; i++)
-                if (s && streq(s, stream_table[i]))
-                        return (RecordStream) i;
-        return _RECORD_STREAM_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(record_stream, RecordStream)
 
 int records_open(const char *state_dir) {
         _cleanup_free_ char *p = NULL;
@@ -262,7 +254,7 @@ int records_prune(int dir_fd, unsigned keep) {
                         if (unlinkat(dir_fd, name, 0) == 0)
                                 removed++;
                         for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
-                                (void) snprintf(name, sizeof(name), "%s.%s", list[i].id, stream_table[s]);
+                                (void) snprintf(name, sizeof(name), "%s.%s", list[i].id, record_stream_table[s]);
                                 (void) unlinkat(dir_fd, name, 0);
                         }
                 }
