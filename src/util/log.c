@@ -29,6 +29,15 @@ static const char *const log_level_table[] = {
 
 DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(log_target, LogTarget)
 
+int log_target_from_option(const char *s, LogTarget *ret) {
+        LogTarget t = log_target_from_string(s);
+
+        if (t < 0)
+                return log_error_errno(EINVAL, "Invalid --log-target '%s'.", s);
+        *ret = t;
+        return 0;
+}
+
 int log_level_from_string(const char *s) {
         ssize_t i;
 
