@@ -22,7 +22,8 @@ static inline const char *string_table_lookup_to_string(const char *const *table
 }
 
 /* string_table_lookup_from_string() - the index of @key in @table. Return: index or -EINVAL. */
-static inline ssize_t string_table_lookup_from_string(const char *const *table, size_t len, const char *key) {
+static inline ssize_t string_table_lookup_from_string(const char *const *table, size_t len,
+                                                      const char *key) {
         if (!key)
                 return -EINVAL;
         for (size_t i = 0; i < len; i++)
