@@ -220,13 +220,18 @@ static int epoch_start_systemd(EgressEpoch *ep) {
         EgressEpochs *ee = ep->owner;
         sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_free_ char *unit = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
         if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) < 0)
                 return -ENOMEM;
         /* Rare (a policy change or start-up): a synchronous call keeps the socket in place
          * before any sandbox binds it. */
-        r = bus_call_manager(ee->bus, "StartUnit", &error, NULL, "ss", unit, "replace");
+        r = bus_message_new_manager_call(ee->bus, &m, "StartUnit");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss", unit, "replace");
+        if (r >= 0)
+                r = sd_bus_call(ee->bus, m, 0, &error, NULL);
         if (r < 0)
                 log_warning("Failed to start %s: %s", unit, error.message ?: strerror(-r));
         sd_bus_error_free(&error);

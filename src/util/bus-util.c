@@ -15,53 +15,22 @@ int bus_message_new_manager_call(sd_bus *bus, sd_bus_message **ret, const char *
                                               SYSTEMD_BUS_INTERFACE, member);
 }
 
-static int new_manager_callv(sd_bus *bus, sd_bus_message **ret, const char *member, const char *types,
-                             va_list ap) {
-        sd_bus_message *m = NULL;
-        int r;
-
-        r = bus_message_new_manager_call(bus, &m, member);
-        if (r < 0)
-                return r;
-        if (!isempty(types)) {
-                r = sd_bus_message_appendv(m, types, ap);
-                if (r < 0) {
-                        sd_bus_message_unref(m);
-                        return r;
-                }
-        }
-        *ret = m;
-        return 0;
-}
-
 int bus_call_manager_async(sd_bus *bus, sd_bus_slot **slot, const char *member,
                            sd_bus_message_handler_t callback, void *userdata, const char *types, ...) {
         sd_bus_message *m = NULL;
         va_list ap;
         int r;
 
-        va_start(ap, types);
-        r = new_manager_callv(bus, &m, member, types, ap);
-        va_end(ap);
+        r = bus_message_new_manager_call(bus, &m, member);
         if (r < 0)
                 return r;
-        r = sd_bus_call_async(bus, slot, m, callback, userdata, 0);
-        sd_bus_message_unref(m);
-        return r;
-}
-
-int bus_call_manager(sd_bus *bus, const char *member, sd_bus_error *error, sd_bus_message **reply,
-                     const char *types, ...) {
-        sd_bus_message *m = NULL;
-        va_list ap;
-        int r;
-
-        va_start(ap, types);
-        r = new_manager_callv(bus, &m, member, types, ap);
-        va_end(ap);
-        if (r < 0)
-                return sd_bus_error_set_errno(error, r);    /* as sd_bus_call_method() does */
-        r = sd_bus_call(bus, m, 0, error, reply);
+        if (!isempty(types)) {
+                va_start(ap, types);
+                r = sd_bus_message_appendv(m, types, ap);
+                va_end(ap);
+        }
+        if (r >= 0)
+                r = sd_bus_call_async(bus, slot, m, callback, userdata, 0);
         sd_bus_message_unref(m);
         return r;
 }

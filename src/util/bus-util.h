@@ -22,6 +22,3 @@ int bus_message_new_manager_call(sd_bus *bus, sd_bus_message **ret, const char *
 int bus_call_manager_async(sd_bus *bus, sd_bus_slot **slot, const char *member,
                            sd_bus_message_handler_t callback, void *userdata, const char *types, ...);
 
-/* bus_call_manager() - sd_bus_call_method() of @member of systemd's manager. Return: as that. */
-int bus_call_manager(sd_bus *bus, const char *member, sd_bus_error *error, sd_bus_message **reply,
-                     const char *types, ...);
