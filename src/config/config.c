@@ -18,6 +18,7 @@
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/socket-util.h"
+#include "util/string-table.h"
 #include "util/strv.h"
 
 #define CONFIG_FILE_MAX (1024 * 1024)
@@ -28,18 +29,7 @@ static const char *const network_mode_table[_NETWORK_MODE_MAX] = {
         [NETWORK_MODE_ALLOWLIST] = "allowlist",
 };
 
-const char *network_mode_to_string(NetworkMode m) {
-        if (m < 0 || m >= _NETWORK_MODE_MAX)
-                return NULL;
-        return network_mode_table[m];
-}
-
-NetworkMode network_mode_from_string(const char *s) {
-        for (int i = 0; i < _NETWORK_MODE_MAX; i++)
-                if (s && streq(s, network_mode_table[i]))
-                        return (NetworkMode) i;
-        return _NETWORK_MODE_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(network_mode, NetworkMode)
 
 int config_init(Config *c) {
         *c = (Config) {
@@ -470,39 +460,13 @@ int config_parse_buffer(Config *c, const char *filename, const char *data, size_
         return 0;
 }
 
-static int read_file(const char *path, char **ret, size_t *ret_size) {
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *buf = NULL;
-        struct stat st;
-        ssize_t n;
-
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return negative_errno();
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (!S_ISREG(st.st_mode))
-                return -EBADFD;
-        if (st.st_size > CONFIG_FILE_MAX)
-                return -EFBIG;
-        buf = malloc((size_t) st.st_size + 1);
-        if (!buf)
-                return -ENOMEM;
-        n = loop_read(fd, buf, (size_t) st.st_size);
-        if (n < 0)
-                return errno_from_ssize(n);
-        buf[n] = '\0';
-        *ret = STEAL(buf);
-        *ret_size = (size_t) n;
-        return 0;
-}
 
 static int apply_file(Config *c, const char *path, bool required, char **ret_error) {
         _cleanup_free_ char *data = NULL;
         size_t size;
         int r;
 
-        r = read_file(path, &data, &size);
+        r = read_file_limited(AT_FDCWD, path, O_NOCTTY, CONFIG_FILE_MAX, 0, &data, &size);
         if (r == -ENOENT && !required)
                 return 0;
         if (r == -EBADFD) {

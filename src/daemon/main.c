@@ -78,9 +78,8 @@ static int parse_argv(int argc, char *argv[]) {
                                 return log_oom();
                         break;
                 case ARG_LOG_TARGET:
-                        arg_log_target = log_target_from_string(optarg);
-                        if (arg_log_target < 0)
-                                return log_error_errno(EINVAL, "Invalid --log-target '%s'.", optarg);
+                        if (log_target_from_option(optarg, &arg_log_target) < 0)
+                                return -EINVAL;
                         break;
                 case ARG_KEEP_CAPS:
                         arg_keep_caps = true;

@@ -25,6 +25,7 @@
 #include "build-config.h"
 #include "egress/egress-policy.h"
 #include "egress/egress-epochs.h"
+#include "util/bus-util.h"
 #include "util/json-util.h"
 #include "util/log-ids.h"
 #include "util/log.h"
@@ -92,10 +93,8 @@ static void epoch_free(EgressEpoch *ep) {
         if (ep->systemd && ee->bus) {
                 _cleanup_free_ char *unit = NULL;
                 if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) >= 0)
-                        (void) sd_bus_call_method_async(ee->bus, NULL, "org.freedesktop.systemd1",
-                                                        "/org/freedesktop/systemd1",
-                                                        "org.freedesktop.systemd1.Manager", "StopUnit",
-                                                        NULL, NULL, "ss", unit, "replace");
+                        (void) bus_call_manager_async(ee->bus, NULL, "StopUnit", NULL, NULL, "ss", unit,
+                                                      "replace");
         } else if (ep->socket_path)
                 (void) unlink(ep->socket_path);
         if (ep->policy_path)
@@ -221,15 +220,18 @@ static int epoch_start_systemd(EgressEpoch *ep) {
         EgressEpochs *ee = ep->owner;
         sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_free_ char *unit = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
         if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) < 0)
                 return -ENOMEM;
         /* Rare (a policy change or start-up): a synchronous call keeps the socket in place
          * before any sandbox binds it. */
-        r = sd_bus_call_method(ee->bus, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.freedesktop.systemd1.Manager", "StartUnit", &error, NULL, "ss", unit,
-                               "replace");
+        r = bus_message_new_manager_call(ee->bus, &m, "StartUnit");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss", unit, "replace");
+        if (r >= 0)
+                r = sd_bus_call(ee->bus, m, 0, &error, NULL);
         if (r < 0)
                 log_warning("Failed to start %s: %s", unit, error.message ?: strerror(-r));
         sd_bus_error_free(&error);
@@ -356,10 +358,8 @@ static void egress_clean_stale(EgressEpochs *ee) {
                 if (ee->bus) {
                         char unit[128];
                         (void) snprintf(unit, sizeof(unit), "sandbox-runner-egress@%s.socket", rev);
-                        (void) sd_bus_call_method_async(ee->bus, NULL, "org.freedesktop.systemd1",
-                                                        "/org/freedesktop/systemd1",
-                                                        "org.freedesktop.systemd1.Manager", "StopUnit",
-                                                        NULL, NULL, "ss", unit, "replace");
+                        (void) bus_call_manager_async(ee->bus, NULL, "StopUnit", NULL, NULL, "ss", unit,
+                                                      "replace");
                 }
                 (void) snprintf(path, sizeof(path), "%s/%s.json", dir, rev);
                 (void) unlink(path);

@@ -151,9 +151,8 @@ static int parse_argv(int argc, char *argv[]) {
                         arg_listen = optarg;
                         break;
                 case ARG_LOG_TARGET:
-                        arg_log_target = log_target_from_string(optarg);
-                        if (arg_log_target < 0)
-                                return log_error_errno(EINVAL, "Invalid --log-target '%s'.", optarg);
+                        if (log_target_from_option(optarg, &arg_log_target) < 0)
+                                return -EINVAL;
                         break;
                 case '?':
                 default:
@@ -169,36 +168,6 @@ static int parse_argv(int argc, char *argv[]) {
 /* ---------------------------------------------------------------------------------------------- */
 /* The policy snapshot. */
 
-static int read_policy_file(const char *path, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-        ssize_t size;
-
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return negative_errno();
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (!S_ISREG(st.st_mode))
-                return -EBADFD;
-        if (st.st_size > (off_t) POLICY_FILE_MAX)
-                return -EFBIG;
-
-        buf = malloc(POLICY_FILE_MAX + 1);
-        if (!buf)
-                return -ENOMEM;
-        size = loop_read(fd, buf, POLICY_FILE_MAX + 1);
-        if (size < 0)
-                return errno_from_ssize(size);
-        if ((size_t) size > POLICY_FILE_MAX)
-                return -EFBIG;
-        buf[size] = '\0';
-        *ret = STEAL(buf);
-        *ret_size = (size_t) size;
-        return 0;
-}
-
 static int load_policy(const char *path, EgressPolicy **ret) {
         _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
@@ -209,7 +178,7 @@ static int load_policy(const char *path, EgressPolicy **ret) {
         int r;
 
         path_esc = str_escape_log(path, 256);
-        r = read_policy_file(path, &data, &size);
+        r = read_file_limited(AT_FDCWD, path, O_NOCTTY, POLICY_FILE_MAX, READ_FILE_UP_TO_MAX, &data, &size);
         if (r < 0)
                 return log_struct_errno(LOG_ERR, r,
                                         "MESSAGE_ID=" SR_MESSAGE_EGRESS_POLICY_INVALID,

@@ -15,8 +15,9 @@
 #include "execution/execution.h"
 #include "util/log-ids.h"
 #include "util/log.h"
+#include "util/string-table.h"
 
-static const char *const status_table[_EXECUTION_STATUS_MAX] = {
+static const char *const execution_status_table[_EXECUTION_STATUS_MAX] = {
         [EXECUTION_STATUS_RUNNING] = "running",
         [EXECUTION_STATUS_EXITED] = "exited",
         [EXECUTION_STATUS_SIGNALED] = "signaled",
@@ -29,11 +30,7 @@ static const char *const status_table[_EXECUTION_STATUS_MAX] = {
         [EXECUTION_STATUS_FAILED] = "failed",
 };
 
-const char *execution_status_to_string(ExecutionStatus s) {
-        if (s < 0 || s >= _EXECUTION_STATUS_MAX)
-                return NULL;
-        return status_table[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(execution_status, ExecutionStatus)
 
 static const char *const limits_mechanism_table[_LIMITS_MAX] = {
         [LIMITS_SYSTEMD_SCOPE] = "systemd-scope",
@@ -41,9 +38,7 @@ static const char *const limits_mechanism_table[_LIMITS_MAX] = {
         [LIMITS_RLIMIT] = "rlimit",
 };
 
-const char *limits_mechanism_to_string(LimitsMechanism l) {
-        return l >= 0 && l < _LIMITS_MAX ? limits_mechanism_table[l] : NULL;
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(limits_mechanism, LimitsMechanism)
 
 /* Which limits refused the run anything (a fork, memory), also when the payload survived it:
  * "tasks,memory", "" for none. */

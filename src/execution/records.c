@@ -14,25 +14,17 @@
 #include "util/dirent-util.h"
 #include "util/io-util.h"
 #include "util/macro.h"
+#include "util/string-table.h"
 #include "workspace/workspace.h"
 
 #define RECORD_MAX_BYTES (64U << 20)
 
-static const char *const stream_table[_RECORD_STREAM_MAX] = {
+static const char *const record_stream_table[_RECORD_STREAM_MAX] = {
         [RECORD_STREAM_STDOUT] = "stdout",
         [RECORD_STREAM_STDERR] = "stderr",
 };
 
-const char *record_stream_to_string(RecordStream s) {
-        return s >= 0 && s < _RECORD_STREAM_MAX ? stream_table[s] : NULL;
-}
-
-RecordStream record_stream_from_string(const char *s) {
-        for (int i = 0; i < _RECORD_STREAM_MAX; i++)
-                if (s && streq(s, stream_table[i]))
-                        return (RecordStream) i;
-        return _RECORD_STREAM_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(record_stream, RecordStream)
 
 int records_open(const char *state_dir) {
         _cleanup_free_ char *p = NULL;
@@ -120,29 +112,19 @@ void record_prepared_discard(int dir_fd, const char *id, int *fd) {
 
 int record_read(int dir_fd, const char *id, json_object **ret) {
         char name[160];
-        _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
-        struct stat st;
         json_object *o;
-        ssize_t n;
+        size_t n;
+        int r;
 
         if (!workspace_id_valid(id))
                 return -EINVAL;
         (void) snprintf(name, sizeof(name), "%s.json", id);
-        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return negative_errno();
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (!S_ISREG(st.st_mode) || st.st_size > RECORD_MAX_BYTES)
-                return -EBADMSG;
-        buf = malloc((size_t) st.st_size + 1);
-        if (!buf)
-                return -ENOMEM;
-        n = loop_read(fd, buf, (size_t) st.st_size);
-        if (n < 0)
-                return errno_from_ssize(n);
-        buf[n] = '\0';
+        r = read_file_limited(dir_fd, name, O_NOFOLLOW, RECORD_MAX_BYTES, 0, &buf, &n);
+        if (r == -EBADFD || r == -EFBIG)
+                return -EBADMSG;        /* not a regular file, or too large for a record */
+        if (r < 0)
+                return r;
         o = json_tokener_parse(buf);
         if (!o || !json_object_is_type(o, json_type_object)) {
                 json_object_put(o);
@@ -262,7 +244,7 @@ int records_prune(int dir_fd, unsigned keep) {
                         if (unlinkat(dir_fd, name, 0) == 0)
                                 removed++;
                         for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
-                                (void) snprintf(name, sizeof(name), "%s.%s", list[i].id, stream_table[s]);
+                                (void) snprintf(name, sizeof(name), "%s.%s", list[i].id, record_stream_table[s]);
                                 (void) unlinkat(dir_fd, name, 0);
                         }
                 }

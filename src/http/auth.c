@@ -17,32 +17,16 @@
 #include "util/io-util.h"
 #include "util/macro.h"
 
+/* The secret file, trailing white space cut off. */
 static int read_secret(const char *path, char **ret, size_t *ret_size) {
-        _cleanup_close_ int fd = -EBADF;
         char *buf;
-        struct stat st;
-        ssize_t k;
         size_t n;
+        int r;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
-        if (fd < 0)
-                return negative_errno();
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (!S_ISREG(st.st_mode))
-                return -EBADFD;
-        if (st.st_size > AUTH_SECRET_MAX + 64)
-                return -EFBIG;
-        buf = calloc(1, (size_t) st.st_size + 1);
-        if (!buf)
-                return -ENOMEM;
-        k = loop_read(fd, buf, (size_t) st.st_size);
-        if (k < 0) {
-                explicit_bzero(buf, (size_t) st.st_size);
-                free(buf);
-                return errno_from_ssize(k);
-        }
-        n = (size_t) k;
+        r = read_file_limited(AT_FDCWD, path, O_NOCTTY | O_NOFOLLOW, AUTH_SECRET_MAX + 64, READ_FILE_SECRET,
+                              &buf, &n);
+        if (r < 0)
+                return r;
         while (n > 0 && strchr(" \t\r\n", buf[n - 1]))
                 buf[--n] = '\0';
         *ret = buf;

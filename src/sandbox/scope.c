@@ -14,6 +14,7 @@
 #include <systemd/sd-bus.h>
 #include <unistd.h>
 
+#include "util/bus-util.h"
 #include "util/log.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/scope.h"
@@ -119,14 +120,12 @@ static int ensure_subscribed(ScopeManager *sm) {
 
         if (sm->job_removed_slot)
                 return 0;
-        r = sd_bus_match_signal(sm->bus, &sm->job_removed_slot, "org.freedesktop.systemd1",
-                                "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
-                                "JobRemoved", on_job_removed, sm);
+        r = sd_bus_match_signal(sm->bus, &sm->job_removed_slot, SYSTEMD_BUS_SERVICE, SYSTEMD_BUS_PATH,
+                                SYSTEMD_BUS_INTERFACE, "JobRemoved", on_job_removed, sm);
         if (r < 0)
                 return r;
         /* Without Subscribe() systemd does not emit job signals to us. */
-        r = sd_bus_call_method_async(sm->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                     "org.freedesktop.systemd1.Manager", "Subscribe", NULL, NULL, NULL);
+        r = bus_call_manager_async(sm->bus, NULL, "Subscribe", NULL, NULL, NULL);
         return r < 0 ? r : 0;
 }
 
@@ -181,8 +180,7 @@ static int build_start(ScopeManager *sm, const Scope *s, sd_bus_message **ret) {
         sd_bus_message *m = NULL;
         int r;
 
-        r = sd_bus_message_new_method_call(sm->bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                           "org.freedesktop.systemd1.Manager", "StartTransientUnit");
+        r = bus_message_new_manager_call(sm->bus, &m, "StartTransientUnit");
         if (r >= 0)
                 r = sd_bus_message_append(m, "ss", s->name, "fail");
         if (r >= 0)
@@ -279,15 +277,13 @@ int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits
 }
 
 int scope_kill_by_name(ScopeManager *sm, const char *name) {
-        return sd_bus_call_method_async(sm->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                        "org.freedesktop.systemd1.Manager", "KillUnit", NULL, NULL, "ssi",
-                                        name, "all", (int32_t) SIGKILL);
+        return bus_call_manager_async(sm->bus, NULL, "KillUnit", NULL, NULL, "ssi", name, "all",
+                                      (int32_t) SIGKILL);
 }
 
 int scope_kill(Scope *s) {
-        return sd_bus_call_method_async(s->manager->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                        "org.freedesktop.systemd1.Manager", "KillUnit", NULL, NULL, "ssi",
-                                        s->name, "all", (int32_t) SIGKILL);
+        return bus_call_manager_async(s->manager->bus, NULL, "KillUnit", NULL, NULL, "ssi", s->name, "all",
+                                      (int32_t) SIGKILL);
 }
 
 const char *scope_name(const Scope *s) {
@@ -302,9 +298,7 @@ Scope *scope_free(Scope *s) {
         sm = s->manager;
         s->start_slot = sd_bus_slot_unref(s->start_slot);
         if (s->referenced)
-                (void) sd_bus_call_method_async(sm->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                                "org.freedesktop.systemd1.Manager", "UnrefUnit", NULL, NULL, "s",
-                                                s->name);
+                (void) bus_call_manager_async(sm->bus, NULL, "UnrefUnit", NULL, NULL, "s", s->name);
         if (s->prev)
                 s->prev->next = s->next;
         else

@@ -18,6 +18,7 @@
 #include "sandbox/seccomp-profile-internal.h"
 #include "sandbox/seccomp-profile.h"
 #include "util/macro.h"
+#include "util/string-table.h"
 
 static const char *const seccomp_variant_table[_SECCOMP_VARIANT_MAX] = {
         [SECCOMP_VARIANT_BASELINE] = "baseline",
@@ -25,20 +26,7 @@ static const char *const seccomp_variant_table[_SECCOMP_VARIANT_MAX] = {
         [SECCOMP_VARIANT_NPU] = "npu",
 };
 
-const char *seccomp_variant_to_string(SeccompVariant v) {
-        if (v < 0 || v >= _SECCOMP_VARIANT_MAX)
-                return NULL;
-        return seccomp_variant_table[v];
-}
-
-SeccompVariant seccomp_variant_from_string(const char *s) {
-        if (!s)
-                return _SECCOMP_VARIANT_INVALID;
-        for (size_t i = 0; i < _SECCOMP_VARIANT_MAX; i++)
-                if (streq(seccomp_variant_table[i], s))
-                        return (SeccompVariant) i;
-        return _SECCOMP_VARIANT_INVALID;
-}
+DEFINE_STRING_TABLE_LOOKUP(seccomp_variant, SeccompVariant)
 
 void profile_rule_done(Rule *r) {
         free(r->syscall);

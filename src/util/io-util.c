@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Blocking I/O on file descriptors: read() and write() loops that retry after EINTR and
- * continue after short counts, reading a whole small file below a directory fd, fsync() of a
- * directory entry. Generic: no policy, no logging; calls only libc.
+ * continue after short counts, reading a whole small file (below a directory fd, or bounded by a
+ * size limit), fsync() of a directory entry. Generic: no policy, no logging; calls only libc.
  */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,6 +89,42 @@ int read_file_at(int dfd, const char *name, uint64_t max, char **ret, size_t *re
                 return -EIO;
         data[n] = 0;
         *ret = STEAL(data);
+        *ret_size = (size_t) n;
+        return 0;
+}
+
+int read_file_limited(int dfd, const char *path, int open_flags, size_t max, ReadFileFlags flags,
+                      char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+        char *buf;
+        size_t alloc, want;
+        struct stat st;
+        ssize_t n;
+
+        fd = openat(dfd, path, O_RDONLY | O_CLOEXEC | open_flags);
+        if (fd < 0)
+                return negative_errno();
+        if (fstat(fd, &st) < 0)
+                return negative_errno();
+        if (!S_ISREG(st.st_mode))
+                return -EBADFD;
+        if ((uint64_t) st.st_size > (uint64_t) max)
+                return -EFBIG;
+
+        want = (flags & READ_FILE_UP_TO_MAX) ? max + 1 : (size_t) st.st_size;
+        alloc = (flags & READ_FILE_UP_TO_MAX) ? max + 1 : (size_t) st.st_size + 1;
+        buf = (flags & READ_FILE_SECRET) ? calloc(1, alloc) : malloc(alloc);
+        if (!buf)
+                return -ENOMEM;
+        n = loop_read(fd, buf, want);
+        if (n < 0 || (size_t) n > max) {
+                if (flags & READ_FILE_SECRET)
+                        explicit_bzero(buf, want);
+                free(buf);
+                return n < 0 ? errno_from_ssize(n) : -EFBIG;
+        }
+        buf[n] = '\0';
+        *ret = buf;
         *ret_size = (size_t) n;
         return 0;
 }

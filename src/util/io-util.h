@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Blocking I/O on file descriptors: read()/write() loops that retry after EINTR and continue
- * after short counts, a whole small file read below a directory fd, fsync() of a directory
- * entry. Generic helpers: no policy, no logging; they call only libc.
+ * after short counts, a whole small file read (below a directory fd, or bounded by a size limit),
+ * fsync() of a directory entry. Generic helpers: no policy, no logging; they call only libc.
  */
 #pragma once
 
@@ -42,3 +42,20 @@ int fsync_at(int dfd, const char *name);
  * Return: 0 or -errno.
  */
 int read_file_at(int dfd, const char *name, uint64_t max, char **ret, size_t *ret_size);
+
+typedef enum ReadFileFlags {
+        /* Read up to @max + 1 bytes whatever fstat() said: a file with more (it grew) is -EFBIG. */
+        READ_FILE_UP_TO_MAX = 1 << 0,
+        /* The buffer is zeroed first and wiped before it is freed on failure (secrets). */
+        READ_FILE_SECRET    = 1 << 1,
+} ReadFileFlags;
+
+/*
+ * read_file_limited() - the whole regular file @path (relative to @dfd, or AT_FDCWD), opened with
+ * O_RDONLY|O_CLOEXEC|@open_flags, at most @max bytes, into a NUL-terminated buffer to free().
+ * Without READ_FILE_UP_TO_MAX the size fstat() reported is read (a file that grew meanwhile is
+ * cut there). A file that is not regular is -EBADFD, one over @max -EFBIG.
+ * Return: 0 or -errno (those of open(), fstat() and read() as they are).
+ */
+int read_file_limited(int dfd, const char *path, int open_flags, size_t max, ReadFileFlags flags,
+                      char **ret, size_t *ret_size);

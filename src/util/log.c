@@ -11,6 +11,7 @@
 #include <systemd/sd-journal.h>
 
 #include "util/log.h"
+#include "util/string-table.h"
 
 static LogTarget log_target = LOG_TARGET_CONSOLE;
 static int log_max_level = LOG_INFO;
@@ -26,19 +27,25 @@ static const char *const log_level_table[] = {
         [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice", [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
 };
 
-LogTarget log_target_from_string(const char *s) {
-        for (size_t i = 0; i < ELEMENTSOF(log_target_table); i++)
-                if (s && streq(s, log_target_table[i]))
-                        return (LogTarget) i;
-        return _LOG_TARGET_INVALID;
+DEFINE_STRING_TABLE_LOOKUP_FROM_STRING(log_target, LogTarget)
+
+int log_target_from_option(const char *s, LogTarget *ret) {
+        LogTarget t = log_target_from_string(s);
+
+        if (t < 0)
+                return log_error_errno(EINVAL, "Invalid --log-target '%s'.", s);
+        *ret = t;
+        return 0;
 }
 
 int log_level_from_string(const char *s) {
+        ssize_t i;
+
         if (!s)
                 return -EINVAL;
-        for (size_t i = 0; i < ELEMENTSOF(log_level_table); i++)
-                if (streq(s, log_level_table[i]))
-                        return (int) i;
+        i = string_table_lookup_from_string(log_level_table, ELEMENTSOF(log_level_table), s);
+        if (i >= 0)
+                return (int) i;
         if (streq(s, "error"))
                 return LOG_ERR;
         if (streq(s, "warn"))

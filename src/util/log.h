@@ -18,6 +18,11 @@ typedef enum LogTarget {
 
 /* log_target_from_string() - "auto", "journal", "console". Return: the target or -EINVAL. */
 LogTarget log_target_from_string(const char *s);
+/*
+ * log_target_from_option() - the value of a --log-target= option into *@ret; an invalid one is
+ * logged ("Invalid --log-target '…'."). For the daemons' command lines. Return: 0 or -EINVAL.
+ */
+int log_target_from_option(const char *s, LogTarget *ret);
 /* log_level_from_string() - syslog level names ("debug" … "emerg"). Return: level or -EINVAL. */
 int log_level_from_string(const char *s);
 

@@ -26,15 +26,46 @@ static int parse_port(const char *s, uint16_t *ret) {
         return 0;
 }
 
-int listen_address_parse(const char *s, ListenAddress *ret) {
+/* "HOST" (@host_len bytes of @host) and "PORT" of an address of @family. */
+static int listen_address_inet(int family, const char *host, size_t host_len, const char *port_s,
+                               ListenAddress *ret) {
+        char buf[INET6_ADDRSTRLEN];
         ListenAddress a = {};
         uint16_t port;
-        int r;
+        void *addr;
+
+        if (host_len >= (family == AF_INET6 ? INET6_ADDRSTRLEN : INET_ADDRSTRLEN))
+                return -EINVAL;
+        memcpy(buf, host, host_len);
+        buf[host_len] = '\0';
+        if (parse_port(port_s, &port) < 0)
+                return -EINVAL;
+        if (family == AF_INET6) {
+                a.addr.in6.sin6_family = AF_INET6;
+                a.addr.in6.sin6_port = htons(port);
+                a.len = sizeof(a.addr.in6);
+                addr = &a.addr.in6.sin6_addr;
+        } else {
+                a.addr.in.sin_family = AF_INET;
+                a.addr.in.sin_port = htons(port);
+                a.len = sizeof(a.addr.in);
+                addr = &a.addr.in.sin_addr;
+        }
+        /* inet_pton() accepts only the dotted-quad form, unlike inet_aton(). */
+        if (inet_pton(family, buf, addr) != 1)
+                return -EINVAL;
+        *ret = a;
+        return 0;
+}
+
+int listen_address_parse(const char *s, ListenAddress *ret) {
+        const char *sep;
 
         if (isempty(s))
                 return -EINVAL;
 
         if (s[0] == '/') {
+                ListenAddress a = {};
                 size_t l = strlen(s);
 
                 if (l >= sizeof(a.addr.un.sun_path))
@@ -47,43 +78,16 @@ int listen_address_parse(const char *s, ListenAddress *ret) {
         }
 
         if (s[0] == '[') {
-                const char *end = strchr(s, ']');
-                char host[INET6_ADDRSTRLEN];
-
-                if (!end || end[1] != ':' || (size_t) (end - s - 1) >= sizeof(host))
+                sep = strchr(s, ']');
+                if (!sep || sep[1] != ':')
                         return -EINVAL;
-                memcpy(host, s + 1, (size_t) (end - s - 1));
-                host[end - s - 1] = '\0';
-                r = parse_port(end + 2, &port);
-                if (r < 0)
-                        return r;
-                a.addr.in6.sin6_family = AF_INET6;
-                if (inet_pton(AF_INET6, host, &a.addr.in6.sin6_addr) != 1)
-                        return -EINVAL;
-                a.addr.in6.sin6_port = htons(port);
-                a.len = sizeof(a.addr.in6);
-                *ret = a;
-                return 0;
+                return listen_address_inet(AF_INET6, s + 1, (size_t) (sep - s - 1), sep + 2, ret);
         }
 
-        const char *colon = strrchr(s, ':');
-        char host[INET_ADDRSTRLEN];
-
-        if (!colon || (size_t) (colon - s) >= sizeof(host))
+        sep = strrchr(s, ':');
+        if (!sep)
                 return -EINVAL;
-        memcpy(host, s, (size_t) (colon - s));
-        host[colon - s] = '\0';
-        r = parse_port(colon + 1, &port);
-        if (r < 0)
-                return r;
-        a.addr.in.sin_family = AF_INET;
-        /* inet_pton() accepts only the dotted-quad form, unlike inet_aton(). */
-        if (inet_pton(AF_INET, host, &a.addr.in.sin_addr) != 1)
-                return -EINVAL;
-        a.addr.in.sin_port = htons(port);
-        a.len = sizeof(a.addr.in);
-        *ret = a;
-        return 0;
+        return listen_address_inet(AF_INET, s, (size_t) (sep - s), sep + 1, ret);
 }
 
 const char *sockaddr_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t size) {

@@ -19,6 +19,7 @@
 #include "util/dirent-util.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
+#include "util/string-table.h"
 #include "workspace/ws-files-internal.h"
 #include "workspace/ws-files.h"
 
@@ -109,18 +110,14 @@ int ws_repr_digest(const uint8_t d[32], char **ret_header_value) {
 /* -------------------------------------------------------------------------------------------
  * Listing and removal */
 
-static const char *const entry_type_table[_WS_ENTRY_TYPE_MAX] = {
+static const char *const ws_entry_type_table[_WS_ENTRY_TYPE_MAX] = {
         [WS_ENTRY_FILE] = "file",
         [WS_ENTRY_DIR] = "dir",
         [WS_ENTRY_SYMLINK] = "symlink",
         [WS_ENTRY_OTHER] = "other",
 };
 
-const char *ws_entry_type_to_string(WsEntryType t) {
-        if (t < 0 || t >= _WS_ENTRY_TYPE_MAX)
-                return NULL;
-        return entry_type_table[t];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(ws_entry_type, WsEntryType)
 
 WsEntry *ws_entries_free(WsEntry *e, size_t n) {
         if (!e)

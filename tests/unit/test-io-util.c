@@ -317,6 +317,39 @@ static void test_read_file_not_regular(void **state) {
         assert_null(data);
 }
 
+static void test_read_file_limited(void **state) {
+        Dir *d = *state;
+        char *data = NULL;
+        size_t size = 0;
+
+        put_file(d->fd, "file", "secret\n", 7);
+        for (unsigned flags = 0; flags < 4; flags++) {
+                assert_int_equal(read_file_limited(d->fd, "file", O_NOCTTY, 7, flags, &data, &size), 0);
+                assert_int_equal(size, 7);
+                assert_string_equal(data, "secret\n");     /* NUL-terminated */
+                data = mfree(data);
+                /* One byte over the limit. */
+                assert_int_equal(read_file_limited(d->fd, "file", 0, 6, flags, &data, &size), -EFBIG);
+                assert_null(data);
+        }
+
+        put_file(d->fd, "empty", "", 0);
+        assert_int_equal(read_file_limited(d->fd, "empty", 0, 0, READ_FILE_UP_TO_MAX, &data, &size), 0);
+        assert_int_equal(size, 0);
+        assert_string_equal(data, "");
+        data = mfree(data);
+
+        assert_int_equal(read_file_limited(d->fd, "missing", 0, 100, 0, &data, &size), -ENOENT);
+        assert_int_equal(mkdirat(d->fd, "sub", 0700), 0);
+        assert_int_equal(read_file_limited(d->fd, "sub", 0, 100, 0, &data, &size), -EBADFD);
+        assert_int_equal(symlinkat("file", d->fd, "link"), 0);
+        assert_int_equal(read_file_limited(d->fd, "link", O_NOFOLLOW, 100, 0, &data, &size), -ELOOP);
+        /* Followed unless told not to. */
+        assert_int_equal(read_file_limited(d->fd, "link", 0, 100, 0, &data, &size), 0);
+        assert_string_equal(data, "secret\n");
+        data = mfree(data);
+}
+
 static void test_fsync_at(void **state) {
         Dir *d = *state;
 
@@ -339,6 +372,7 @@ int main(void) {
                 cmocka_unit_test(test_write_closed_reader),
                 cmocka_unit_test_setup_teardown(test_write_then_read_file, dir_setup, dir_teardown),
                 cmocka_unit_test_setup_teardown(test_read_file_not_regular, dir_setup, dir_teardown),
+                cmocka_unit_test_setup_teardown(test_read_file_limited, dir_setup, dir_teardown),
                 cmocka_unit_test_setup_teardown(test_fsync_at, dir_setup, dir_teardown),
         };
 
