@@ -22,38 +22,7 @@
 
 #include "util/fs-util.h"
 #include "util/macro.h"
-
-typedef struct Dir {
-        char path[64];
-        int fd;
-} Dir;
-
-static int dir_setup(void **state) {
-        Dir *d = calloc(1, sizeof(Dir));
-
-        assert_non_null(d);
-        (void) snprintf(d->path, sizeof(d->path), "/tmp/test-fs-util.XXXXXX");
-        assert_non_null(mkdtemp(d->path));
-        d->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        assert_true(d->fd >= 0);
-        *state = d;
-        return 0;
-}
-
-static int dir_teardown(void **state) {
-        Dir *d = *state;
-        char name[80];
-
-        /* The test's own tree goes with the function under test; then the (now empty) root. */
-        (void) snprintf(name, sizeof(name), "%s", strrchr(d->path, '/') + 1);
-        (void) close(d->fd);
-        d->fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        assert_true(d->fd >= 0);
-        assert_int_equal(rm_rf_at(d->fd, name), 0);
-        (void) close(d->fd);
-        free(d);
-        return 0;
-}
+#include "test-dir.h"
 
 static void touch(int dfd, const char *name) {
         int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -63,7 +32,7 @@ static void touch(int dfd, const char *name) {
 }
 
 static void test_dir_read_names(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
         _cleanup_(dir_names_done) DirNames l = {};
         const char *expected[] = { "B", "a", "a.b", "ab", "dir", "\xc3\xa9" };
         uint64_t counter = 0;
@@ -97,7 +66,7 @@ static void test_dir_read_names(void **state) {
 }
 
 static void test_dir_read_names_empty(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
         _cleanup_(dir_names_done) DirNames l = {};
 
         assert_int_equal(dir_read_names(d->fd, NULL, 0, &l), 0);
@@ -106,7 +75,7 @@ static void test_dir_read_names_empty(void **state) {
 }
 
 static void test_mkdir_open(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
         _cleanup_close_ int a = -EBADF, b = -EBADF;
         bool created = false;
         struct stat st;
@@ -133,7 +102,7 @@ static void test_mkdir_open(void **state) {
 }
 
 static void test_rm_rf_at(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
         _cleanup_close_ int outside = -EBADF;
         char name[16];
         int fd;
@@ -180,10 +149,10 @@ static void test_rm_rf_at(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_dir_read_names, dir_setup, dir_teardown),
-                cmocka_unit_test_setup_teardown(test_dir_read_names_empty, dir_setup, dir_teardown),
-                cmocka_unit_test_setup_teardown(test_mkdir_open, dir_setup, dir_teardown),
-                cmocka_unit_test_setup_teardown(test_rm_rf_at, dir_setup, dir_teardown),
+                cmocka_unit_test_setup_teardown(test_dir_read_names, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_dir_read_names_empty, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_mkdir_open, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_rm_rf_at, test_dir_setup, test_dir_teardown),
         };
 
         return cmocka_run_group_tests_name("fs-util", tests, NULL, NULL);

@@ -26,6 +26,7 @@
 
 #include "util/io-util.h"
 #include "util/macro.h"
+#include "test-dir.h"
 
 static volatile sig_atomic_t n_alarms;
 
@@ -232,36 +233,6 @@ static void test_write_closed_reader(void **state) {
         assert_int_equal(loop_write(-1, "x", 1), -EBADF);
 }
 
-typedef struct Dir {
-        char path[64];
-        int fd;
-} Dir;
-
-static int dir_setup(void **state) {
-        Dir *d = calloc(1, sizeof(Dir));
-
-        assert_non_null(d);
-        (void) snprintf(d->path, sizeof(d->path), "/tmp/test-io-util.XXXXXX");
-        assert_non_null(mkdtemp(d->path));
-        d->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        assert_true(d->fd >= 0);
-        *state = d;
-        return 0;
-}
-
-static int dir_teardown(void **state) {
-        Dir *d = *state;
-        const char *names[] = { "file", "empty", "big", "link" };
-
-        for (size_t i = 0; i < ELEMENTSOF(names); i++)
-                (void) unlinkat(d->fd, names[i], 0);
-        (void) unlinkat(d->fd, "sub", AT_REMOVEDIR);
-        (void) close(d->fd);
-        (void) rmdir(d->path);
-        free(d);
-        return 0;
-}
-
 static void put_file(int dfd, const char *name, const void *data, size_t n) {
         _cleanup_close_ int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
@@ -270,7 +241,7 @@ static void put_file(int dfd, const char *name, const void *data, size_t n) {
 }
 
 static void test_write_then_read_file(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
         _cleanup_free_ char *data = NULL;
         _cleanup_free_ char *big = NULL;
         size_t size = 0;
@@ -303,7 +274,7 @@ static void test_write_then_read_file(void **state) {
 }
 
 static void test_read_file_not_regular(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
         char *data = NULL;
         size_t size = 0;
 
@@ -318,7 +289,7 @@ static void test_read_file_not_regular(void **state) {
 }
 
 static void test_read_file_limited(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
         char *data = NULL;
         size_t size = 0;
 
@@ -351,7 +322,7 @@ static void test_read_file_limited(void **state) {
 }
 
 static void test_fsync_at(void **state) {
-        Dir *d = *state;
+        TestDir *d = *state;
 
         put_file(d->fd, "file", "x", 1);
         assert_int_equal(fsync_at(d->fd, "file"), 0);
@@ -370,10 +341,10 @@ int main(void) {
                 cmocka_unit_test(test_read_error),
                 cmocka_unit_test(test_write_short_writes),
                 cmocka_unit_test(test_write_closed_reader),
-                cmocka_unit_test_setup_teardown(test_write_then_read_file, dir_setup, dir_teardown),
-                cmocka_unit_test_setup_teardown(test_read_file_not_regular, dir_setup, dir_teardown),
-                cmocka_unit_test_setup_teardown(test_read_file_limited, dir_setup, dir_teardown),
-                cmocka_unit_test_setup_teardown(test_fsync_at, dir_setup, dir_teardown),
+                cmocka_unit_test_setup_teardown(test_write_then_read_file, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_read_file_not_regular, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_read_file_limited, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_fsync_at, test_dir_setup, test_dir_teardown),
         };
 
         return cmocka_run_group_tests_name("io-util", tests, NULL, NULL);
