@@ -42,8 +42,6 @@
 PYTHON=/usr/bin/python3
 LOOPBACK=127.0.0.1
 DAEMON_PID=
-N=0
-FAILED=0
 RUNS=0
 
 # ---------------------------------------------------------------------------
@@ -224,51 +222,9 @@ daemon_finish() {
 }
 
 # ---------------------------------------------------------------------------
-# TAP helpers
-ok() {
-        N=$((N + 1))
-        echo "ok $N - $1"
-}
-not_ok() {
-        N=$((N + 1))
-        FAILED=$((FAILED + 1))
-        echo "not ok $N - $1"
-}
-diag_outputs() {
-        sed 's/^/# stdout: /' "$WORK/out" | head -n 20
-        sed 's/^/# stderr: /' "$WORK/err" | head -n 20
-}
-check() {
-        # check "description" command...: ok when the command succeeds
-        local desc=$1
-        shift
-        if "$@"; then
-                ok "$desc"
-        else
-                not_ok "$desc"
-                diag_outputs
-        fi
-}
-expect_rc() {
-        if [ "$RC" -eq "$1" ]; then
-                ok "$2 (exit $1)"
-        else
-                not_ok "$2 (exit $RC, expected $1)"
-                diag_outputs
-        fi
-}
-out_is() {
-        [ "$(cat "$WORK/out")" = "$1" ]
-}
-err_is() {
-        [ "$(cat "$WORK/err")" = "$1" ]
-}
-out_empty() {
-        [ ! -s "$WORK/out" ]
-}
-err_empty() {
-        [ ! -s "$WORK/err" ]
-}
+# TAP helpers (ok, not_ok, check, expect_rc, out_is, err_is, ...)
+# shellcheck source=SCRIPTDIR/tap-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/tap-lib.sh"
 # json_check PYTHON-EXPRESSION: stdout is JSON and the expression (over `j`) is true.
 json_check() {
         "$PYTHON" -c '

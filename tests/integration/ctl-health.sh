@@ -155,28 +155,9 @@ URL="http://127.0.0.1:$PORT"
 CLOSED_PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 
 # ---------------------------------------------------------------------------
-# TAP helpers
-N=0
-FAILED=0
-ok() {
-        N=$((N + 1))
-        echo "ok $N - $1"
-}
-not_ok() {
-        N=$((N + 1))
-        FAILED=$((FAILED + 1))
-        echo "not ok $N - $1"
-}
-check() {
-        # check "description" command...: ok when the command succeeds
-        desc=$1
-        shift
-        if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
-diag_outputs() {
-        sed 's/^/# stdout: /' "$WORK/out"
-        sed 's/^/# stderr: /' "$WORK/err"
-}
+# TAP helpers (ok, not_ok, check, expect_rc, err_is, ...)
+# shellcheck source=SCRIPTDIR/../helpers/tap-lib.sh
+. "$(dirname "$0")/../helpers/tap-lib.sh"
 
 # run [ENV=VAL...] -- ARGS...: runs the CLI with a clean credential environment, saves stdout,
 # stderr and the exit code; keeps a copy of every output for the final "token never printed" test.
@@ -198,20 +179,9 @@ run() {
         cp "$WORK/out" "$WORK/all-out.$RUNS"
         cp "$WORK/err" "$WORK/all-err.$RUNS"
 }
-expect_rc() {
-        if [ "$RC" -eq "$1" ]; then
-                ok "$2 (exit $1)"
-        else
-                not_ok "$2 (exit $RC, expected $1)"
-                diag_outputs
-        fi
-}
 # out_line KEY-REGEX VALUE-REGEX: stdout has the line "KEY: <padding>VALUE"
 out_line() {
         grep -qE -- "^$1: +$2\$" "$WORK/out"
-}
-err_is() {
-        [ "$(cat "$WORK/err")" = "$1" ]
 }
 
 # Token file with trailing whitespace and newlines, which must be stripped.
