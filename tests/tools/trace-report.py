@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 # docs/architecture.md, "Module map": bottom to top; modules on one line are one layer.
-LAYERS = [["util"], ["config"], ["http", "sandbox", "workspace", "workspace/cas", "egress"], ["execution"],
+LAYERS = [["util"], ["config"], ["http", "sandbox", "workspace", "workspace/cas", "egress"], ["environment"], ["execution"],
           ["core"], ["api"], ["daemon"]]
 RANK = {m: i for i, layer in enumerate(LAYERS) for m in layer}
 
