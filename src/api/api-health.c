@@ -28,7 +28,7 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
                 return http_reply_oom(req);
         json_object_object_add(o, "status", json_object_new_string(can ? "ok" : "degraded"));
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
-        json_object_object_add(o, "uptimeSec", api_json_u64(manager_uptime_sec(m)));
+        json_object_object_add(o, "uptimeSec", json_new_u64(manager_uptime_sec(m)));
 
         sandbox = json_object_new_object();
         json_object_object_add(sandbox, "usable", json_object_new_boolean(m->probe.usable));
@@ -76,18 +76,18 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
                 if (asprintf(&root, "%s/workspaces", m->state_dir) >= 0)
                         json_object_object_add(ws, "root", json_object_new_string(root));
                 /* Measured in the background at most every 30 s: null until the first result. */
-                json_object_object_add(ws, "usedBytes", known ? api_json_u64(used) : NULL);
-                json_object_object_add(ws, "count", known ? api_json_u64(count) : NULL);
+                json_object_object_add(ws, "usedBytes", known ? json_new_u64(used) : NULL);
+                json_object_object_add(ws, "count", known ? json_new_u64(count) : NULL);
         }
         json_object_object_add(o, "workspace", ws);
 
         runner = json_object_new_object();
-        json_object_object_add(runner, "maxWorkspaceBytes", api_json_u64(m->quota.max_workspace_bytes));
-        json_object_object_add(runner, "maxFileBytes", api_json_u64(0));
-        json_object_object_add(runner, "maxOutputBytes", api_json_u64(m->quota.max_output_bytes));
-        json_object_object_add(runner, "maxUploadFileBytes", api_json_u64(m->quota.max_upload_file_bytes));
-        json_object_object_add(runner, "maxUploadRequestBytes", api_json_u64(m->quota.max_upload_request_bytes));
-        json_object_object_add(runner, "runningExecutions", api_json_u64(m->exec.n_running));
+        json_object_object_add(runner, "maxWorkspaceBytes", json_new_u64(m->quota.max_workspace_bytes));
+        json_object_object_add(runner, "maxFileBytes", json_new_u64(0));
+        json_object_object_add(runner, "maxOutputBytes", json_new_u64(m->quota.max_output_bytes));
+        json_object_object_add(runner, "maxUploadFileBytes", json_new_u64(m->quota.max_upload_file_bytes));
+        json_object_object_add(runner, "maxUploadRequestBytes", json_new_u64(m->quota.max_upload_request_bytes));
+        json_object_object_add(runner, "runningExecutions", json_new_u64(m->exec.n_running));
         json_object_object_add(o, "runner", runner);
         http_reply_json(req, 200, o);
 }
@@ -103,17 +103,17 @@ void api_status(Manager *m, HttpRequest *req, const Route *route, json_object *b
                 return http_reply_oom(req);
         }
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
-        json_object_object_add(o, "uptimeSec", api_json_u64(manager_uptime_sec(m)));
+        json_object_object_add(o, "uptimeSec", json_new_u64(manager_uptime_sec(m)));
         json_object_object_add(o, "socketActivated", json_object_new_boolean(m->socket_activated));
-        json_object_object_add(o, "listeners", api_json_u64(http_server_n_listeners(m->http)));
-        json_object_object_add(conn, "open", api_json_u64(http_server_n_connections(m->http)));
-        json_object_object_add(conn, "max", api_json_u64(m->config.max_connections));
-        json_object_object_add(conn, "maxPerClient", api_json_u64(m->config.max_connections_per_client));
+        json_object_object_add(o, "listeners", json_new_u64(http_server_n_listeners(m->http)));
+        json_object_object_add(conn, "open", json_new_u64(http_server_n_connections(m->http)));
+        json_object_object_add(conn, "max", json_new_u64(m->config.max_connections));
+        json_object_object_add(conn, "maxPerClient", json_new_u64(m->config.max_connections_per_client));
         json_object_object_add(o, "connections", conn);
-        json_object_object_add(reqs, "total", api_json_u64(http_server_n_requests(m->http)));
-        json_object_object_add(reqs, "authFailures", api_json_u64(m->n_auth_failures));
+        json_object_object_add(reqs, "total", json_new_u64(http_server_n_requests(m->http)));
+        json_object_object_add(reqs, "authFailures", json_new_u64(m->n_auth_failures));
         json_object_object_add(o, "requests", reqs);
-        json_object_object_add(o, "idleExitSec", api_json_u64(m->config.idle_exit_usec / USEC_PER_SEC));
+        json_object_object_add(o, "idleExitSec", json_new_u64(m->config.idle_exit_usec / USEC_PER_SEC));
         {
                 json_object *ex = json_object_new_object(), *running = json_object_new_array();
                 for (Execution *e = m->exec.executions; e; e = execution_next(e))
@@ -124,7 +124,7 @@ void api_status(Manager *m, HttpRequest *req, const Route *route, json_object *b
                                 json_object_array_add(running, x);
                         }
                 json_object_object_add(ex, "running", running);
-                json_object_object_add(ex, "total", api_json_u64(m->exec.n_total));
+                json_object_object_add(ex, "total", json_new_u64(m->exec.n_total));
                 json_object_object_add(o, "executions", ex);
         }
         http_reply_json(req, 200, o);

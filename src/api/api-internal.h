@@ -39,10 +39,6 @@ struct Route {
         RouteBegin begin;
 };
 
-static inline json_object *api_json_u64(uint64_t v) {
-        return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);
-}
-
 /* api-routes.c: an id in a path ({ws} of /workspaces/{ws}/..., {id} of /shell-executions/{id}):
  * @len bytes at @p copied to @ret and validated. Return: 0, or -EINVAL when it is not a valid id. */
 int api_param_id(const char *p, size_t len, char ret[static 129]);

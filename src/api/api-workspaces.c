@@ -166,8 +166,8 @@ static json_object *ref_json(const char *ws, const CasRef *r) {
         }
         json_object_object_add(o, "ref", json_object_new_string(name));
         json_object_object_add(o, "executionId", json_object_new_string(r->exec_id));
-        json_object_object_add(o, "createdAt", api_json_u64(r->created_ms));
-        json_object_object_add(o, "bytes", api_json_u64(r->bytes));
+        json_object_object_add(o, "createdAt", json_new_u64(r->created_ms));
+        json_object_object_add(o, "bytes", json_new_u64(r->bytes));
         json_object_object_add(o, "tree", json_object_new_string(r->tree));
         free(name);
         return o;
@@ -265,7 +265,7 @@ void api_revision_tree(Manager *m, HttpRequest *req, const Route *route, json_ob
                 json_object_object_add(e, "name", json_object_new_string(c->name));
                 json_object_object_add(e, "type", json_object_new_string(
                                 c->type == DT_DIR ? "dir" : c->type == DT_LNK ? "symlink" : "file"));
-                json_object_object_add(e, "size", api_json_u64(c->size));
+                json_object_object_add(e, "size", json_new_u64(c->size));
                 json_object_object_add(e, "mode", json_object_new_int((int) c->mode));
                 if (c->type == DT_REG && strneq(c->digest, "sha256:", 7))
                         json_object_object_add(e, "sha256", json_object_new_string(c->digest + 7));
@@ -280,7 +280,7 @@ void api_revision_tree(Manager *m, HttpRequest *req, const Route *route, json_ob
         }
         json_object_object_add(o, "entries", list);
         if (unlisted > 0)
-                json_object_object_add(o, "unlisted", api_json_u64(unlisted));
+                json_object_object_add(o, "unlisted", json_new_u64(unlisted));
         http_reply_json(req, 200, o);
 }
 

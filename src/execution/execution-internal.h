@@ -22,6 +22,7 @@
 #include "sandbox/scope.h"
 #include "util/macro.h"
 #include "util/thread-task.h"
+#include "util/time-util.h"
 
 typedef struct EgressEpoch EgressEpoch;
 typedef struct QuotaWatch QuotaWatch;
@@ -117,13 +118,6 @@ struct Execution {
         sd_event_source *linger_source;
 };
 
-
-static inline uint64_t now_mono(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 /* execution.c */
 /* execution_advance() - move the finish on from where it is (see ExecutionPhase). */

@@ -13,6 +13,7 @@
 
 #include "execution/execution-internal.h"
 #include "execution/execution.h"
+#include "util/json-util.h"
 #include "util/log-ids.h"
 #include "util/log.h"
 #include "util/string-table.h"
@@ -90,10 +91,6 @@ void execution_write_record(Execution *e) {
         json_object_put(o);
 }
 
-static json_object *json_u64(uint64_t v) {
-        return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);
-}
-
 static int add_output(json_object *o, const char *name, const OutputBuffer *b) {
         _cleanup_free_ char *text = NULL, *k_enc = NULL, *k_bytes = NULL, *k_trunc = NULL;
         const char *encoding;
@@ -108,7 +105,7 @@ static int add_output(json_object *o, const char *name, const OutputBuffer *b) {
                 return -ENOMEM;
         json_object_object_add(o, name, json_object_new_string_len(text, (int) size));
         json_object_object_add(o, k_enc, json_object_new_string(encoding));
-        json_object_object_add(o, k_bytes, json_u64(output_buffer_total(b)));
+        json_object_object_add(o, k_bytes, json_new_u64(output_buffer_total(b)));
         json_object_object_add(o, k_trunc, json_object_new_boolean(output_buffer_truncated(b)));
         return 0;
 }
@@ -129,14 +126,14 @@ json_object *execution_record_json_full(const Execution *e, bool for_disk) {
         if (!finished && for_disk) {
                 /* Who runs it: recovery leaves the runs of a live daemon (same state directory) alone. */
                 json_object_object_add(o, "daemonPid", json_object_new_int((int) getpid()));
-                json_object_object_add(o, "daemonStartTime", json_u64(process_start_time(getpid())));
+                json_object_object_add(o, "daemonStartTime", json_new_u64(process_start_time(getpid())));
         }
-        json_object_object_add(o, "createdAt", json_u64(e->created_realtime_usec / 1000));
+        json_object_object_add(o, "createdAt", json_new_u64(e->created_realtime_usec / 1000));
         if (e->managed) {
                 json_object *logs = json_object_new_object();
                 for (int s = 0; s < _RECORD_STREAM_MAX; s++) {
                         json_object *l = json_object_new_object();
-                        json_object_object_add(l, "bytes", json_u64(e->log_bytes[s]));
+                        json_object_object_add(l, "bytes", json_new_u64(e->log_bytes[s]));
                         json_object_object_add(l, "truncated", json_object_new_boolean(e->log_truncated[s]));
                         json_object_object_add(logs, record_stream_to_string((RecordStream) s), l);
                 }
@@ -165,19 +162,19 @@ json_object *execution_to_json(const Execution *e) {
                 return NULL;
         }
         json_object_object_add(o, "durationMs",
-                               json_u64(((finished ? e->end_usec : now_mono()) - (e->start_usec ?: now_mono())) / 1000));
+                               json_new_u64(((finished ? e->end_usec : now_usec(CLOCK_MONOTONIC)) - (e->start_usec ?: now_usec(CLOCK_MONOTONIC))) / 1000));
 
         res = json_object_new_object();
         if (e->have_acct && e->acct.memory_peak != UINT64_MAX)
-                json_object_object_add(res, "memoryPeakBytes", json_u64(e->acct.memory_peak));
+                json_object_object_add(res, "memoryPeakBytes", json_new_u64(e->acct.memory_peak));
         else
                 json_object_object_add(res, "memoryPeakBytes", NULL);
         if (e->have_acct && e->acct.cpu_usage_nsec != UINT64_MAX)
-                json_object_object_add(res, "cpuUsageNsec", json_u64(e->acct.cpu_usage_nsec));
+                json_object_object_add(res, "cpuUsageNsec", json_new_u64(e->acct.cpu_usage_nsec));
         else
                 json_object_object_add(res, "cpuUsageNsec", NULL);
         if (e->have_acct && e->acct.tasks_peak != UINT64_MAX)
-                json_object_object_add(res, "tasksPeak", json_u64(e->acct.tasks_peak));
+                json_object_object_add(res, "tasksPeak", json_new_u64(e->acct.tasks_peak));
         else
                 json_object_object_add(res, "tasksPeak", NULL);
         {
@@ -193,18 +190,18 @@ json_object *execution_to_json(const Execution *e) {
 
         if (e->workspace_limit > 0 || e->have_workspace_bytes) {
                 json_object *w = json_object_new_object();
-                json_object_object_add(w, "limitBytes", json_u64(e->workspace_limit));
-                json_object_object_add(w, "usedBytes", e->have_workspace_bytes ? json_u64(e->workspace_bytes) : NULL);
+                json_object_object_add(w, "limitBytes", json_new_u64(e->workspace_limit));
+                json_object_object_add(w, "usedBytes", e->have_workspace_bytes ? json_new_u64(e->workspace_bytes) : NULL);
                 json_object_object_add(o, "workspaceQuota", w);
         }
 
         lim = json_object_new_object();
-        json_object_object_add(lim, "timeoutMs", json_u64(e->req->timeout_usec / 1000));
-        json_object_object_add(lim, "memoryBytes", json_u64(e->req->memory_max));
+        json_object_object_add(lim, "timeoutMs", json_new_u64(e->req->timeout_usec / 1000));
+        json_object_object_add(lim, "memoryBytes", json_new_u64(e->req->memory_max));
         /* With rlimits only, no CPU bound: say so. */
-        json_object_object_add(lim, "tasks", json_u64(e->req->tasks_max));
+        json_object_object_add(lim, "tasks", json_new_u64(e->req->tasks_max));
         json_object_object_add(lim, "cpuPercent", e->ctx->limits != LIMITS_RLIMIT ?
-                               json_u64(e->req->cpu_quota_percent) : NULL);
+                               json_new_u64(e->req->cpu_quota_percent) : NULL);
         json_object_object_add(lim, "enforcedBy", json_object_new_string(
                         e->ctx->limits == LIMITS_SYSTEMD_SCOPE ? "scope" :
                         e->ctx->limits == LIMITS_CGROUP ? "cgroup" : "rlimit"));

@@ -379,7 +379,7 @@ static int launch_watch(Execution *e, LaunchFiles *f) {
         r = sd_event_add_io(c->event, &e->info_source, e->info_fd, EPOLLIN, on_info, e);
         if (r < 0)
                 return execution_fail(e, r, "could not watch the sandbox: %s", strerror(-r));
-        e->start_usec = now_mono();
+        e->start_usec = now_usec(CLOCK_MONOTONIC);
         e->phase = EXECUTION_LAUNCHING;
         if (!e->early)
                 /* Nothing to wait for but the run: its keeper's replacement, once idle. (With a

@@ -32,6 +32,7 @@
 #include "execution/keeper-reap.h"
 #include "util/fd-util.h"
 #include "util/log.h"
+#include "util/time-util.h"
 #include "workspace/cas/cas.h"
 #include "workspace/quota.h"
 
@@ -97,13 +98,6 @@ Execution *execution_watch_execution(const ExecutionWatch *w) {
         return w ? w->execution : NULL;
 }
 
-static uint64_t now_real(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
-
 static int random_id(char **ret) {
         uint8_t b[16];
         char *s;
@@ -141,7 +135,7 @@ int execution_new(ExecutionContext *c, ExecutionRequest *req, Execution **ret) {
                 .status = EXECUTION_STATUS_RUNNING,
                 .kill_reason = EXECUTION_STATUS_RUNNING,
                 .log_fds = { -EBADF, -EBADF },
-                .created_realtime_usec = now_real(),
+                .created_realtime_usec = now_usec(CLOCK_REALTIME),
                 .output_limit = c->quota->max_output_bytes,
                 .workspace_limit = c->quota->max_workspace_bytes,
         };
@@ -524,7 +518,7 @@ static bool execution_wait_init(Execution *e) {
 static void execution_end(Execution *e) {
         int r;
 
-        e->end_usec = now_mono();
+        e->end_usec = now_usec(CLOCK_MONOTONIC);
         if (e->start_usec == 0)
                 e->start_usec = e->end_usec;
         /* A last look at the workspace: the run may have reached its quota after the last tick, or

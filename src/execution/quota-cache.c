@@ -8,14 +8,8 @@
 
 #include "execution/quota-cache.h"
 #include "util/macro.h"
+#include "util/time-util.h"
 #include "workspace/quota.h"
-
-static uint64_t now_mono(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / 1000;
-}
 
 static void *quota_free_thread(void *p) {
         quota_watch_free(p);
@@ -86,7 +80,7 @@ void quota_cache_put(QuotaCache *cache, const char *ws, int ws_fd, QuotaWatch *w
         if (slot->watch)
                 quota_watch_free_async(slot->watch);
         *slot = (struct QuotaCacheEntry) {
-                .dev = (uint64_t) st.st_dev, .ino = (uint64_t) st.st_ino, .last_used = now_mono(), .watch = w,
+                .dev = (uint64_t) st.st_dev, .ino = (uint64_t) st.st_ino, .last_used = now_usec(CLOCK_MONOTONIC), .watch = w,
         };
         strcpy(slot->ws, ws);
 }

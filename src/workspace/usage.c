@@ -18,6 +18,7 @@
 #include "util/dirent-util.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
+#include "util/time-util.h"
 #include "workspace/quota.h"
 #include "workspace/usage.h"
 
@@ -28,13 +29,6 @@ struct WorkspaceUsage {
         uint64_t bytes, count, at_usec;  /* the last measurement, and when (CLOCK_MONOTONIC) */
         bool known;
 };
-
-static uint64_t now_mono(void) {
-        struct timespec ts;
-
-        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 int workspace_usage_new(sd_event *event, int workspaces_fd, WorkspaceUsage **ret) {
         WorkspaceUsage *u;
@@ -95,11 +89,11 @@ static void on_usage_done(ChildTask *t, int error, const char *out, void *userda
                 u->count = c;
                 u->known = true;
         }
-        u->at_usec = now_mono();
+        u->at_usec = now_usec(CLOCK_MONOTONIC);
 }
 
 bool workspace_usage_get(WorkspaceUsage *u, uint64_t *ret_bytes, uint64_t *ret_count) {
-        uint64_t now = now_mono();
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
 
         /* A walk of every workspace is not for the request path (and /health is unauthenticated):
          * it runs in a child, at most every 30 s, and answers give the last result. */
