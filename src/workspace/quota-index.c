@@ -30,7 +30,7 @@ static int watch_ref_inode(QuotaWatch *w, const struct stat *st, Inode **ret) {
 
         i = inode_find(&w->inodes, st->st_dev, st->st_ino, h);
         if (!i) {
-                r = inode_add(&w->inodes, st, h, &i);
+                r = quota_inode_add(&w->inodes, st, h, &i);
                 if (r < 0)
                         return r;
         }
@@ -87,14 +87,14 @@ static void node_detach_inode(QuotaWatch *w, Node *n) {
         if (!w->clearing)
                 for (Node *o = i->names; o; o = o->ino_next)
                         if (o->parent && o->parent != &w->limbo) {
-                                dir_mark_dirty(w, o->parent, o->name);
+                                quota_dir_mark_dirty(w, o->parent, o->name);
                                 break;
                         }
         watch_unref_inode(w, i);
 }
 
 /* Point @n at the inode described by @st. */
-int node_set_inode(QuotaWatch *w, Node *n, const struct stat *st) {
+int quota_node_set_inode(QuotaWatch *w, Node *n, const struct stat *st) {
         Inode *i;
         int r;
 
@@ -117,7 +117,7 @@ static uint64_t name_hash(const QuotaWatch *w, const Dir *parent, const char *na
         return siphash24_tweak(name, strlen(name), w->key, (uint64_t) (uintptr_t) parent);
 }
 
-Node *node_find(const QuotaWatch *w, const Dir *parent, const char *name) {
+Node *quota_node_find(const QuotaWatch *w, const Dir *parent, const char *name) {
         uint64_t h = name_hash(w, parent, name);
 
         HASHMAP_FOREACH_HASH(l, &w->names, h) {
@@ -214,7 +214,7 @@ static void nodeset_add(NodeSet *set, Node *n) {
  * store past EOF raises SIGBUS; growing the size is a truncate or a write, both reported). A file
  * without holes can only grow through calls that inotify reports.
  */
-void sparse_update(QuotaWatch *w, Node *n, const struct stat *st) {
+void quota_sparse_update(QuotaWatch *w, Node *n, const struct stat *st) {
         if (S_ISREG(st->st_mode) && st->st_size > 0 && stat_bytes(st) < (uint64_t) st->st_size)
                 nodeset_add(&w->sparse, n);
         else
@@ -223,14 +223,14 @@ void sparse_update(QuotaWatch *w, Node *n, const struct stat *st) {
 
 /* ---- dirty set ---- */
 
-void dirty_names_clear(Dir *d) {
+void quota_dirty_names_clear(Dir *d) {
         for (size_t i = 0; i < d->n_dirty_names; i++)
                 free(d->dirty_names[i]);
         d->dirty_names = mfree(d->dirty_names);
         d->n_dirty_names = 0;
 }
 
-void dirty_unlink(QuotaWatch *w, Dir *d) {
+void quota_dirty_unlink(QuotaWatch *w, Dir *d) {
         if (!d->dirty)
                 return;
         if (d->dirty_prev)
@@ -247,7 +247,7 @@ void dirty_unlink(QuotaWatch *w, Dir *d) {
 
 /* Note that @name in @d (or, with @name NULL, @d's own inode) changed. Idempotent and cheap: the
  * same name written to a thousand times between two ticks costs one comparison per event. */
-void dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name) {
+void quota_dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name) {
         w->remarked = true;
         if (!d->dirty) {
                 d->dirty = true;
@@ -270,7 +270,7 @@ void dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name) {
                         return;
 
         if (d->n_dirty_names >= DIRTY_NAMES_MAX) {
-                dirty_names_clear(d);
+                quota_dirty_names_clear(d);
                 d->dirty_all = true;
                 return;
         }
@@ -283,7 +283,7 @@ void dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name) {
         }
         d->dirty_names[d->n_dirty_names] = strdup(name);
         if (!d->dirty_names[d->n_dirty_names]) {
-                dirty_names_clear(d);
+                quota_dirty_names_clear(d);
                 d->dirty_all = true;
                 return;
         }
@@ -292,7 +292,7 @@ void dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name) {
 
 /* ---- directories ---- */
 
-void dir_set_truncated(QuotaWatch *w, Dir *d, bool b) {
+void quota_dir_set_truncated(QuotaWatch *w, Dir *d, bool b) {
         if (d->truncated == b)
                 return;
         d->truncated = b;
@@ -302,13 +302,13 @@ void dir_set_truncated(QuotaWatch *w, Dir *d, bool b) {
                 w->n_truncated--;
 }
 
-void dir_set_unreadable(QuotaWatch *w, Dir *d, bool b) {
+void quota_dir_set_unreadable(QuotaWatch *w, Dir *d, bool b) {
         if (b) {
                 /* Retried every tick until it can be read again (not in another pass of this one:
                  * nothing changes that before the sandbox does). */
                 bool remarked = w->remarked;
 
-                dir_mark_dirty(w, d, NULL);
+                quota_dir_mark_dirty(w, d, NULL);
                 d->dirty_all = true;
                 w->remarked = remarked;
         }
@@ -321,7 +321,7 @@ void dir_set_unreadable(QuotaWatch *w, Dir *d, bool b) {
                 w->n_unreadable--;
 }
 
-void dir_unwatch(QuotaWatch *w, Dir *d, bool rm) {
+void quota_dir_unwatch(QuotaWatch *w, Dir *d, bool rm) {
         if (d->wd < 0)
                 return;
         if (rm && w->fd >= 0)
@@ -331,7 +331,7 @@ void dir_unwatch(QuotaWatch *w, Dir *d, bool rm) {
         w->n_watches--;
 }
 
-Dir *wd_find(const QuotaWatch *w, int wd) {
+Dir *quota_wd_find(const QuotaWatch *w, int wd) {
         HASHMAP_FOREACH_HASH(l, &w->wds, (uint64_t) wd) {
                 Dir *d = hashmap_entry(l, Dir, link);
 
@@ -342,17 +342,17 @@ Dir *wd_find(const QuotaWatch *w, int wd) {
 }
 
 /* Destroy @n and everything below it. */
-void node_destroy(QuotaWatch *w, Node *n) {
+void quota_node_destroy(QuotaWatch *w, Node *n) {
         Dir *d = n->dir;
 
         if (d) {
                 while (d->children)
-                        node_destroy(w, d->children);
-                dir_unwatch(w, d, true);
-                dirty_unlink(w, d);
-                dirty_names_clear(d);
-                dir_set_truncated(w, d, false);
-                dir_set_unreadable(w, d, false);
+                        quota_node_destroy(w, d->children);
+                quota_dir_unwatch(w, d, true);
+                quota_dirty_unlink(w, d);
+                quota_dirty_names_clear(d);
+                quota_dir_set_truncated(w, d, false);
+                quota_dir_set_unreadable(w, d, false);
                 free(d);
                 w->n_dirs--;
         } else {
@@ -368,21 +368,21 @@ void node_destroy(QuotaWatch *w, Node *n) {
 }
 
 /* The name @n no longer refers to what it did: files go at once, directories wait in limbo. */
-void node_drop(QuotaWatch *w, Node *n) {
+void quota_node_drop(QuotaWatch *w, Node *n) {
         if (!n->dir) {
-                node_destroy(w, n);
+                quota_node_destroy(w, n);
                 return;
         }
         node_unlink(w, n);
         (void) node_link(w, n, &w->limbo);     /* limbo is not hashed: cannot fail */
 }
 
-void limbo_flush(QuotaWatch *w) {
+void quota_limbo_flush(QuotaWatch *w) {
         while (w->limbo.children)
-                node_destroy(w, w->limbo.children);
+                quota_node_destroy(w, w->limbo.children);
 }
 
-bool index_full(QuotaWatch *w) {
+bool quota_index_full(QuotaWatch *w) {
         if (w->n_nodes < w->limits.max_entries && w->n_nodes < w->limits.max_index)
                 return false;
         if (w->n_nodes >= w->limits.max_index && w->limits.max_index < w->limits.max_entries)
@@ -393,7 +393,7 @@ bool index_full(QuotaWatch *w) {
 }
 
 /* A new name for a non-directory. */
-int node_new_file(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, Node **ret) {
+int quota_node_new_file(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, Node **ret) {
         _cleanup_free_ Node *n = NULL;
         Inode *i;
         int r;
@@ -418,7 +418,7 @@ int node_new_file(QuotaWatch *w, Dir *parent, const char *name, const struct sta
 }
 
 /* A new directory node. @wd < 0: none (unreadable). */
-int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, int wd, Dir **ret) {
+int quota_node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, int wd, Dir **ret) {
         _cleanup_free_ Node *n = NULL;
         _cleanup_free_ Dir *d = NULL;
         Inode *i;
@@ -438,7 +438,7 @@ int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat
         }
         r = watch_ref_inode(w, st, &i);
         if (r < 0) {
-                dir_unwatch(w, d, false);
+                quota_dir_unwatch(w, d, false);
                 return r;
         }
         node_attach_inode(n, i);
@@ -446,7 +446,7 @@ int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat
                 r = node_link(w, n, parent);
                 if (r < 0) {
                         node_detach_inode(w, n);
-                        dir_unwatch(w, d, false);
+                        quota_dir_unwatch(w, d, false);
                         return r;
                 }
         }
@@ -458,7 +458,7 @@ int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat
         return 0;
 }
 
-bool dir_is_below(const QuotaWatch *w, const Dir *d, const Dir *ancestor) {
+bool quota_dir_is_below(const QuotaWatch *w, const Dir *d, const Dir *ancestor) {
         for (unsigned i = 0; d && i <= w->limits.max_depth + 2; i++) {
                 if (d == ancestor)
                         return true;
@@ -479,7 +479,7 @@ static void dir_fix_depth(QuotaWatch *w, Dir *d, unsigned depth) {
 }
 
 /* Re-attach the directory @d (found by its watch descriptor) as @name in @parent. */
-int dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name) {
+int quota_dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name) {
         Node *old = d->node, *n;
         int r;
 

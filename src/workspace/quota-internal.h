@@ -72,7 +72,7 @@ struct Node {
         Inode *inode;
         Node *ino_prev, *ino_next;      /* Inode.names */
         Dir *dir;                       /* directories only */
-        uint32_t gen;                   /* last dir_sync() of the parent that saw this name */
+        uint32_t gen;                   /* last quota_dir_sync() of the parent that saw this name */
         uint32_t sparse_idx;            /* position in QuotaWatch.sparse, or NOT_IN_SET */
         uint32_t file_idx;              /* position in QuotaWatch.files (non-directories), or NOT_IN_SET */
         char name[];
@@ -154,32 +154,32 @@ static inline uint32_t *nodeset_idx(const NodeSet *set, Node *n) {
 }
 
 /* quota-scan.c */
-int inode_add(HashMap *t, const struct stat *st, uint64_t hash, Inode **ret);
+int quota_inode_add(HashMap *t, const struct stat *st, uint64_t hash, Inode **ret);
 void limits_fill(QuotaLimits *l, const QuotaLimits *in);
-int random_key(uint64_t key[2]);
+int quota_random_key(uint64_t key[2]);
 
 /* quota-index.c */
-int node_set_inode(QuotaWatch *w, Node *n, const struct stat *st);
-Node *node_find(const QuotaWatch *w, const Dir *parent, const char *name);
-void sparse_update(QuotaWatch *w, Node *n, const struct stat *st);
-void dirty_names_clear(Dir *d);
-void dirty_unlink(QuotaWatch *w, Dir *d);
-void dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name);
-void dir_set_truncated(QuotaWatch *w, Dir *d, bool b);
-void dir_set_unreadable(QuotaWatch *w, Dir *d, bool b);
-void dir_unwatch(QuotaWatch *w, Dir *d, bool rm);
-Dir *wd_find(const QuotaWatch *w, int wd);
-void node_destroy(QuotaWatch *w, Node *n);
-void node_drop(QuotaWatch *w, Node *n);
-void limbo_flush(QuotaWatch *w);
-bool index_full(QuotaWatch *w);
-int node_new_file(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, Node **ret);
-int node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, int wd, Dir **ret);
-bool dir_is_below(const QuotaWatch *w, const Dir *d, const Dir *ancestor);
-int dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name);
+int quota_node_set_inode(QuotaWatch *w, Node *n, const struct stat *st);
+Node *quota_node_find(const QuotaWatch *w, const Dir *parent, const char *name);
+void quota_sparse_update(QuotaWatch *w, Node *n, const struct stat *st);
+void quota_dirty_names_clear(Dir *d);
+void quota_dirty_unlink(QuotaWatch *w, Dir *d);
+void quota_dir_mark_dirty(QuotaWatch *w, Dir *d, const char *name);
+void quota_dir_set_truncated(QuotaWatch *w, Dir *d, bool b);
+void quota_dir_set_unreadable(QuotaWatch *w, Dir *d, bool b);
+void quota_dir_unwatch(QuotaWatch *w, Dir *d, bool rm);
+Dir *quota_wd_find(const QuotaWatch *w, int wd);
+void quota_node_destroy(QuotaWatch *w, Node *n);
+void quota_node_drop(QuotaWatch *w, Node *n);
+void quota_limbo_flush(QuotaWatch *w);
+bool quota_index_full(QuotaWatch *w);
+int quota_node_new_file(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, Node **ret);
+int quota_node_new_dir(QuotaWatch *w, Dir *parent, const char *name, const struct stat *st, int wd, Dir **ret);
+bool quota_dir_is_below(const QuotaWatch *w, const Dir *d, const Dir *ancestor);
+int quota_dir_move(QuotaWatch *w, Dir *d, Dir *parent, const char *name);
 
 /* quota-sync.c */
-int watch_add(QuotaWatch *w, int fd);
-int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive);
-int dir_open(QuotaWatch *w, Dir *d);
-int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names);
+int quota_watch_add(QuotaWatch *w, int fd);
+int quota_dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive);
+int quota_dir_open(QuotaWatch *w, Dir *d);
+int quota_dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names);

@@ -34,7 +34,7 @@ static void inode_free_link(HashLink *l) {
 }
 
 /* A new record, with no bytes and no references yet, for the inode of @st: in @t under @hash. */
-int inode_add(HashMap *t, const struct stat *st, uint64_t hash, Inode **ret) {
+int quota_inode_add(HashMap *t, const struct stat *st, uint64_t hash, Inode **ret) {
         _cleanup_free_ Inode *i = NULL;
         int r;
 
@@ -66,7 +66,7 @@ static int scan_account(Scan *s, const struct stat *st) {
 
                 if (inode_find(&s->links, st->st_dev, st->st_ino, h))
                         return 0;
-                r = inode_add(&s->links, st, h, &i);
+                r = quota_inode_add(&s->links, st, h, &i);
                 if (r < 0)
                         return r;
         }
@@ -153,7 +153,7 @@ void limits_fill(QuotaLimits *l, const QuotaLimits *in) {
                 l->sweep_per_tick = QUOTA_SWEEP_PER_TICK_DEFAULT;
 }
 
-int random_key(uint64_t key[2]) {
+int quota_random_key(uint64_t key[2]) {
         ssize_t n = getrandom(key, 2 * sizeof(uint64_t), 0);
 
         if (n < 0)
@@ -167,7 +167,7 @@ static int scan_run(int dir_fd, const QuotaLimits *limits, uint64_t *ret_bytes, 
         int fd, r;
 
         limits_fill(&s.limits, limits);
-        r = random_key(s.key);
+        r = quota_random_key(s.key);
         if (r < 0)
                 return r;
 

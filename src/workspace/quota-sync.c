@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Bringing the watcher's index in line with the tree: one name (node_update()), one directory
- * (dir_sync(), dir_refresh()), opening an indexed directory beneath the root by its index path
- * (dir_open()), and putting the inotify watch on a directory (watch_add()). Everything the index
+ * (quota_dir_sync(), quota_dir_refresh()), opening an indexed directory beneath the root by its index path
+ * (quota_dir_open()), and putting the inotify watch on a directory (quota_watch_add()). Everything the index
  * learns from disk is read here, through fds opened beneath the workspace root without following
  * symlinks. Calls quota-index.c and util/.
  */
@@ -29,7 +29,7 @@
 #define QUOTA_WATCH_MASK (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | \
                           IN_CLOSE_WRITE | IN_ATTRIB | IN_ONLYDIR | IN_EXCL_UNLINK)
 
-int watch_add(QuotaWatch *w, int fd) {
+int quota_watch_add(QuotaWatch *w, int fd) {
         char path[sizeof("/proc/self/fd/") + 12];
         int wd;
 
@@ -69,11 +69,11 @@ static int node_lookup(QuotaWatch *w, Dir *parent, int pfd, const char *name, No
                 if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                         if (errno == ENOENT) {
                                 if (old)
-                                        node_drop(w, old);
+                                        quota_node_drop(w, old);
                                 return 0;
                         }
                         if (errno == EACCES) {
-                                dir_set_unreadable(w, parent, true);
+                                quota_dir_set_unreadable(w, parent, true);
                                 return 0;
                         }
                         return negative_errno();
@@ -81,9 +81,9 @@ static int node_lookup(QuotaWatch *w, Dir *parent, int pfd, const char *name, No
                 if (!S_ISDIR(st.st_mode))
                         break;
                 if (parent->depth >= w->limits.max_depth) {
-                        dir_set_truncated(w, parent, true);
+                        quota_dir_set_truncated(w, parent, true);
                         if (old)
-                                node_drop(w, old);
+                                quota_node_drop(w, old);
                         return 0;
                 }
                 if (!recursive && old && old->dir && old->dir->wd >= 0 && !old->dir->unreadable &&
@@ -116,24 +116,24 @@ static int node_update_file(QuotaWatch *w, Dir *parent, Node *old, const char *n
         int r;
 
         if (old && old->dir) {
-                node_drop(w, old);
+                quota_node_drop(w, old);
                 old = NULL;
         }
         if (old) {
                 old->gen = gen;
-                r = node_set_inode(w, old, st);
+                r = quota_node_set_inode(w, old, st);
                 if (r < 0)
                         return r;
-                sparse_update(w, old, st);
+                quota_sparse_update(w, old, st);
                 return 0;
         }
-        if (index_full(w))
+        if (quota_index_full(w))
                 return 0;
-        r = node_new_file(w, parent, name, st, &old);
+        r = quota_node_new_file(w, parent, name, st, &old);
         if (r < 0)
                 return r;
         old->gen = gen;
-        sparse_update(w, old, st);
+        quota_sparse_update(w, old, st);
         return 0;
 }
 
@@ -147,18 +147,18 @@ static int node_update_unreadable_dir(QuotaWatch *w, Dir *parent, Node *old, con
 
         if (old && old->dir && inode_is(old->inode, st)) {
                 old->gen = gen;
-                dir_set_unreadable(w, old->dir, true);
-                return node_set_inode(w, old, st);
+                quota_dir_set_unreadable(w, old->dir, true);
+                return quota_node_set_inode(w, old, st);
         }
         if (old)
-                node_drop(w, old);
-        if (index_full(w))
+                quota_node_drop(w, old);
+        if (quota_index_full(w))
                 return 0;
-        r = node_new_dir(w, parent, name, st, -1, &d);
+        r = quota_node_new_dir(w, parent, name, st, -1, &d);
         if (r < 0)
                 return r;
         d->node->gen = gen;
-        dir_set_unreadable(w, d, true);
+        quota_dir_set_unreadable(w, d, true);
         return 0;
 }
 
@@ -170,24 +170,24 @@ static int dir_update_known(QuotaWatch *w, Dir *d, Dir *parent, Node *old, const
         _cleanup_close_ int fd = dir_fd;
         int r;
 
-        if (d == parent || dir_is_below(w, parent, d)) {
+        if (d == parent || quota_dir_is_below(w, parent, d)) {
                 /* The index thinks @parent is inside @d: it missed a move. */
                 w->need_resync = true;
                 return 0;
         }
         if (old && old != d->node)
-                node_drop(w, old);
-        r = dir_move(w, d, parent, name);
+                quota_node_drop(w, old);
+        r = quota_dir_move(w, d, parent, name);
         if (r < 0)
                 return r;
         d->node->gen = gen;
-        r = node_set_inode(w, d->node, st);
+        r = quota_node_set_inode(w, d->node, st);
         if (r < 0)
                 return r;
         if (!recursive && !d->unreadable)
                 return 0;
-        dir_set_unreadable(w, d, false);
-        return dir_sync(w, d, STEAL_FD(fd), recursive);
+        quota_dir_set_unreadable(w, d, false);
+        return quota_dir_sync(w, d, STEAL_FD(fd), recursive);
 }
 
 /* A directory @name in @parent, open at @dir_fd (taken over), indexed as @old or not at all:
@@ -204,29 +204,29 @@ static int node_update_dir(QuotaWatch *w, Dir *parent, Node *old, const char *na
         if (fstat(fd, &st) < 0)
                 return negative_errno();
 
-        wd = watch_add(w, fd);
+        wd = quota_watch_add(w, fd);
         if (wd < 0)
                 return 0;                       /* degrading: the index is about to go */
 
         /* The same directory as an indexed one? (The kernel hands out its existing watch.) */
-        d = wd_find(w, wd);
+        d = quota_wd_find(w, wd);
         if (d)
                 return dir_update_known(w, d, parent, old, name, STEAL_FD(fd), &st, recursive, gen);
 
         if (old)
-                node_drop(w, old);
-        if (index_full(w)) {
+                quota_node_drop(w, old);
+        if (quota_index_full(w)) {
                 (void) inotify_rm_watch(w->fd, wd);
                 return 0;
         }
-        r = node_new_dir(w, parent, name, &st, wd, &d);
+        r = quota_node_new_dir(w, parent, name, &st, wd, &d);
         if (r < 0) {
                 (void) inotify_rm_watch(w->fd, wd);
                 return r;
         }
         d->node->gen = gen;
         /* New here (created, or moved in whole): its watch is in place, now read what it holds. */
-        return dir_sync(w, d, STEAL_FD(fd), true);
+        return quota_dir_sync(w, d, STEAL_FD(fd), true);
 }
 
 /*
@@ -236,7 +236,7 @@ static int node_update_dir(QuotaWatch *w, Dir *parent, Node *old, const char *na
  * or a fatal -errno.
  */
 static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bool recursive, uint32_t gen) {
-        Node *old = node_find(w, parent, name);
+        Node *old = quota_node_find(w, parent, name);
         struct stat st;
         int r, fd;
 
@@ -254,7 +254,7 @@ static int node_update(QuotaWatch *w, Dir *parent, int pfd, const char *name, bo
  * Re-read the directory @d, open at @fd (taken over): every name is updated, names gone are
  * dropped. Subdirectories already indexed are descended into only if @recursive.
  */
-int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
+int quota_dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
         _cleanup_(closedirp) DIR *dir = NULL;
         uint32_t gen = ++w->gen;
         struct dirent *de;
@@ -264,7 +264,7 @@ int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
         if (r < 0)
                 return r;
 
-        dir_set_truncated(w, d, false);
+        quota_dir_set_truncated(w, d, false);
         for (;;) {
                 if (w->want_degrade)
                         return 0;
@@ -273,7 +273,7 @@ int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
                 if (r == 0)
                         break;
                 if (r == -EACCES) {
-                        dir_set_unreadable(w, d, true);
+                        quota_dir_set_unreadable(w, d, true);
                         return 0;
                 }
                 if (r < 0)
@@ -281,8 +281,8 @@ int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
 
                 r = node_update(w, d, dirfd(dir), de->d_name, recursive, gen);
                 if (r == -EAGAIN) {
-                        dir_mark_dirty(w, d, de->d_name);
-                        Node *n = node_find(w, d, de->d_name);
+                        quota_dir_mark_dirty(w, d, de->d_name);
+                        Node *n = quota_node_find(w, d, de->d_name);
                         if (n)
                                 n->gen = gen;   /* keep it until the retry */
                         continue;
@@ -296,7 +296,7 @@ int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
                 for (Node *c = d->children, *next; c; c = next) {
                         next = c->sib_next;
                         if (c->gen != gen)
-                                node_drop(w, c);
+                                quota_node_drop(w, c);
                 }
         return 0;
 }
@@ -307,7 +307,7 @@ int dir_sync(QuotaWatch *w, Dir *d, int fd, bool recursive) {
  * (a rename whose events are still queued); -ENOLINK if @d is detached from the index (in limbo);
  * -EACCES; other -errno.
  */
-int dir_open(QuotaWatch *w, Dir *d) {
+int quota_dir_open(QuotaWatch *w, Dir *d) {
         _cleanup_free_ Node **chain = NULL;
         _cleanup_free_ char *buf = NULL;
         _cleanup_close_ int fd = -EBADF;
@@ -384,16 +384,16 @@ int dir_open(QuotaWatch *w, Dir *d) {
 
 /* Process one directory of the dirty set (all of it with @all, else @names). Return: 0, -ESTALE
  * or -ENOLINK to retry, or a fatal -errno. */
-int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names) {
+int quota_dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
         int r;
 
-        fd = dir_open(w, d);
+        fd = quota_dir_open(w, d);
         if (fd == -EAGAIN)
-                fd = dir_open(w, d);            /* the openat2() fallback just kicked in */
+                fd = quota_dir_open(w, d);            /* the openat2() fallback just kicked in */
         if (fd == -EACCES) {
-                dir_set_unreadable(w, d, true);
+                quota_dir_set_unreadable(w, d, true);
                 return 0;
         }
         if (fd < 0)
@@ -401,17 +401,17 @@ int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names) {
 
         if (fstat(fd, &st) < 0)
                 return negative_errno();
-        r = node_set_inode(w, d->node, &st);    /* the directory's own blocks grow with its entries */
+        r = quota_node_set_inode(w, d->node, &st);    /* the directory's own blocks grow with its entries */
         if (r < 0)
                 return r;
 
         if (d->wd < 0) {
                 /* Unreadable before, or its watch was lost: watch it again and read it whole. */
-                int wd = watch_add(w, fd);
+                int wd = quota_watch_add(w, fd);
 
                 if (wd < 0)
                         return 0;
-                if (wd_find(w, wd)) {
+                if (quota_wd_find(w, wd)) {
                         (void) inotify_rm_watch(w->fd, wd);
                         w->need_resync = true;
                         return 0;
@@ -423,19 +423,19 @@ int dir_refresh(QuotaWatch *w, Dir *d, bool all, char **names, size_t n_names) {
                 }
                 d->wd = wd;
                 w->n_watches++;
-                dir_set_unreadable(w, d, false);
-                return dir_sync(w, d, STEAL_FD(fd), true);
+                quota_dir_set_unreadable(w, d, false);
+                return quota_dir_sync(w, d, STEAL_FD(fd), true);
         }
 
         if (all || d->truncated || d->unreadable) {
-                dir_set_unreadable(w, d, false);
-                return dir_sync(w, d, STEAL_FD(fd), false);
+                quota_dir_set_unreadable(w, d, false);
+                return quota_dir_sync(w, d, STEAL_FD(fd), false);
         }
 
         for (size_t i = 0; i < n_names && !w->want_degrade; i++) {
                 r = node_update(w, d, fd, names[i], false, w->gen);
                 if (r == -EAGAIN) {
-                        dir_mark_dirty(w, d, names[i]);
+                        quota_dir_mark_dirty(w, d, names[i]);
                         continue;
                 }
                 if (r < 0)

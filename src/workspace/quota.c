@@ -47,10 +47,10 @@ static void watch_clear_index(QuotaWatch *w) {
         if (w->root) {
                 Node *n = w->root->node;
 
-                node_destroy(w, n);
+                quota_node_destroy(w, n);
                 w->root = NULL;
         }
-        limbo_flush(w);
+        quota_limbo_flush(w);
         assert(w->n_nodes == 0 && w->n_watches == 0 && w->bytes == 0);
         w->dirty_head = w->dirty_tail = NULL;
         assert(w->sparse.n == 0 && w->files.n == 0);
@@ -104,8 +104,8 @@ static int watch_resync(QuotaWatch *w) {
         while (w->dirty_head) {
                 Dir *d = w->dirty_head;
 
-                dirty_unlink(w, d);
-                dirty_names_clear(d);
+                quota_dirty_unlink(w, d);
+                quota_dirty_names_clear(d);
                 d->dirty_all = false;
                 d->retries = 0;
         }
@@ -123,8 +123,8 @@ static int watch_resync(QuotaWatch *w) {
                 return r;
         }
         watch_set_inode_bytes(w, w->root->node->inode, stat_bytes(&st));
-        r = dir_sync(w, w->root, fd, true);
-        limbo_flush(w);
+        r = quota_dir_sync(w, w->root, fd, true);
+        quota_limbo_flush(w);
         return r;
 }
 
@@ -151,22 +151,22 @@ static int watch_drain(QuotaWatch *w) {
                                 w->need_resync = true;
                                 continue;
                         }
-                        d = wd_find(w, ev->wd);
+                        d = quota_wd_find(w, ev->wd);
                         if (!d)
                                 continue;       /* a watch we removed: its IN_IGNORED and stragglers */
                         if (ev->mask & IN_IGNORED) {
                                 /* The kernel dropped the watch: the directory is gone (or its fs). */
-                                dir_unwatch(w, d, false);
+                                quota_dir_unwatch(w, d, false);
                                 if (d == w->root)
                                         w->need_resync = true;
                                 else if (d->node->parent && d->node->parent != &w->limbo)
-                                        dir_mark_dirty(w, d->node->parent, d->node->name);
+                                        quota_dir_mark_dirty(w, d->node->parent, d->node->name);
                                 continue;
                         }
                         if (ev->len > 0 && ev->name[0] != '\0')
-                                dir_mark_dirty(w, d, ev->name);
+                                quota_dir_mark_dirty(w, d, ev->name);
                         else
-                                dir_mark_dirty(w, d, NULL);
+                                quota_dir_mark_dirty(w, d, NULL);
                 }
         }
         return 0;
@@ -183,12 +183,12 @@ static int watch_process_dirty_pass(QuotaWatch *w, bool final) {
                 size_t n_names = d->n_dirty_names;
                 int r;
 
-                dirty_unlink(w, d);
+                quota_dirty_unlink(w, d);
                 d->dirty_names = NULL;
                 d->n_dirty_names = 0;
                 d->dirty_all = false;
 
-                r = dir_refresh(w, d, all, names, n_names);
+                r = quota_dir_refresh(w, d, all, names, n_names);
                 if (r == -ESTALE || r == -ENOLINK) {
                         /* Not where the index says: renamed, the events saying where are still
                          * queued or further down the dirty set. Retry; a persistent mismatch
@@ -200,9 +200,9 @@ static int watch_process_dirty_pass(QuotaWatch *w, bool final) {
                                 w->need_resync = true;
                         if (all)
                                 d->dirty_all = true;
-                        dir_mark_dirty(w, d, NULL);
+                        quota_dir_mark_dirty(w, d, NULL);
                         for (size_t i = 0; i < n_names; i++)
-                                dir_mark_dirty(w, d, names[i]);
+                                quota_dir_mark_dirty(w, d, names[i]);
                         if (r == -ENOLINK)
                                 w->remarked = remarked;
                         r = 0;
@@ -236,7 +236,7 @@ static int watch_process_dirty(QuotaWatch *w) {
                 if (!w->remarked) {
                         /* Settled: what is still in limbo has left the tree. Destroying it may ask
                          * for re-stats of other names of its hard-linked files. */
-                        limbo_flush(w);
+                        quota_limbo_flush(w);
                         if (!w->remarked)
                                 return 0;
                 }
@@ -269,7 +269,7 @@ static int watch_poll_set(QuotaWatch *w, NodeSet *set, uint64_t budget) {
                 if (n->parent != fd_dir) {
                         fd = safe_close(fd);
                         fd_dir = n->parent;
-                        fd = n->parent->dirty ? -ESTALE : dir_open(w, n->parent);
+                        fd = n->parent->dirty ? -ESTALE : quota_dir_open(w, n->parent);
                         if (fd < 0 && fd != -ESTALE && fd != -ENOLINK && fd != -EACCES && fd != -EAGAIN)
                                 return fd;
                 }
@@ -281,12 +281,12 @@ static int watch_poll_set(QuotaWatch *w, NodeSet *set, uint64_t budget) {
                 w->restats++;
                 if (fstatat(fd, n->name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !inode_is(n->inode, &st) ||
                     S_ISDIR(st.st_mode)) {
-                        dir_mark_dirty(w, n->parent, n->name);
+                        quota_dir_mark_dirty(w, n->parent, n->name);
                         set->cursor++;
                         continue;
                 }
                 watch_set_inode_bytes(w, n->inode, stat_bytes(&st));
-                sparse_update(w, n, &st);
+                quota_sparse_update(w, n, &st);
                 if (*nodeset_idx(set, n) == at)
                         set->cursor++;          /* else the last one moved into this slot */
         }
@@ -327,11 +327,11 @@ int quota_watch_tick(QuotaWatch *w, uint64_t *ret_bytes) {
         if (!w->need_resync) {
                 r = watch_process_dirty(w);
                 if (r < 0) {
-                        limbo_flush(w);
+                        quota_limbo_flush(w);
                         return r;
                 }
         }
-        limbo_flush(w);
+        quota_limbo_flush(w);
         if (!w->need_resync && w->limits.sparse_per_tick != QUOTA_SPARSE_POLL_DISABLED) {
                 r = watch_poll_set(w, &w->sparse, w->limits.sparse_per_tick);
                 if (r < 0)
@@ -380,7 +380,7 @@ int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret
         };
         w->limbo.wd = -1;
         limits_fill(&w->limits, limits);
-        r = random_key(w->key);
+        r = quota_random_key(w->key);
         if (r < 0)
                 return r;
         w->evbuf = malloc(DRAIN_BUFFER_SIZE);
@@ -409,8 +409,8 @@ int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret
         if (fstat(w->root_fd, &st) < 0)
                 return negative_errno();
         w->restats++;
-        wd = watch_add(w, w->root_fd);
-        r = node_new_dir(w, NULL, "", &st, wd < 0 ? -1 : wd, &w->root);
+        wd = quota_watch_add(w, w->root_fd);
+        r = quota_node_new_dir(w, NULL, "", &st, wd < 0 ? -1 : wd, &w->root);
         if (r < 0)
                 return r;
         w->full_scans++;
@@ -419,10 +419,10 @@ int quota_watch_new_full(int dir_fd, const QuotaLimits *limits, QuotaWatch **ret
 
                 if (fd < 0)
                         return negative_errno();
-                r = dir_sync(w, w->root, fd, true);
+                r = quota_dir_sync(w, w->root, fd, true);
                 if (r < 0)
                         return r;
-                limbo_flush(w);
+                quota_limbo_flush(w);
         }
         if (w->want_degrade) {
                 r = watch_degrade(w);

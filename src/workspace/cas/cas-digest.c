@@ -24,7 +24,7 @@ void hex_encode(const uint8_t *p, size_t n, char *out) {
         out[2 * n] = 0;
 }
 
-int unhex_lower(char c) {
+int cas_unhex_lower(char c) {
         if (c >= '0' && c <= '9')
                 return c - '0';
         if (c >= 'a' && c <= 'f')
@@ -37,7 +37,7 @@ int digest_from_hex(const char *s, Digest *ret) {
         Digest d = {};
 
         for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++) {
-                int hi = unhex_lower(s[2 * i]), lo = hi < 0 ? -1 : unhex_lower(s[2 * i + 1]);
+                int hi = cas_unhex_lower(s[2 * i]), lo = hi < 0 ? -1 : cas_unhex_lower(s[2 * i + 1]);
 
                 if (lo < 0)
                         return -EINVAL;
@@ -100,7 +100,7 @@ static size_t dset_slot(const DigestSet *s, const Digest *d) {
         return (size_t) x & (s->cap - 1);
 }
 
-bool dset_contains(const DigestSet *s, const Digest *d) {
+bool cas_dset_contains(const DigestSet *s, const Digest *d) {
         if (s->n == 0)
                 return false;
         for (size_t i = dset_slot(s, d);; i = (i + 1) & (s->cap - 1)) {
@@ -122,8 +122,8 @@ static void dset_insert_new(DigestSet *s, const Digest *d) {
 }
 
 /* Return: 1 added, 0 already present, -ENOMEM. */
-int dset_add(DigestSet *s, const Digest *d) {
-        if (dset_contains(s, d))
+int cas_dset_add(DigestSet *s, const Digest *d) {
+        if (cas_dset_contains(s, d))
                 return 0;
         if ((s->n + 1) * 2 > s->cap) {
                 DigestSet g = { .seed = s->seed, .cap = s->cap ? s->cap * 2 : 64 };
@@ -146,13 +146,13 @@ int dset_add(DigestSet *s, const Digest *d) {
         return 1;
 }
 
-void dset_clear(DigestSet *s) {
+void cas_dset_clear(DigestSet *s) {
         if (s->used)
                 memset(s->used, 0, s->cap);
         s->n = 0;
 }
 
-void dset_done(DigestSet *s) {
+void cas_dset_done(DigestSet *s) {
         s->keys = mfree(s->keys);
         s->used = mfree(s->used);
         s->n = s->cap = 0;

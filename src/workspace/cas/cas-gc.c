@@ -37,8 +37,8 @@ typedef struct Mark {
 } Mark;
 
 static void mark_done(Mark *m) {
-        dset_done(&m->trees);
-        dset_done(&m->files);
+        cas_dset_done(&m->trees);
+        cas_dset_done(&m->files);
         m->problem = mfree(m->problem);
         m->buf = mfree(m->buf);
 }
@@ -111,7 +111,7 @@ static int mark_tree(Mark *m, const Digest *d, unsigned depth) {
         char digest[72];
         int r;
 
-        r = dset_add(&m->trees, d);
+        r = cas_dset_add(&m->trees, d);
         if (r <= 0)
                 return r;
         if (depth > m->cas->limits.max_depth + 1)
@@ -133,7 +133,7 @@ static int mark_tree(Mark *m, const Digest *d, unsigned depth) {
                 if (e->type == DT_DIR)
                         r = mark_tree(m, &e->digest, depth + 1);
                 else if (e->type == DT_REG) {
-                        r = dset_add(&m->files, &e->digest);
+                        r = cas_dset_add(&m->files, &e->digest);
                         if (r > 0 && m->fsck)
                                 r = fsck_file(m, e);
                 }
@@ -156,7 +156,7 @@ typedef struct AllRefs {
 static void all_refs_done(AllRefs *a) {
         for (size_t i = 0; i < a->n; i++) {
                 free(a->v[i].ws_id);
-                ref_list_done(&a->v[i].refs);
+                cas_ref_list_done(&a->v[i].refs);
         }
         a->v = mfree(a->v);
         a->n = 0;
@@ -184,7 +184,7 @@ static int all_refs_load(Cas *c, Mark *m, AllRefs *ret) {
                 dfd = openat(c->refs_fd, names.v[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (dfd < 0)
                         return negative_errno();
-                r = refs_load(dfd, &a.v[a.n].refs);
+                r = cas_refs_load(dfd, &a.v[a.n].refs);
                 if (r == -EIO && m->fsck)
                         return mark_problem(m, "workspace %s: malformed ref", names.v[i]);
                 if (r < 0)
@@ -232,7 +232,7 @@ static int fsck_impl(Cas *c, bool full, char **ret_problem) {
         assert(c);
 
         m.trees.seed = m.files.seed = c->hash_seed;
-        lock = store_lock(c, LOCK_SH);
+        lock = cas_store_lock(c, LOCK_SH);
         if (lock < 0)
                 return lock;
         r = all_refs_load(c, &m, &a);
@@ -279,7 +279,7 @@ static int gc_sweep_objects(Cas *c, const Mark *m, uint64_t *freed) {
                         memcpy(hex + 2, names.v[j], DIGEST_HEX_LEN - 2 + 1);
                         if (digest_from_hex(hex, &d) < 0)
                                 continue;
-                        if (dset_contains(&m->trees, &d) || dset_contains(&m->files, &d))
+                        if (cas_dset_contains(&m->trees, &d) || cas_dset_contains(&m->files, &d))
                                 continue;
                         if (fstatat(dfd, names.v[j], &st, AT_SYMLINK_NOFOLLOW) < 0)
                                 continue;
@@ -287,7 +287,7 @@ static int gc_sweep_objects(Cas *c, const Mark *m, uint64_t *freed) {
                                 return negative_errno();
                         *freed += (uint64_t) st.st_size;
                         deleted = true;
-                        r = crash_point(c, CAS_CRASH_GC_OBJECT_DELETED);
+                        r = cas_crash_point(c, CAS_CRASH_GC_OBJECT_DELETED);
                         if (r < 0)
                                 return r;
                 }
@@ -330,7 +330,7 @@ int cas_gc(Cas *c, unsigned keep_per_workspace, uint64_t *ret_freed_bytes) {
 
         c->crashed = false;
         m.trees.seed = m.files.seed = c->hash_seed;
-        lock = store_lock(c, LOCK_EX | LOCK_NB);
+        lock = cas_store_lock(c, LOCK_EX | LOCK_NB);
         if (lock < 0)
                 return lock;
 
@@ -359,7 +359,7 @@ int cas_gc(Cas *c, unsigned keep_per_workspace, uint64_t *ret_freed_bytes) {
                                 return negative_errno();
                         cas_ref_done(ref);
                         l->n--;
-                        r = crash_point(c, CAS_CRASH_GC_REF_DELETED);
+                        r = cas_crash_point(c, CAS_CRASH_GC_REF_DELETED);
                         if (r < 0)
                                 return r;
                 }

@@ -57,9 +57,9 @@ struct Cas {
 };
 
 /* cas.c: what every operation shares. */
-int random_u64(uint64_t *ret);
-int crash_point(Cas *c, const char *point);
-int store_lock(Cas *c, int operation);
+int cas_random_u64(uint64_t *ret);
+int cas_crash_point(Cas *c, const char *point);
+int cas_store_lock(Cas *c, int operation);
 
 /* cas-digest.c: digests and digest sets. */
 typedef struct Digest {
@@ -67,7 +67,7 @@ typedef struct Digest {
 } Digest;
 
 void hex_encode(const uint8_t *p, size_t n, char *out);
-int unhex_lower(char c);
+int cas_unhex_lower(char c);
 int digest_from_hex(const char *s, Digest *ret);
 int digest_parse(const char *s, Digest *ret);
 void digest_format(const Digest *d, char out[static 72]);
@@ -82,10 +82,10 @@ typedef struct DigestSet {
         uint64_t seed;
 } DigestSet;
 
-bool dset_contains(const DigestSet *s, const Digest *d);
-int dset_add(DigestSet *s, const Digest *d);
-void dset_clear(DigestSet *s);
-void dset_done(DigestSet *s);
+bool cas_dset_contains(const DigestSet *s, const Digest *d);
+int cas_dset_add(DigestSet *s, const Digest *d);
+void cas_dset_clear(DigestSet *s);
+void cas_dset_done(DigestSet *s);
 
 /* cas-text.c: buffers, escaping, parsing. */
 typedef struct Buf {
@@ -99,8 +99,8 @@ int buf_put(Buf *b, const void *p, size_t n);
 int buf_puts(Buf *b, const char *s);
 _printf_(2, 3) int buf_printf(Buf *b, const char *fmt, ...);
 int buf_put_escaped(Buf *b, const char *s);
-int unescape(const char *s, size_t n, char **ret, size_t *ret_len);
-bool name_valid(const char *name, size_t len);
+int cas_unescape(const char *s, size_t n, char **ret, size_t *ret_len);
+bool cas_name_valid(const char *name, size_t len);
 int parse_u64(const char **p, const char *end, char sep, uint64_t *ret);
 
 /* cas-object.c: tmp/ files, objects published in batches. */
@@ -116,19 +116,19 @@ typedef struct Pending {
         DigestSet set;
 } Pending;
 
-int tmp_open(Cas *c, char name[static 64], mode_t mode);
-void tmp_unlink(Cas *c, const char *name);
-int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
-                           bool durable, int prepared_fd, const char *prepared_name,
+int cas_tmp_open(Cas *c, char name[static 64], mode_t mode);
+void cas_tmp_unlink(Cas *c, const char *name);
+int cas_write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
+                           bool durable, int prepared_fd, const char *cas_prepared_name,
                            const char *crash_written, const char *crash_renamed);
-int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
+int cas_write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
                       const char *crash_written, const char *crash_renamed);
-void pending_done(Cas *c, Pending *p);
-int pending_add(Pending *p, const Digest *d, const char *tmp, uint64_t size);
-int pending_flush(Cas *c, Pending *p);
-int object_present(Cas *c, const Pending *p, const Digest *d, uint64_t size);
-int object_write_data(Cas *c, Pending *p, const Digest *d, const void *data, size_t size, const char *crash);
-int object_read(Cas *c, const Digest *d, uint64_t max, char **ret, size_t *ret_size);
+void cas_pending_done(Cas *c, Pending *p);
+int cas_pending_add(Pending *p, const Digest *d, const char *tmp, uint64_t size);
+int cas_pending_flush(Cas *c, Pending *p);
+int cas_object_present(Cas *c, const Pending *p, const Digest *d, uint64_t size);
+int cas_object_write_data(Cas *c, Pending *p, const Digest *d, const void *data, size_t size, const char *crash);
+int cas_object_read(Cas *c, const Digest *d, uint64_t max, char **ret, size_t *ret_size);
 
 /* cas-tree.c: tree objects. */
 typedef struct TreeEntry {
@@ -154,7 +154,7 @@ int tree_load(Cas *c, const Digest *d, Tree *ret);
 /* cas-stat-cache.c: the stat cache, timestamps. */
 typedef struct CacheRow {
         char *path;
-        uint64_t dev, ino, size, mtime, ctime;  /* times: ts_key() */
+        uint64_t dev, ino, size, mtime, ctime;  /* times: cas_ts_key() */
         Digest digest;
 } CacheRow;
 
@@ -163,14 +163,14 @@ typedef struct StatCache {
         size_t n, alloc;
 } StatCache;
 
-struct timespec now_coarse(void);
-bool ts_before(const struct timespec *a, const struct timespec *b);
-uint64_t ts_key(const struct timespec *t);
-void stat_cache_done(StatCache *sc);
-int stat_cache_add(StatCache *sc, const char *path, const struct stat *st, const Digest *d);
-const CacheRow *stat_cache_find(const StatCache *sc, const char *path);
-int stat_cache_load(Cas *c, const char *ws_id, StatCache *ret, Buf *ret_raw);
-int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc, const Buf *old_raw);
+struct timespec cas_now_coarse(void);
+bool cas_ts_before(const struct timespec *a, const struct timespec *b);
+uint64_t cas_ts_key(const struct timespec *t);
+void cas_stat_cache_done(StatCache *sc);
+int cas_stat_cache_add(StatCache *sc, const char *path, const struct stat *st, const Digest *d);
+const CacheRow *cas_stat_cache_find(const StatCache *sc, const char *path);
+int cas_stat_cache_load(Cas *c, const char *ws_id, StatCache *ret, Buf *ret_raw);
+int cas_stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc, const Buf *old_raw);
 
 /* cas-ref.c: refs. */
 typedef struct RefList {
@@ -178,8 +178,8 @@ typedef struct RefList {
         size_t n;
 } RefList;
 
-void ref_list_done(RefList *l);
-int refs_load(int ws_dir_fd, RefList *ret);
-void prepared_name(const char *exec_id, char name[static CAS_PREPARED_NAME_MAX]);
-int ref_write(Cas *c, const char *ws_id, const char *exec_id, const Digest *tree, uint64_t created_ms,
+void cas_ref_list_done(RefList *l);
+int cas_refs_load(int ws_dir_fd, RefList *ret);
+void cas_prepared_name(const char *exec_id, char name[static CAS_PREPARED_NAME_MAX]);
+int cas_ref_write(Cas *c, const char *ws_id, const char *exec_id, const Digest *tree, uint64_t created_ms,
               uint64_t bytes, int prepared_fd);

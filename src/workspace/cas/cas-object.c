@@ -23,7 +23,7 @@
 static _Atomic uint64_t tmp_counter;   /* process-wide: threads share the pid and the prefix */
 
 /* A new file in tmp/, created with @mode, its name in @name. Return: a write fd or -errno. */
-int tmp_open(Cas *c, char name[static 64], mode_t mode) {
+int cas_tmp_open(Cas *c, char name[static 64], mode_t mode) {
         for (unsigned attempt = 0; attempt < 16; attempt++) {
                 int fd, r;
 
@@ -36,7 +36,7 @@ int tmp_open(Cas *c, char name[static 64], mode_t mode) {
                         return fd;
                 if (errno != EEXIST)
                         return negative_errno();
-                r = random_u64(&c->tmp_prefix);
+                r = cas_random_u64(&c->tmp_prefix);
                 if (r < 0)
                         return r;
         }
@@ -44,7 +44,7 @@ int tmp_open(Cas *c, char name[static 64], mode_t mode) {
 }
 
 /* Error paths remove their tmp files, except after an injected crash (a crash would not). */
-void tmp_unlink(Cas *c, const char *name) {
+void cas_tmp_unlink(Cas *c, const char *name) {
         if (!c->crashed && name[0])
                 (void) unlinkat(c->tmp_fd, name, 0);
 }
@@ -53,8 +53,8 @@ void tmp_unlink(Cas *c, const char *name) {
  * Write @data to tmp/, fsync, rename to @name in @dir_fd, fsync @dir_fd. Without @durable, no
  * fsync at all: for what is only a cache, which a crash may lose or leave empty (readers check it).
  */
-int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *data, size_t size,
-                           mode_t mode, bool durable, int prepared_fd, const char *prepared_name,
+int cas_write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *data, size_t size,
+                           mode_t mode, bool durable, int prepared_fd, const char *cas_prepared_name,
                            const char *crash_written, const char *crash_renamed) {
         _cleanup_close_ int fd = prepared_fd;
         int src_dir = c->tmp_fd;
@@ -64,9 +64,9 @@ int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *dat
         if (fd >= 0) {
                 /* Made ahead of time in @dir_fd itself (cas_ref_prepare()). */
                 src_dir = dir_fd;
-                (void) snprintf(tmp, sizeof(tmp), "%s", prepared_name);
+                (void) snprintf(tmp, sizeof(tmp), "%s", cas_prepared_name);
         } else {
-                fd = tmp_open(c, tmp, mode);
+                fd = cas_tmp_open(c, tmp, mode);
                 if (fd < 0)
                         return fd;
         }
@@ -75,7 +75,7 @@ int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *dat
                 r = negative_errno();
         fd = safe_close(fd);
         if (r >= 0 && crash_written)
-                r = crash_point(c, crash_written);
+                r = cas_crash_point(c, crash_written);
         if (r >= 0 && renameat(src_dir, tmp, dir_fd, name) < 0)
                 r = negative_errno();
         if (r < 0) {
@@ -84,7 +84,7 @@ int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *dat
                 return r;
         }
         if (crash_renamed) {
-                r = crash_point(c, crash_renamed);
+                r = cas_crash_point(c, crash_renamed);
                 if (r < 0)
                         return r;
         }
@@ -93,24 +93,24 @@ int write_file_atomic_full(Cas *c, int dir_fd, const char *name, const void *dat
         return 0;
 }
 
-int write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
+int cas_write_file_atomic(Cas *c, int dir_fd, const char *name, const void *data, size_t size, mode_t mode,
                       const char *crash_written, const char *crash_renamed) {
-        return write_file_atomic_full(c, dir_fd, name, data, size, mode, true, -EBADF, NULL, crash_written,
+        return cas_write_file_atomic_full(c, dir_fd, name, data, size, mode, true, -EBADF, NULL, crash_written,
                                       crash_renamed);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Objects: written to tmp/, published (made durable, renamed into objects/) in batches. */
 
-void pending_done(Cas *c, Pending *p) {
+void cas_pending_done(Cas *c, Pending *p) {
         for (size_t i = 0; i < p->n; i++)
-                tmp_unlink(c, p->items[i].tmp);
+                cas_tmp_unlink(c, p->items[i].tmp);
         p->items = mfree(p->items);
         p->n = p->alloc = 0;
-        dset_done(&p->set);
+        cas_dset_done(&p->set);
 }
 
-int pending_add(Pending *p, const Digest *d, const char *tmp, uint64_t size) {
+int cas_pending_add(Pending *p, const Digest *d, const char *tmp, uint64_t size) {
         int r;
 
         if (p->n == p->alloc) {
@@ -122,7 +122,7 @@ int pending_add(Pending *p, const Digest *d, const char *tmp, uint64_t size) {
                 p->items = v;
                 p->alloc = na;
         }
-        r = dset_add(&p->set, d);
+        r = cas_dset_add(&p->set, d);
         if (r < 0)
                 return r;
         p->items[p->n] = (PendingObject) { .digest = *d };
@@ -161,7 +161,7 @@ static const char *touched_dir_name(size_t i, void *userdata) {
         return ((const char (*)[3]) userdata)[i];
 }
 
-int pending_flush(Cas *c, Pending *p) {
+int cas_pending_flush(Cas *c, Pending *p) {
         char dirs[256][3];
         uint8_t touched[256] = {};
         size_t n_dirs = 0;
@@ -174,7 +174,7 @@ int pending_flush(Cas *c, Pending *p) {
         r = sync_files(c->tmp_fd, p->n, pending_tmp_name, p);
         if (r < 0)
                 return r;
-        r = crash_point(c, CAS_CRASH_OBJECTS_SYNCED);
+        r = cas_crash_point(c, CAS_CRASH_OBJECTS_SYNCED);
         if (r < 0)
                 return r;
 
@@ -198,7 +198,7 @@ int pending_flush(Cas *c, Pending *p) {
                 }
                 p->items[i].tmp[0] = 0;
                 touched[p->items[i].digest.b[0]] = 1;
-                r = crash_point(c, CAS_CRASH_OBJECT_RENAMED);
+                r = cas_crash_point(c, CAS_CRASH_OBJECT_RENAMED);
                 if (r < 0)
                         return r;
         }
@@ -212,13 +212,13 @@ int pending_flush(Cas *c, Pending *p) {
         if (new_dirs && n_dirs < BATCH_SYNCFS_MIN && fsync(c->objects_fd) < 0)
                 return negative_errno();
         c->need_sync = need_sync;
-        r = crash_point(c, CAS_CRASH_OBJECTS_PUBLISHED);
+        r = cas_crash_point(c, CAS_CRASH_OBJECTS_PUBLISHED);
         if (r < 0)
                 return r;
 
         p->n = 0;
         p->bytes = 0;
-        dset_clear(&p->set);
+        cas_dset_clear(&p->set);
         return 0;
 }
 
@@ -226,11 +226,11 @@ int pending_flush(Cas *c, Pending *p) {
  * 1 if the object is pending in @p or published with @size bytes, 0 if not (missing, or a
  * damaged copy of another size, which the new one will replace), <0 on error.
  */
-int object_present(Cas *c, const Pending *p, const Digest *d, uint64_t size) {
+int cas_object_present(Cas *c, const Pending *p, const Digest *d, uint64_t size) {
         struct stat st;
         char rel[66];
 
-        if (p && dset_contains(&p->set, d))
+        if (p && cas_dset_contains(&p->set, d))
                 return 1;
         digest_relpath(d, rel);
         if (fstatat(c->objects_fd, rel, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -239,34 +239,34 @@ int object_present(Cas *c, const Pending *p, const Digest *d, uint64_t size) {
 }
 
 /* Write @data as a pending object. Return: 1 written, 0 already present, or -errno. */
-int object_write_data(Cas *c, Pending *p, const Digest *d, const void *data, size_t size,
+int cas_object_write_data(Cas *c, Pending *p, const Digest *d, const void *data, size_t size,
                       const char *crash) {
         _cleanup_close_ int fd = -EBADF;
         char tmp[64];
         int r;
 
-        r = object_present(c, p, d, size);
+        r = cas_object_present(c, p, d, size);
         if (r != 0)
                 return r < 0 ? r : 0;
 
-        fd = tmp_open(c, tmp, 0444);
+        fd = cas_tmp_open(c, tmp, 0444);
         if (fd < 0)
                 return fd;
         r = loop_write(fd, data, size);
         if (r >= 0)
-                r = pending_add(p, d, tmp, size);
+                r = cas_pending_add(p, d, tmp, size);
         if (r < 0) {
-                tmp_unlink(c, tmp);
+                cas_tmp_unlink(c, tmp);
                 return r;
         }
-        r = crash_point(c, crash);
+        r = cas_crash_point(c, crash);
         if (r < 0)
                 return r;
         return 1;
 }
 
 /* Read a whole object, verifying its digest (-EIO). -ENOENT if missing. */
-int object_read(Cas *c, const Digest *d, uint64_t max, char **ret, size_t *ret_size) {
+int cas_object_read(Cas *c, const Digest *d, uint64_t max, char **ret, size_t *ret_size) {
         _cleanup_free_ char *data = NULL;
         Digest got;
         char rel[66];

@@ -150,15 +150,15 @@ static int cmp_refs_newest_first(const void *a, const void *b) {
         return -strcmp(x->exec_id, y->exec_id);
 }
 
-void ref_list_done(RefList *l) {
+void cas_ref_list_done(RefList *l) {
         cas_refs_free(l->refs, l->n);
         *l = (RefList) {};
 }
 
 /* All refs of the workspace directory @ws_dir_fd, newest first. Names that are no id are ignored. */
-int refs_load(int ws_dir_fd, RefList *ret) {
+int cas_refs_load(int ws_dir_fd, RefList *ret) {
         _cleanup_(dir_names_done) DirNames names = {};
-        _cleanup_(ref_list_done) RefList l = {};
+        _cleanup_(cas_ref_list_done) RefList l = {};
         int r;
 
         r = dir_read_names(ws_dir_fd, NULL, 0, &names);
@@ -199,12 +199,12 @@ static int ref_dir_open(Cas *c, const char *ws_id) {
         return STEAL_FD(dfd);
 }
 
-void prepared_name(const char *exec_id, char name[static CAS_PREPARED_NAME_MAX]) {
+void cas_prepared_name(const char *exec_id, char name[static CAS_PREPARED_NAME_MAX]) {
         (void) snprintf(name, CAS_PREPARED_NAME_MAX, ".%s.pre", exec_id);
 }
 
 /* @prepared_fd (taken over): cas_ref_prepare()'s file, or -EBADF. */
-int ref_write(Cas *c, const char *ws_id, const char *exec_id, const Digest *tree, uint64_t created_ms,
+int cas_ref_write(Cas *c, const char *ws_id, const char *exec_id, const Digest *tree, uint64_t created_ms,
               uint64_t bytes, int prepared_fd) {
         _cleanup_close_ int prepared = prepared_fd;
         _cleanup_free_ char *json = NULL;
@@ -218,19 +218,19 @@ int ref_write(Cas *c, const char *ws_id, const char *exec_id, const Digest *tree
         dfd = ref_dir_open(c, ws_id);
         if (dfd < 0)
                 return dfd;
-        prepared_name(exec_id, pre);
+        cas_prepared_name(exec_id, pre);
         if (prepared >= 0) {
                 struct stat a, b;
 
                 /* Still the file in the directory under that name (not removed meanwhile)? */
                 if (fstat(prepared, &a) >= 0 && fstatat(dfd, pre, &b, AT_SYMLINK_NOFOLLOW) >= 0 &&
                     a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-                        return write_file_atomic_full(c, dfd, exec_id, json, strlen(json), 0444, true,
+                        return cas_write_file_atomic_full(c, dfd, exec_id, json, strlen(json), 0444, true,
                                                       STEAL_FD(prepared), pre, CAS_CRASH_REF_WRITTEN,
                                                       CAS_CRASH_REF_RENAMED);
                 prepared = safe_close(prepared);
         }
-        return write_file_atomic(c, dfd, exec_id, json, strlen(json), 0444,
+        return cas_write_file_atomic(c, dfd, exec_id, json, strlen(json), 0444,
                                  CAS_CRASH_REF_WRITTEN, CAS_CRASH_REF_RENAMED);
 }
 
@@ -245,7 +245,7 @@ int cas_ref_prepare(Cas *c, const char *ws_id, const char *exec_id) {
         dfd = ref_dir_open(c, ws_id);
         if (dfd < 0)
                 return dfd;
-        prepared_name(exec_id, pre);
+        cas_prepared_name(exec_id, pre);
         fd = openat(dfd, pre, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0444);
         return fd < 0 ? negative_errno() : fd;
 }
@@ -262,12 +262,12 @@ void cas_ref_prepared_discard(Cas *c, const char *ws_id, const char *exec_id, in
         dfd = openat(c->refs_fd, ws_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
                 return;
-        prepared_name(exec_id, pre);
+        cas_prepared_name(exec_id, pre);
         (void) unlinkat(dfd, pre, 0);
 }
 
 int cas_list_refs(Cas *c, const char *ws_id, CasRef **ret, size_t *ret_n) {
-        _cleanup_(ref_list_done) RefList l = {};
+        _cleanup_(cas_ref_list_done) RefList l = {};
         _cleanup_close_ int dfd = -EBADF;
         int r;
 
@@ -285,7 +285,7 @@ int cas_list_refs(Cas *c, const char *ws_id, CasRef **ret, size_t *ret_n) {
         }
         if (dfd < 0)
                 return negative_errno();
-        r = refs_load(dfd, &l);
+        r = cas_refs_load(dfd, &l);
         if (r < 0)
                 return r;
         *ret = STEAL(l.refs);

@@ -38,7 +38,7 @@ static bool is_restore_leftover(const char *name, const char *ws_name) {
         if (strlen(name) != RESTORE_RANDOM_LEN)
                 return false;
         for (; *name; name++)
-                if (unhex_lower(*name) < 0)
+                if (cas_unhex_lower(*name) < 0)
                         return false;
         return true;
 }
@@ -52,7 +52,7 @@ typedef struct Restore {
 } Restore;
 
 static void restore_done(Restore *r) {
-        stat_cache_done(&r->cache);
+        cas_stat_cache_done(&r->cache);
         buf_done(&r->path);
         r->buf = mfree(r->buf);
 }
@@ -138,7 +138,7 @@ static int restore_entries(Restore *rs, const Tree *t, int dfd, unsigned depth) 
                                 return r;
                         if (fchmod(out, e->mode) < 0 || fstat(out, &st) < 0)
                                 return negative_errno();
-                        r = stat_cache_add(&rs->cache, rs->path.data, &st, &e->digest);
+                        r = cas_stat_cache_add(&rs->cache, rs->path.data, &st, &e->digest);
                         if (r < 0)
                                 return r;
                 } else if (e->type == DT_DIR) {
@@ -210,7 +210,7 @@ static int restore_build(Restore *rs, const Tree *root, int parent_fd, const cha
         if (r >= 0 && syncfs(dfd) < 0)
                 r = negative_errno();
         if (r >= 0)
-                r = crash_point(c, CAS_CRASH_RESTORE_BUILT);
+                r = cas_crash_point(c, CAS_CRASH_RESTORE_BUILT);
         if (r < 0) {
                 if (!c->crashed)
                         (void) rm_rf_at(parent_fd, tmp);
@@ -229,13 +229,13 @@ static void restore_seed_cache(Restore *rs, const char *ws_name, const struct ti
                         .tv_nsec = (long) (rs->cache.rows[i].ctime % UINT64_C(1000000000)),
                 };
 
-                if (ts_before(&ct, racy))
+                if (cas_ts_before(&ct, racy))
                         rs->cache.rows[kept++] = rs->cache.rows[i];
                 else
                         free(rs->cache.rows[i].path);
         }
         rs->cache.n = kept;
-        (void) stat_cache_write(rs->cas, ws_name, &rs->cache, &(const Buf) {});
+        (void) cas_stat_cache_write(rs->cas, ws_name, &rs->cache, &(const Buf) {});
 }
 
 int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_name) {
@@ -259,7 +259,7 @@ int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_n
                 return r;
         c->crashed = false;
 
-        lock = store_lock(c, LOCK_SH);
+        lock = cas_store_lock(c, LOCK_SH);
         if (lock < 0)
                 return lock;
         r = tree_load(c, &d, &root);
@@ -277,14 +277,14 @@ int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_n
         if (r < 0)
                 return r;
 
-        r = random_u64(&rnd);
+        r = cas_random_u64(&rnd);
         if (r < 0)
                 return r;
         (void) snprintf(tmp, sizeof(tmp), ".%s" RESTORE_SUFFIX "%016" PRIx64, ws_name, rnd);
         r = restore_build(&rs, &root, parent_fd, tmp);
         if (r < 0)
                 return r;
-        racy = now_coarse();
+        racy = cas_now_coarse();
 
         if (renameat2(parent_fd, tmp, parent_fd, ws_name, exists ? RENAME_EXCHANGE : RENAME_NOREPLACE) < 0) {
                 r = negative_errno();
@@ -294,7 +294,7 @@ int cas_restore(Cas *c, const char *tree_digest, int parent_fd, const char *ws_n
         r = fsync_at(parent_fd, ".");
         if (r < 0)
                 return r;
-        r = crash_point(c, CAS_CRASH_RESTORE_EXCHANGED);
+        r = cas_crash_point(c, CAS_CRASH_RESTORE_EXCHANGED);
         if (r < 0)
                 return r;
 

@@ -39,11 +39,11 @@ typedef struct Snapshot {
 
 static void snapshot_done(Snapshot *s) {
         buf_done(&s->path);
-        stat_cache_done(&s->old_cache);
-        stat_cache_done(&s->new_cache);
+        cas_stat_cache_done(&s->old_cache);
+        cas_stat_cache_done(&s->new_cache);
         buf_done(&s->old_cache_raw);
-        pending_done(s->cas, &s->blobs);
-        pending_done(s->cas, &s->trees);
+        cas_pending_done(s->cas, &s->blobs);
+        cas_pending_done(s->cas, &s->trees);
         s->buf = mfree(s->buf);
 }
 
@@ -68,13 +68,13 @@ static int snapshot_maybe_flush(Snapshot *s) {
 
         if (s->trees.n >= BATCH_MAX_OBJECTS) {
                 /* Never a tree before the objects it names. */
-                r = pending_flush(s->cas, &s->blobs);
+                r = cas_pending_flush(s->cas, &s->blobs);
                 if (r < 0)
                         return r;
-                return pending_flush(s->cas, &s->trees);
+                return cas_pending_flush(s->cas, &s->trees);
         }
         if (s->blobs.n >= BATCH_MAX_OBJECTS || s->blobs.bytes >= BATCH_MAX_BYTES)
-                return pending_flush(s->cas, &s->blobs);
+                return cas_pending_flush(s->cas, &s->blobs);
         return 0;
 }
 
@@ -103,7 +103,7 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
         if ((size_t) n < IO_BUFFER_SIZE) {
                 sha256_digest(&h, sizeof(ret->b), ret->b);
                 s->stats.hashed_bytes += total;
-                r = object_write_data(c, &s->blobs, ret, s->buf, (size_t) n, CAS_CRASH_OBJECT_WRITTEN);
+                r = cas_object_write_data(c, &s->blobs, ret, s->buf, (size_t) n, CAS_CRASH_OBJECT_WRITTEN);
                 if (r < 0)
                         return r;
                 s->stats.new_objects += (uint64_t) r;
@@ -111,7 +111,7 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
                 return r > 0 ? snapshot_maybe_flush(s) : 0;
         }
 
-        out = tmp_open(c, tmp, 0444);
+        out = cas_tmp_open(c, tmp, 0444);
         if (out < 0)
                 return out;
         for (uint64_t written = 0, synced = 0;;) {
@@ -144,26 +144,26 @@ static int snapshot_store_fd(Snapshot *s, int fd, Digest *ret, uint64_t *ret_siz
         s->stats.hashed_bytes += total;
         out = safe_close(out);
 
-        r = object_present(c, &s->blobs, ret, total);
+        r = cas_object_present(c, &s->blobs, ret, total);
         if (r < 0)
                 goto fail;
         if (r > 0) {
-                tmp_unlink(c, tmp);
+                cas_tmp_unlink(c, tmp);
                 *ret_size = total;
                 return 0;
         }
-        r = pending_add(&s->blobs, ret, tmp, total);
+        r = cas_pending_add(&s->blobs, ret, tmp, total);
         if (r < 0)
                 goto fail;
         s->stats.new_objects++;
         *ret_size = total;
-        r = crash_point(c, CAS_CRASH_OBJECT_WRITTEN);
+        r = cas_crash_point(c, CAS_CRASH_OBJECT_WRITTEN);
         if (r < 0)
                 return r;
         return snapshot_maybe_flush(s);
 
 fail:
-        tmp_unlink(c, tmp);
+        cas_tmp_unlink(c, tmp);
         return r;
 }
 
@@ -178,18 +178,18 @@ static int snapshot_file(Snapshot *s, int dfd, const char *name, const struct st
         e->type = DT_REG;
         e->mode = st->st_mode & 0777;
 
-        row = stat_cache_find(&s->old_cache, s->path.data);
+        row = cas_stat_cache_find(&s->old_cache, s->path.data);
         if (row && row->dev == (uint64_t) st->st_dev && row->ino == (uint64_t) st->st_ino &&
-            row->size == (uint64_t) st->st_size && row->mtime == ts_key(&st->st_mtim) &&
-            row->ctime == ts_key(&st->st_ctim)) {
+            row->size == (uint64_t) st->st_size && row->mtime == cas_ts_key(&st->st_mtim) &&
+            row->ctime == cas_ts_key(&st->st_ctim)) {
                 /* Unchanged since it was hashed: only check the object is still there (gc). */
-                r = object_present(s->cas, &s->blobs, &row->digest, row->size);
+                r = cas_object_present(s->cas, &s->blobs, &row->digest, row->size);
                 if (r < 0)
                         return r;
                 if (r > 0) {
                         e->digest = row->digest;
                         e->size = row->size;
-                        return stat_cache_add(&s->new_cache, s->path.data, st, &row->digest);
+                        return cas_stat_cache_add(&s->new_cache, s->path.data, st, &row->digest);
                 }
         }
 
@@ -220,9 +220,9 @@ static int snapshot_file(Snapshot *s, int dfd, const char *name, const struct st
         if (fstat(fd, &st2) < 0)
                 return negative_errno();
         if ((uint64_t) st2.st_size == size && st2.st_size == st1.st_size &&
-            ts_key(&st2.st_mtim) == ts_key(&st1.st_mtim) && ts_key(&st2.st_ctim) == ts_key(&st1.st_ctim) &&
-            ts_before(&st2.st_ctim, &s->racy))
-                return stat_cache_add(&s->new_cache, s->path.data, &st2, &e->digest);
+            cas_ts_key(&st2.st_mtim) == cas_ts_key(&st1.st_mtim) && cas_ts_key(&st2.st_ctim) == cas_ts_key(&st1.st_ctim) &&
+            cas_ts_before(&st2.st_ctim, &s->racy))
+                return cas_stat_cache_add(&s->new_cache, s->path.data, &st2, &e->digest);
         return 0;
 }
 
@@ -234,7 +234,7 @@ static int snapshot_store_tree(Snapshot *s, const Tree *t, Digest *ret) {
         if (r < 0)
                 return r;
         digest_of(b.data, b.size, ret);
-        r = object_write_data(s->cas, &s->trees, ret, b.data, b.size, CAS_CRASH_TREE_WRITTEN);
+        r = cas_object_write_data(s->cas, &s->trees, ret, b.data, b.size, CAS_CRASH_TREE_WRITTEN);
         if (r <= 0)
                 return r;
         s->stats.new_objects++;
@@ -377,7 +377,7 @@ static int snapshot_run(Cas *c, int ws_fd, const char *ws_id, const char *exec_i
         if (!S_ISDIR(st.st_mode))
                 return -ENOTDIR;
 
-        lock = store_lock(c, LOCK_SH);
+        lock = cas_store_lock(c, LOCK_SH);
         if (lock < 0)
                 return lock;
 
@@ -388,18 +388,18 @@ static int snapshot_run(Cas *c, int ws_fd, const char *ws_id, const char *exec_i
         r = buf_put(&s.path, "", 0);
         if (r < 0)
                 return r;
-        s.racy = now_coarse();
-        r = stat_cache_load(c, ws_id, &s.old_cache, &s.old_cache_raw);
+        s.racy = cas_now_coarse();
+        r = cas_stat_cache_load(c, ws_id, &s.old_cache, &s.old_cache_raw);
         if (r < 0)
                 return r;
 
         r = snapshot_dir(&s, ws_fd, 0, &root, &bytes);
         if (r < 0)
                 return r;
-        r = pending_flush(c, &s.blobs);
+        r = cas_pending_flush(c, &s.blobs);
         if (r < 0)
                 return r;
-        r = pending_flush(c, &s.trees);
+        r = cas_pending_flush(c, &s.trees);
         if (r < 0)
                 return r;
 
@@ -411,15 +411,15 @@ static int snapshot_run(Cas *c, int ws_fd, const char *ws_id, const char *exec_i
                 c->need_sync = false;
         }
 
-        r = ref_write(c, ws_id, exec_id, &root, created_ms, bytes, STEAL_FD(*prepared_fd));
+        r = cas_ref_write(c, ws_id, exec_id, &root, created_ms, bytes, STEAL_FD(*prepared_fd));
         if (r < 0)
                 return r;
-        r = crash_point(c, CAS_CRASH_REF_PUBLISHED);
+        r = cas_crash_point(c, CAS_CRASH_REF_PUBLISHED);
         if (r < 0)
                 return r;
 
         /* The snapshot is published: a cache that cannot be written only costs the next one time. */
-        (void) stat_cache_write(c, ws_id, &s.new_cache, &s.old_cache_raw);
+        (void) cas_stat_cache_write(c, ws_id, &s.new_cache, &s.old_cache_raw);
 
         if (ret_digest) {
                 digest_str = malloc(72);

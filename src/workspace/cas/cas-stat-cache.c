@@ -18,27 +18,27 @@
 #include "util/macro.h"
 #include "workspace/cas/cas-internal.h"
 
-struct timespec now_coarse(void) {
+struct timespec cas_now_coarse(void) {
         struct timespec ts = {};
 
         (void) clock_gettime(CLOCK_REALTIME_COARSE, &ts);
         return ts;
 }
 
-bool ts_before(const struct timespec *a, const struct timespec *b) {
+bool cas_ts_before(const struct timespec *a, const struct timespec *b) {
         return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
 }
 
 /* A timestamp as one number for equality tests: ns since the epoch, modulo 2^64 (mtime is
  * settable to any value by the sandbox, so the product may wrap; unsigned wrapping is defined). */
-uint64_t ts_key(const struct timespec *t) {
+uint64_t cas_ts_key(const struct timespec *t) {
         return (uint64_t) t->tv_sec * UINT64_C(1000000000) + (uint64_t) t->tv_nsec;
 }
 
 /* ---------------------------------------------------------------------------------------------
  * The stat cache. */
 
-void stat_cache_done(StatCache *sc) {
+void cas_stat_cache_done(StatCache *sc) {
         for (size_t i = 0; i < sc->n; i++)
                 free(sc->rows[i].path);
         sc->rows = mfree(sc->rows);
@@ -64,7 +64,7 @@ static int stat_cache_push(StatCache *sc, char *path, const CacheRow *row) {
         return 0;
 }
 
-int stat_cache_add(StatCache *sc, const char *path, const struct stat *st, const Digest *d) {
+int cas_stat_cache_add(StatCache *sc, const char *path, const struct stat *st, const Digest *d) {
         char *p = strdup(path);
 
         if (!p)
@@ -73,8 +73,8 @@ int stat_cache_add(StatCache *sc, const char *path, const struct stat *st, const
                 .dev = (uint64_t) st->st_dev,
                 .ino = (uint64_t) st->st_ino,
                 .size = (uint64_t) st->st_size,
-                .mtime = ts_key(&st->st_mtim),
-                .ctime = ts_key(&st->st_ctim),
+                .mtime = cas_ts_key(&st->st_mtim),
+                .ctime = cas_ts_key(&st->st_ctim),
                 .digest = *d,
         });
 }
@@ -96,7 +96,7 @@ static int cmp_rows(const void *a, const void *b) {
         return path_cmp(((const CacheRow *) a)->path, ((const CacheRow *) b)->path);
 }
 
-const CacheRow *stat_cache_find(const StatCache *sc, const char *path) {
+const CacheRow *cas_stat_cache_find(const StatCache *sc, const char *path) {
         size_t lo = 0, hi = sc->n;
 
         while (lo < hi) {
@@ -114,7 +114,7 @@ const CacheRow *stat_cache_find(const StatCache *sc, const char *path) {
 }
 
 static int stat_cache_parse(const char *data, size_t size, StatCache *ret) {
-        _cleanup_(stat_cache_done) StatCache sc = {};
+        _cleanup_(cas_stat_cache_done) StatCache sc = {};
         const char *p = data, *end = data + size;
         int r;
 
@@ -150,7 +150,7 @@ static int stat_cache_parse(const char *data, size_t size, StatCache *ret) {
                 sp = memchr(p, ' ', (size_t) (eol - p));
                 if (!sp || sp - p != (ptrdiff_t) DIGEST_HEX_LEN || digest_from_hex(p, &row.digest) < 0)
                         return -EIO;
-                r = unescape(sp + 1, (size_t) (eol - sp - 1), &path, &len);
+                r = cas_unescape(sp + 1, (size_t) (eol - sp - 1), &path, &len);
                 if (r < 0)
                         return r;
                 if (len == 0) {
@@ -177,7 +177,7 @@ static int stat_cache_parse(const char *data, size_t size, StatCache *ret) {
  * A missing or damaged cache is an empty one: it only saves work. @ret_raw: the file's bytes if
  * it parsed (NULL otherwise), so that an unchanged cache is not written again.
  */
-int stat_cache_load(Cas *c, const char *ws_id, StatCache *ret, Buf *ret_raw) {
+int cas_stat_cache_load(Cas *c, const char *ws_id, StatCache *ret, Buf *ret_raw) {
         _cleanup_free_ char *data = NULL;
         size_t size;
         int r;
@@ -198,7 +198,7 @@ int stat_cache_load(Cas *c, const char *ws_id, StatCache *ret, Buf *ret_raw) {
  * which stat_cache_parse() refuses (the trailer counts the rows), and every row it keeps still
  * has its object checked before use. The objects it names were synced before the ref.
  */
-int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc, const Buf *old_raw) {
+int cas_stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc, const Buf *old_raw) {
         _cleanup_(buf_done) Buf b = {};
         int r;
 
@@ -221,5 +221,5 @@ int stat_cache_write(Cas *c, const char *ws_id, const StatCache *sc, const Buf *
                 return r;
         if (old_raw->data && old_raw->size == b.size && memcmp(old_raw->data, b.data, b.size) == 0)
                 return 0;   /* nothing changed: a run that wrote nothing costs no write here */
-        return write_file_atomic_full(c, c->cache_fd, ws_id, b.data, b.size, 0600, false, -EBADF, NULL, NULL, NULL);
+        return cas_write_file_atomic_full(c, c->cache_fd, ws_id, b.data, b.size, 0600, false, -EBADF, NULL, NULL, NULL);
 }

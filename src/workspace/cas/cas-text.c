@@ -116,7 +116,7 @@ int buf_put_escaped(Buf *b, const char *s) {
 }
 
 /* Strict inverse of buf_put_escaped(): any other spelling, or a NUL byte, is -EIO. */
-int unescape(const char *s, size_t n, char **ret, size_t *ret_len) {
+int cas_unescape(const char *s, size_t n, char **ret, size_t *ret_len) {
         _cleanup_free_ char *out = NULL;
         size_t j = 0;
 
@@ -150,7 +150,7 @@ int unescape(const char *s, size_t n, char **ret, size_t *ret_len) {
         return 0;
 }
 
-bool name_valid(const char *name, size_t len) {
+bool cas_name_valid(const char *name, size_t len) {
         return len >= 1 && len <= NAME_MAX_BYTES && !memchr(name, '/', len) &&
                 !streq(name, ".") && !streq(name, "..");
 }

@@ -144,15 +144,15 @@ static int tree_decode(const char *data, size_t size, Tree *ret) {
                 sp = memchr(p, ' ', (size_t) (eol - p));
                 if ((e.type == DT_LNK) != !!sp)
                         return -EIO;
-                r = unescape(p, (size_t) ((sp ?: eol) - p), &e.name, &len);
+                r = cas_unescape(p, (size_t) ((sp ?: eol) - p), &e.name, &len);
                 if (r < 0)
                         return r;
-                if (!name_valid(e.name, len))
+                if (!cas_name_valid(e.name, len))
                         return -EIO;
                 if (t.n > 0 && strcmp(t.entries[t.n - 1].name, e.name) >= 0)
                         return -EIO;
                 if (sp) {
-                        r = unescape(sp + 1, (size_t) (eol - sp - 1), &e.target, &len);
+                        r = cas_unescape(sp + 1, (size_t) (eol - sp - 1), &e.target, &len);
                         if (r < 0)
                                 return r;
                         if (len == 0 || len > SYMLINK_MAX_BYTES || len != e.size)
@@ -176,7 +176,7 @@ int tree_load(Cas *c, const Digest *d, Tree *ret) {
         size_t size;
         int r;
 
-        r = object_read(c, d, TREE_MAX_BYTES, &data, &size);
+        r = cas_object_read(c, d, TREE_MAX_BYTES, &data, &size);
         if (r < 0)
                 return r;
         return tree_decode(data, size, ret);
@@ -226,7 +226,7 @@ static int path_split(const char *path, char **ret_copy, char ***ret_parts, size
 
                         if (slash)
                                 *slash = 0;
-                        if (n == 256 || !name_valid(p, strlen(p)))
+                        if (n == 256 || !cas_name_valid(p, strlen(p)))
                                 return -EINVAL;
                         parts[n++] = p;
                         if (!slash)

@@ -19,7 +19,7 @@
 #include "util/macro.h"
 #include "workspace/cas/cas-internal.h"
 
-int random_u64(uint64_t *ret) {
+int cas_random_u64(uint64_t *ret) {
         uint64_t v;
         ssize_t n;
 
@@ -34,7 +34,7 @@ int random_u64(uint64_t *ret) {
         return 0;
 }
 
-int crash_point(Cas *c, const char *point) {
+int cas_crash_point(Cas *c, const char *point) {
         int r;
 
         if (!c->crash_hook)
@@ -48,7 +48,7 @@ int crash_point(Cas *c, const char *point) {
 }
 
 /* A shared or exclusive flock() on the store root, on a file description of its own. */
-int store_lock(Cas *c, int operation) {
+int cas_store_lock(Cas *c, int operation) {
         _cleanup_close_ int fd = -EBADF;
         int r;
 
@@ -103,9 +103,9 @@ int cas_open(int root_fd, Cas **ret) {
                         .max_file_size = CAS_DEFAULT_MAX_FILE_SIZE,
                 },
         };
-        r = random_u64(&c->tmp_prefix);
+        r = cas_random_u64(&c->tmp_prefix);
         if (r >= 0)
-                r = random_u64(&c->hash_seed);
+                r = cas_random_u64(&c->hash_seed);
         if (r < 0)
                 return r;
 
