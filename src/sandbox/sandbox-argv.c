@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The bwrap command line for one execution: a pure function of (configuration, request, probes). */
+/*
+ * The bwrap command line for one execution or provisioning step: a pure function of
+ * (configuration, request, probes), with an environment's prefix and the extra binds the
+ * provisioning sandbox needs. Calls util/ only.
+ */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -172,8 +176,65 @@ static int argv_add_kernel_fs(char ***a, const SandboxSpec *spec, const SandboxP
         return r;
 }
 
-/* The workspace, the egress bridge and socket, and the directory the payload starts in. */
-static int argv_add_workspace(char ***a, const SandboxSpec *spec) {
+/* Destinations an extra bind may not be at or under: the sandbox's own shape. */
+static const char *const refused_bind_dests[] = {
+        "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+        "/proc", "/dev", SANDBOX_WORKSPACE, "/.sandbox",
+        "/etc/passwd", "/etc/group", "/etc/hosts", SANDBOX_EGRESS_SOCKET,
+};
+
+/* @path is @top or below it. */
+static bool path_at_or_under(const char *path, const char *top) {
+        size_t l = strlen(top);
+
+        return strneq(path, top, l) && (path[l] == '\0' || path[l] == '/');
+}
+
+bool sandbox_bind_dest_valid(const char *dest) {
+        if (!dest || dest[0] != '/' || dest[1] == '\0')
+                return false;
+        /* The rest is a relative path with the rules of a cwd: normalised, so that the prefix
+         * checks below cannot be walked around ("/./usr", "/x/../usr", "//usr"). */
+        if (!sandbox_cwd_valid(dest + 1))
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(refused_bind_dests); i++)
+                if (path_at_or_under(dest, refused_bind_dests[i]))
+                        return false;
+        return true;
+}
+
+static bool path_absolute(const char *p) {
+        return p && p[0] == '/';
+}
+
+/* The spec's extra binds and environment are well formed (the rest is checked by the callers'
+ * own rules: the workspace and the probe are the daemon's). */
+static bool spec_binds_valid(const SandboxSpec *spec, const SandboxProbe *probe) {
+        if (spec->n_binds > 0 && !spec->binds)
+                return false;
+        for (size_t i = 0; i < spec->n_binds; i++) {
+                const SandboxBind *b = &spec->binds[i];
+
+                if (!path_absolute(b->source) || !sandbox_bind_dest_valid(b->dest))
+                        return false;
+                if (spec->env_prefix && path_at_or_under(b->dest, SANDBOX_ENV_PREFIX))
+                        return false;   /* the environment's bind would cover it */
+        }
+        if (!spec->env_prefix)
+                return true;
+        if (!path_absolute(spec->env_prefix))
+                return false;
+        if (strv_length(probe->interpreters) > 0 && !path_absolute(spec->hide_file))
+                return false;
+        for (char **p = probe->interpreters; p && *p; p++)
+                if (!path_absolute(*p))
+                        return false;
+        return true;
+}
+
+/* The workspace, the egress bridge and socket, the extra binds, the environment (its prefix and
+ * the host's interpreters covered), and the directory the payload starts in. */
+static int argv_add_workspace(char ***a, const SandboxSpec *spec, const SandboxProbe *probe) {
         _cleanup_free_ char *chdir_to = NULL;
         int r;
 
@@ -181,6 +242,14 @@ static int argv_add_workspace(char ***a, const SandboxSpec *spec) {
         if (r >= 0 && spec->egress_socket)
                 r = add(a, "--ro-bind", spec->bridge, SANDBOX_BRIDGE_PATH,
                         "--bind", spec->egress_socket, SANDBOX_EGRESS_SOCKET, NULL);
+        for (size_t i = 0; r >= 0 && i < spec->n_binds; i++)
+                r = add(a, spec->binds[i].writable ? "--bind" : "--ro-bind",
+                        spec->binds[i].source, spec->binds[i].dest, NULL);
+        if (r >= 0 && spec->env_prefix) {
+                r = add(a, "--ro-bind", spec->env_prefix, SANDBOX_ENV_PREFIX, NULL);
+                for (char **p = probe->interpreters; r >= 0 && p && *p; p++)
+                        r = add(a, "--ro-bind", spec->hide_file, *p, NULL);
+        }
         if (r < 0)
                 return r;
         if (!isempty(spec->cwd)) {
@@ -199,7 +268,7 @@ static int argv_add_env(char ***a, const SandboxSpec *spec) {
         int r;
 
         r = add(a, "--clearenv",
-                "--setenv", "PATH", SANDBOX_PATH,
+                "--setenv", "PATH", spec->env_prefix ? SANDBOX_ENV_PATH : SANDBOX_PATH,
                 "--setenv", "HOME", SANDBOX_WORKSPACE,
                 "--setenv", "LANG", "C.UTF-8",
                 "--setenv", "TMPDIR", "/tmp",
@@ -248,7 +317,8 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
         int r;
 
         if (!spec || !probe || !spec->workspace || !spec->argv || !spec->argv[0] || spec->seccomp_fd < 0 ||
-            !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge)
+            !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge ||
+            !spec_binds_valid(spec, probe))
                 return -EINVAL;
 
         r = argv_add_isolation(&a, probe);
@@ -263,7 +333,7 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
         r = argv_add_kernel_fs(&a, spec, probe);
         if (r < 0)
                 return r;
-        r = argv_add_workspace(&a, spec);
+        r = argv_add_workspace(&a, spec, probe);
         if (r < 0)
                 return r;
         r = argv_add_env(&a, spec);

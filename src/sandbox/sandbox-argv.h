@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The bwrap command line for one execution: a pure function of (configuration, request, probes). */
+/*
+ * The bwrap command line for one execution or provisioning step: a pure function of
+ * (configuration, request, probes), with an environment's prefix (DESIGN.md §14) and the extra
+ * binds the provisioning sandbox needs. Calls util/ only.
+ */
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SANDBOX_UID 1000
@@ -13,6 +18,9 @@
 #define SANDBOX_BRIDGE_PATH "/.sandbox/bridge"
 #define SANDBOX_EGRESS_SOCKET "/run/sandbox-egress.sock"
 #define SANDBOX_PROXY_URL "http://127.0.0.1:18118"
+/* Where an environment's prefix appears in a sandbox (DESIGN.md §14); its bin/ leads PATH. */
+#define SANDBOX_ENV_PREFIX "/opt/science-env"
+#define SANDBOX_ENV_PATH SANDBOX_ENV_PREFIX "/bin:" SANDBOX_PATH
 
 typedef struct SandboxProbe {
         bool proc_fresh;          /* a fresh procfs can be mounted (else: read-only bind of /proc) */
@@ -20,7 +28,16 @@ typedef struct SandboxProbe {
         bool usr_merged;          /* /bin, /sbin, /lib* are links into /usr */
         char **etc_files;         /* read-only /etc files present on the host to bind (absolute) */
         char **lib_dirs;          /* extra top-level lib dirs that exist: "/lib32", "/libx32", "/lib64" */
+        char **interpreters;      /* the host's python*, pip*, R and Rscript (absolute, sorted): what
+                                   * a sandbox with an environment must not see (sandbox_probe_interpreters()) */
 } SandboxProbe;
+
+/* One extra bind (the provisioning sandbox's: the new prefix, a wheelhouse, /var/lib/dpkg, /etc/R). */
+typedef struct SandboxBind {
+        const char *source;      /* host path (absolute) */
+        const char *dest;        /* absolute path in the sandbox, normalised (sandbox_bind_dest_valid()) */
+        bool writable;           /* --bind, else --ro-bind */
+} SandboxBind;
 
 typedef struct SandboxSpec {
         const char *workspace;    /* host path of the workspace directory */
@@ -38,17 +55,38 @@ typedef struct SandboxSpec {
          * payload then runs under the bridge, with the proxy variables set. */
         const char *egress_socket;
         const char *bridge;
+        /* Extra binds, after the workspace (and egress) binds, before the environment's; see
+         * sandbox_bind_dest_valid() for the destinations refused. */
+        const SandboxBind *binds;
+        size_t n_binds;
+        /* An environment (NULL = none): the host path of its prefix, bound read-only at
+         * SANDBOX_ENV_PREFIX with SANDBOX_ENV_PATH as PATH; and the host path of an empty file
+         * (mode 0000) bound read-only over each of probe->interpreters. @hide_file is required
+         * when the probe found interpreters. No extra bind may then be at or under
+         * SANDBOX_ENV_PREFIX. */
+        const char *env_prefix;
+        const char *hide_file;
 } SandboxSpec;
 
 /*
  * sandbox_argv_build() - the bwrap arguments (without the bwrap path itself, argv[0] is "bwrap"),
- * in the shape of DESIGN.md section 4. Pure: no I/O.
- * Return: 0, -EINVAL (spec incomplete), -ENOMEM.
+ * in the shape of DESIGN.md section 4 (and §14 with an environment). Pure: no I/O.
+ * Return: 0, -EINVAL (spec incomplete, a relative path, a refused bind destination, an
+ * environment with interpreters to hide and no @hide_file), -ENOMEM.
  */
 int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char ***ret_argv);
 
 /* sandbox_env_name_valid() - [A-Za-z_][A-Za-z0-9_]*, ≤ 128 bytes, not reserved (PATH, HOME, LD_*, …). */
 bool sandbox_env_name_valid(const char *name);
+
+/*
+ * sandbox_bind_dest_valid() - an extra bind's destination: absolute and normalised (no "." or ".."
+ * component, no "//", no trailing '/', no control bytes or '\', ≤ 1025 bytes), and neither at nor
+ * under what the sandbox's shape owns: "/", /usr and its aliases (/bin, /sbin, /lib, /lib32,
+ * /lib64, /libx32), /proc, /dev, /workspace, /.sandbox, the identity files (/etc/passwd,
+ * /etc/group, /etc/hosts) and the egress socket.
+ */
+bool sandbox_bind_dest_valid(const char *dest);
 
 /* sandbox_cwd_valid() - relative, no "..", no ".", no empty or over-long components, ≤ 1024 bytes. */
 bool sandbox_cwd_valid(const char *cwd);

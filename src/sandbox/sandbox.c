@@ -21,6 +21,7 @@
 
 #include "util/log.h"
 #include "sandbox/sandbox.h"
+#include "util/dirent-util.h"
 #include "util/fd-util.h"
 #include "util/io-util.h"
 #include "util/macro.h"
@@ -144,6 +145,55 @@ static bool is_link_into_usr(const char *path) {
         return strneq(buf, "usr/", 4) || strneq(buf, "/usr/", 5);
 }
 
+static bool is_interpreter_name(const char *name) {
+        return strneq(name, "python", 6) || strneq(name, "pip", 3) || streq(name, "R") || streq(name, "Rscript");
+}
+
+static int strv_cmp(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+int sandbox_probe_interpreters(const char *root, bool usr_merged, char ***ret) {
+        const char *const dirs[] = { "/usr/bin", "/usr/local/bin", usr_merged ? NULL : "/bin" };
+        _cleanup_strv_free_ char **l = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                _cleanup_free_ char *path = NULL;
+                _cleanup_(closedirp) DIR *d = NULL;
+                struct dirent *de;
+                int r;
+
+                if (!dirs[i])
+                        continue;
+                if (asprintf(&path, "%s%s", root ?: "", dirs[i]) < 0)
+                        return -ENOMEM;
+                d = opendir(path);
+                if (!d) {
+                        if (errno == ENOENT || errno == ENOTDIR)
+                                continue;
+                        return negative_errno();
+                }
+                while ((r = readdir_no_dot(d, &de)) > 0) {
+                        struct stat st;
+                        char *p;
+
+                        /* Regular files, directly or through a link that resolves (a bind over a
+                         * dangling link fails, and a directory is not a program). */
+                        if (!is_interpreter_name(de->d_name) || fstatat(dirfd(d), de->d_name, &st, 0) < 0 ||
+                            !S_ISREG(st.st_mode))
+                                continue;
+                        if (asprintf(&p, "%s/%s", dirs[i], de->d_name) < 0 || strv_consume(&l, p) < 0)
+                                return -ENOMEM;
+                }
+                if (r < 0)
+                        return r;
+        }
+        if (l)
+                qsort(l, strv_length(l), sizeof(char *), strv_cmp);
+        *ret = STEAL(l);
+        return 0;
+}
+
 int sandbox_probe(const char *bwrap, SandboxProbeReport *ret) {
         static const char *const etc_candidates[] = {
                 "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
@@ -166,6 +216,13 @@ int sandbox_probe(const char *bwrap, SandboxProbeReport *ret) {
                     (!rep.probe.usr_merged || is_link_into_usr(lib_candidates[i])) &&
                     strv_extend(&rep.probe.lib_dirs, lib_candidates[i]) < 0)
                         goto oom;
+        /* An unreadable bin directory (never seen: we are root) is no reason to refuse every
+         * sandbox; said loudly, since environments' runs then see the host's interpreters. */
+        r = sandbox_probe_interpreters(NULL, rep.probe.usr_merged, &rep.probe.interpreters);
+        if (r == -ENOMEM)
+                goto oom;
+        if (r < 0)
+                log_warning_errno(r, "Failed to list the host's interpreters, sandboxes with an environment will not hide them: %m");
 
         if (access(bwrap, X_OK) < 0) {
                 rep.usable = false;
@@ -246,6 +303,7 @@ oom:
 void sandbox_probe_report_done(SandboxProbeReport *r) {
         strv_free(r->probe.etc_files);
         strv_free(r->probe.lib_dirs);
+        strv_free(r->probe.interpreters);
         free(r->reason);
         free(r->bwrap_version);
         *r = (SandboxProbeReport) {};

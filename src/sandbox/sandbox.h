@@ -28,6 +28,17 @@ typedef struct SandboxProbeReport {
 int sandbox_probe(const char *bwrap, SandboxProbeReport *ret);
 void sandbox_probe_report_done(SandboxProbeReport *r);
 
+/*
+ * sandbox_probe_interpreters() - the host's Python, pip and R entry points, which a sandbox with an
+ * environment covers (SandboxProbe.interpreters): in @root's /usr/bin, /usr/local/bin and, when
+ * /usr is not merged, /bin, every name starting with "python" or "pip", and "R" and "Rscript",
+ * that is a regular file or a link resolving to one (not a directory, not a dangling link).
+ * @root is prepended to each directory (NULL or "" = the host; a test gives a fake tree); the
+ * paths returned are without it ("/usr/bin/python3"), sorted. Missing directories are skipped.
+ * Return: 0 (*@ret NULL when none), -ENOMEM, or -errno of a directory that cannot be read.
+ */
+int sandbox_probe_interpreters(const char *root, bool usr_merged, char ***ret);
+
 typedef struct SandboxLimits {
         uint64_t fsize;          /* RLIMIT_FSIZE, 0 = none */
         uint64_t as;             /* RLIMIT_AS (only when no scope enforces memory), 0 = none */

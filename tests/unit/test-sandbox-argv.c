@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Golden tests of src/sandbox/sandbox-argv.c: the whole bwrap argv per case, and the env/cwd validators. */
+/* Golden tests of src/sandbox/sandbox-argv.c: the whole bwrap argv per case (with an environment and
+ * extra binds too), and the env/cwd/bind validators. */
 
 #include <errno.h>
 #include <setjmp.h>
@@ -539,6 +540,191 @@ static void test_everything(void **state) {
         strv_free(a);
 }
 
+/* An environment: its prefix read-only at /opt/science-env after the workspace, each host
+ * interpreter covered by the empty file, its bin/ first on PATH. */
+static void test_env_prefix_hides_interpreters(void **state) {
+        char *interpreters[] = { "/usr/bin/R", "/usr/bin/Rscript", "/usr/bin/pip3", "/usr/bin/python3",
+                                 "/usr/bin/python3.11", "/usr/local/bin/python3.12", NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true,
+                               .interpreters = interpreters };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.env_prefix = "/var/lib/sandbox-runner/environments/prefixes/python-base";
+        spec.hide_file = "/var/lib/sandbox-runner/environments/hidden";
+        spec.cwd = "sub";
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/prefixes/python-base", "/opt/science-env",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/hidden", "/usr/bin/R",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/hidden", "/usr/bin/Rscript",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/hidden", "/usr/bin/pip3",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/hidden", "/usr/bin/python3",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/hidden", "/usr/bin/python3.11",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/hidden", "/usr/local/bin/python3.12",
+                "--chdir", "/workspace/sub",
+                "--clearenv",
+                "--setenv", "PATH", "/opt/science-env/bin:/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+
+        /* A host without interpreters: nothing to cover, no hide file needed. */
+        probe.interpreters = NULL;
+        spec.hide_file = NULL;
+        a = build_ok(&spec, &probe);
+        assert_int_equal(strv_length(a), 77);
+        assert_string_equal(a[44], "--bind");
+        assert_string_equal(a[47], "--ro-bind");
+        assert_string_equal(a[48], "/var/lib/sandbox-runner/environments/prefixes/python-base");
+        assert_string_equal(a[49], "/opt/science-env");
+        assert_string_equal(a[50], "--chdir");
+        assert_string_equal(a[55], "/opt/science-env/bin:/usr/local/bin:/usr/bin:/bin");
+        strv_free(a);
+
+        /* Interpreters but no environment: the host's own are visible, PATH is the baseline. */
+        probe.interpreters = interpreters;
+        spec.env_prefix = NULL;
+        spec.cwd = NULL;
+        a = build_ok(&spec, &probe);
+        assert_int_equal(strv_length(a), 74);
+        for (char **p = a; *p; p++) {
+                assert_string_not_equal(*p, "/opt/science-env");
+                assert_string_not_equal(*p, "/usr/bin/python3");
+        }
+        assert_string_equal(a[51], "PATH");
+        assert_string_equal(a[52], "/usr/local/bin:/usr/bin:/bin");
+        strv_free(a);
+}
+
+/* The provisioning sandbox's shape: extra binds, writable and read-only, in order, after the
+ * workspace and egress binds; PATH stays the baseline (no environment in use). */
+static void test_extra_binds(void **state) {
+        const SandboxBind binds[] = {
+                { "/var/lib/sandbox-runner/environments/prefixes/.new-sci-3", "/opt/science-env", true },
+                { "/var/lib/sandbox-runner/environments/wheels", "/opt/wheelhouse", false },
+                { "/var/lib/dpkg", "/var/lib/dpkg", false },
+                { "/etc/R", "/etc/R", false },
+                { "/srv/cache dir", "/tmp/pip cache", true },
+        };
+        char *payload[] = { "/usr/bin/python3", "-m", "venv", "--copies", "/opt/science-env", NULL };
+        char *interpreters[] = { "/usr/bin/python3", NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true,
+                               .interpreters = interpreters };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.argv = payload;
+        spec.binds = binds;
+        spec.n_binds = ELEMENTS(binds);
+        spec.egress_socket = "/run/sandbox-runner/egress/env.sock";
+        spec.bridge = "/usr/libexec/sandbox-runner/sandbox-runner-bridge";
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--ro-bind", "/usr/libexec/sandbox-runner/sandbox-runner-bridge", "/.sandbox/bridge",
+                "--bind", "/run/sandbox-runner/egress/env.sock", "/run/sandbox-egress.sock",
+                "--bind", "/var/lib/sandbox-runner/environments/prefixes/.new-sci-3", "/opt/science-env",
+                "--ro-bind", "/var/lib/sandbox-runner/environments/wheels", "/opt/wheelhouse",
+                "--ro-bind", "/var/lib/dpkg", "/var/lib/dpkg",
+                "--ro-bind", "/etc/R", "/etc/R",
+                "--bind", "/srv/cache dir", "/tmp/pip cache",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--setenv", "HTTP_PROXY", "http://127.0.0.1:18118",
+                "--setenv", "HTTPS_PROXY", "http://127.0.0.1:18118",
+                "--setenv", "http_proxy", "http://127.0.0.1:18118",
+                "--setenv", "https_proxy", "http://127.0.0.1:18118",
+                "--setenv", "NO_PROXY", "localhost,127.0.0.1,::1",
+                "--setenv", "no_proxy", "localhost,127.0.0.1,::1",
+                "--seccomp", "3",
+                "--", "/.sandbox/bridge", "--gateway", "/run/sandbox-egress.sock", "--",
+                "/usr/bin/python3", "-m", "venv", "--copies", "/opt/science-env");
+        strv_free(a);
+}
+
+/* An environment and extra binds at once: the binds first, then the environment. */
+static void test_env_prefix_with_binds(void **state) {
+        const SandboxBind binds[] = { { "/srv/data", "/data", false } };
+        char *interpreters[] = { "/bin/python", "/usr/bin/python3", NULL };
+        SandboxProbe probe = { .proc_fresh = false, .disable_userns = false, .usr_merged = false,
+                               .interpreters = interpreters };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.binds = binds;
+        spec.n_binds = ELEMENTS(binds);
+        spec.env_prefix = "/e/r-base";
+        spec.hide_file = "/e/hidden";
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--ro-bind", "/bin", "/bin",
+                "--ro-bind", "/sbin", "/sbin",
+                "--ro-bind", "/lib", "/lib",
+                "--dev", "/dev",
+                "--ro-bind", "/proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--ro-bind", "/srv/data", "/data",
+                "--ro-bind", "/e/r-base", "/opt/science-env",
+                "--ro-bind", "/e/hidden", "/bin/python",
+                "--ro-bind", "/e/hidden", "/usr/bin/python3",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/opt/science-env/bin:/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Refusals */
 
@@ -611,6 +797,102 @@ static void test_build_refuses_incomplete_spec(void **state) {
         spec = spec_default();
         spec.seccomp_fd = -1;
         assert_refused(&spec, &probe, "no seccomp fd");
+}
+
+static void test_build_refuses_bad_binds(void **state) {
+        static const char *const bad_dests[] = {
+                "/", "", "relative", "usr", "/usr", "/usr/", "/usr/lib/x", "/./usr", "/x/../usr", "//usr",
+                "/bin", "/bin/sh", "/sbin", "/lib", "/lib64/x", "/lib32", "/libx32", "/proc", "/proc/1",
+                "/dev", "/dev/shm", "/workspace", "/workspace/x", "/.sandbox", "/.sandbox/bridge",
+                "/etc/passwd", "/etc/group", "/etc/hosts", "/run/sandbox-egress.sock", "/opt/",
+                "/opt//x", "/opt/./x", "/a\nb", "/a\\b",
+        };
+        static const char *const good_dests[] = {
+                "/opt/science-env", "/usr2", "/procx", "/devices", "/workspace2", "/binary", "/library",
+                "/etc/R", "/etc/hosts.allow", "/var/lib/dpkg", "/tmp/x", "/run/other.sock", "/.sandboxes",
+        };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        char **a;
+
+        for (size_t i = 0; i < ELEMENTS(bad_dests); i++) {
+                SandboxBind b = { "/srv/x", bad_dests[i], false };
+                SandboxSpec spec = spec_default();
+
+                assert_false(sandbox_bind_dest_valid(bad_dests[i]));
+                spec.binds = &b;
+                spec.n_binds = 1;
+                assert_refused(&spec, &probe, bad_dests[i]);
+        }
+        assert_false(sandbox_bind_dest_valid(NULL));
+        for (size_t i = 0; i < ELEMENTS(good_dests); i++) {
+                SandboxBind b = { "/srv/x", good_dests[i], true };
+                SandboxSpec spec = spec_default();
+
+                if (!sandbox_bind_dest_valid(good_dests[i])) {
+                        print_message("# bind destination \"%s\" refused, should be accepted\n", good_dests[i]);
+                        fail();
+                }
+                spec.binds = &b;
+                spec.n_binds = 1;
+                a = build_ok(&spec, &probe);
+                strv_free(a);
+        }
+
+        /* A relative or missing source; a count without an array. */
+        {
+                SandboxBind b = { "srv/x", "/data", false };
+                SandboxSpec spec = spec_default();
+
+                spec.binds = &b;
+                spec.n_binds = 1;
+                assert_refused(&spec, &probe, "relative source");
+                b.source = NULL;
+                assert_refused(&spec, &probe, "no source");
+                spec.binds = NULL;
+                assert_refused(&spec, &probe, "n_binds without binds");
+        }
+
+        /* With an environment, nothing at or under /opt/science-env: its bind would cover it. */
+        {
+                SandboxBind b = { "/srv/x", "/opt/science-env", true };
+                SandboxSpec spec = spec_default();
+
+                spec.binds = &b;
+                spec.n_binds = 1;
+                spec.env_prefix = "/e/p";
+                assert_refused(&spec, &probe, "bind at the environment");
+                b.dest = "/opt/science-env/lib";
+                assert_refused(&spec, &probe, "bind under the environment");
+                b.dest = "/opt/science-envx";
+                a = build_ok(&spec, &probe);
+                strv_free(a);
+        }
+}
+
+static void test_build_refuses_bad_env(void **state) {
+        char *interpreters[] = { "/usr/bin/python3", NULL };
+        char *relative[] = { "/usr/bin/python3", "usr/bin/R", NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true,
+                               .interpreters = interpreters };
+        SandboxSpec spec = spec_default();
+
+        /* Interpreters to hide and nothing to hide them with. */
+        spec.env_prefix = "/e/p";
+        assert_refused(&spec, &probe, "env_prefix without hide_file");
+        spec.hide_file = "";
+        assert_refused(&spec, &probe, "empty hide_file");
+        spec.hide_file = "hidden";
+        assert_refused(&spec, &probe, "relative hide_file");
+
+        spec.hide_file = "/e/hidden";
+        spec.env_prefix = "e/p";
+        assert_refused(&spec, &probe, "relative env_prefix");
+        spec.env_prefix = "";
+        assert_refused(&spec, &probe, "empty env_prefix");
+
+        spec.env_prefix = "/e/p";
+        probe.interpreters = relative;
+        assert_refused(&spec, &probe, "relative interpreter");
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -725,9 +1007,14 @@ int main(void) {
                 cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_payload_argv_verbatim),
                 cmocka_unit_test(test_everything),
+                cmocka_unit_test(test_env_prefix_hides_interpreters),
+                cmocka_unit_test(test_extra_binds),
+                cmocka_unit_test(test_env_prefix_with_binds),
                 cmocka_unit_test(test_build_refuses_reserved_env),
                 cmocka_unit_test(test_build_refuses_bad_cwd),
                 cmocka_unit_test(test_build_refuses_incomplete_spec),
+                cmocka_unit_test(test_build_refuses_bad_binds),
+                cmocka_unit_test(test_build_refuses_bad_env),
                 cmocka_unit_test(test_env_name_valid),
                 cmocka_unit_test(test_cwd_valid),
         };
