@@ -22,7 +22,9 @@ typedef struct SandboxProbeReport {
 /*
  * sandbox_probe() - find the sandbox shape that works on this host by running minimal sandboxes:
  * /proc first (fresh procfs, else a read-only bind), then --disable-userns on that shape; also
- * which /etc files and lib links exist. Synchronous (a few ms each; done once at start-up).
+ * which /etc files and lib links exist, and the host's interpreters that a sandbox with an
+ * environment covers (sandbox_probe_interpreters(); a directory it cannot read is logged as a
+ * warning, not fatal). Synchronous (a few ms each; done once at start-up).
  * Return: 0 (see ->usable) or -ENOMEM.
  */
 int sandbox_probe(const char *bwrap, SandboxProbeReport *ret);
