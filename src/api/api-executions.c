@@ -59,6 +59,10 @@ static void on_request_gone(HttpRequest *req, void *userdata) {
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
 }
 
+static void release_environment(void *hold) {
+        env_hold_release(hold);
+}
+
 /* Validate and create an execution; on any refusal the reply is sent and NULL returned. */
 static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *body, ExecutionKind kind) {
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
@@ -71,6 +75,7 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
         const char *reason;
+        EnvHold *hold = NULL;
         Execution *e;
         struct timespec ts;
         int r;
@@ -116,11 +121,43 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                 }
         }
 
+        if (er->environment) {
+                if (!m->environments) {
+                        http_reply_error(req, HTTP_ERROR_SANDBOX_UNAVAILABLE, "Environments are unavailable: %s.",
+                                         m->environments_error ?: "not set up");
+                        return NULL;
+                }
+                _cleanup_free_ char *env_why = NULL;
+                EnvRefusal refusal = 0;
+
+                r = env_manager_acquire(m->environments, er->environment, &hold, &refusal, &env_why);
+                if (r == -ENOMEM) {
+                        http_reply_oom(req);
+                        return NULL;
+                }
+                if (r < 0) {
+                        http_reply_error(req, api_environment_refusal_error(refusal, true), "%s.",
+                                         env_why ?: "the environment cannot be used");
+                        return NULL;
+                }
+        }
+
         r = execution_new(&m->exec, STEAL(er), &e);
         if (r < 0) {
+                env_hold_release(hold);
                 http_reply_oom(req);
                 return NULL;
         }
+        if (hold)
+                execution_set_environment(e, &(ExecutionEnv) {
+                                                     .hold = hold,
+                                                     .release = release_environment,
+                                                     .name = env_hold_name(hold),
+                                                     .revision = env_hold_revision(hold),
+                                                     .prefix = env_hold_prefix(hold),
+                                                     .hide_file = env_hold_cover(hold),
+                                                     .r = env_hold_kind(hold) == ENV_KIND_R,
+                                             });
         return e;
 }
 

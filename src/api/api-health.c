@@ -10,6 +10,7 @@
 #include "api/api-internal.h"
 #include "build-config.h"
 #include "core/manager.h"
+#include "environment/env-manager.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
 #include "http/http-reply.h"
@@ -66,6 +67,15 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
         net = json_object_new_object();
         egress_health(m->egress, net);
         json_object_object_add(o, "sandboxNetwork", net);
+
+        if (m->environments)
+                json_object_object_add(o, "environments", env_manager_health_json(m->environments));
+        else {
+                json_object *env = json_object_new_object();
+                if (env)
+                        json_object_object_add(env, "reason", json_object_new_string(m->environments_error ?: "unavailable"));
+                json_object_object_add(o, "environments", env);
+        }
 
         ws = json_object_new_object();
         {

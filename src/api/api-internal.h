@@ -83,6 +83,25 @@ void api_network_get(Manager *m, HttpRequest *req, const Route *route, json_obje
 void api_network_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                      const char **params, size_t *lens);
 
+/* api-environments.c: the environments (docs/api.md section 14). */
+#include "environment/env-manager.h"
+#include "http/http-error.h"
+HttpError api_environment_refusal_error(EnvRefusal refusal, bool execution);
+void api_environments_list(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                           const char **params, size_t *lens);
+void api_environment_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                         const char **params, size_t *lens);
+void api_environment_revisions(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                               const char **params, size_t *lens);
+void api_environment_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                         const char **params, size_t *lens);
+void api_environment_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                            const char **params, size_t *lens);
+void api_environments_setup(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                            const char **params, size_t *lens);
+void api_environments_retry(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                            const char **params, size_t *lens);
+
 /* api-files.c: workspace files. Begin hooks (headers in, no body yet) may reply; else they set up
  * the body sink. Return: the body cap. */
 uint64_t api_files_put_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);

@@ -74,6 +74,13 @@ static const Route routes[] = {
         { "GET",  "/api/network-policy",        ROUTE_AUTH_BEARER, false, api_network_get },
         { "PUT",  "/api/network-policy",        ROUTE_AUTH_BEARER, true,  api_network_put },
         { "GET",  "/api/quota-settings",        ROUTE_AUTH_BEARER, false, api_quota_get },
+        { "GET",  "/environments",              ROUTE_AUTH_BEARER, false, api_environments_list },
+        { "GET",  "/environments/setup",        ROUTE_AUTH_BEARER, false, api_environments_setup },
+        { "POST", "/environments/setup/retry",  ROUTE_AUTH_BEARER, false, api_environments_retry },
+        { "GET",  "/environments/*",            ROUTE_AUTH_BEARER, false, api_environment_get },
+        { "PUT",  "/environments/*",            ROUTE_AUTH_BEARER, true,  api_environment_put },
+        { "DELETE", "/environments/*",          ROUTE_AUTH_BEARER, false, api_environment_delete },
+        { "GET",  "/environments/*/revisions",  ROUTE_AUTH_BEARER, false, api_environment_revisions },
         { "PUT",  "/api/quota-settings",        ROUTE_AUTH_BEARER, true,  api_quota_put },
 };
 

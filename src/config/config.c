@@ -54,11 +54,14 @@ int config_init(Config *c) {
                 .max_upload_request_bytes = 10ULL << 30,
                 .snapshot_retention = 100,
                 .network_mode = NETWORK_MODE_NONE,
+                .env_setup_timeout_usec = 1800 * USEC_PER_SEC,
         };
 
         c->bwrap = strdup("/usr/bin/bwrap");
         c->sandbox_user = strdup(SERVICE_USER);
         if (!c->bwrap || !c->sandbox_user)
+                return -ENOMEM;
+        if (strv_extend(&c->env_bootstrap, "python-base") < 0)
                 return -ENOMEM;
         return strv_extend(&c->listen, "127.0.0.1:4311");
 }
@@ -67,6 +70,13 @@ void config_done(Config *c) {
         c->listen = strv_free(c->listen);
         c->network_allow = strv_free(c->network_allow);
         c->network_mirrors = strv_free(c->network_mirrors);
+        c->env_bootstrap = strv_free(c->env_bootstrap);
+        c->env_channels = strv_free(c->env_channels);
+        free(c->env_preset);
+        free(c->env_index_url);
+        free(c->env_wheelhouse);
+        free(c->env_micromamba);
+        free(c->env_micromamba_sha256);
         free(c->token_file);
         free(c->signing_key_file);
         free(c->bwrap);
@@ -312,6 +322,25 @@ static int cp_network_mode(const char *v, void *f, char **ret_why) {
         return 0;
 }
 
+/* A single word of printable ASCII (a preset name, a URL, a hash): checked further where used. */
+static int cp_word(const char *v, void *f, char **ret_why) {
+        char **p = f, *t;
+
+        if (isempty(v)) {
+                *p = mfree(*p);
+                return 0;
+        }
+        for (const char *c = v; *c; c++)
+                if (*c <= ' ' || *c >= 127)
+                        return why(ret_why, "expected one word of printable ASCII");
+        t = strdup(v);
+        if (!t)
+                return -ENOMEM;
+        free(*p);
+        *p = t;
+        return 0;
+}
+
 typedef struct ConfigKey {
         const char *section;
         const char *key;
@@ -349,6 +378,15 @@ static const ConfigKey config_keys[] = {
         K("Network", "Mode", cp_network_mode, network_mode),
         K("Network", "Allow", cp_strv, network_allow),
         K("Network", "Mirrors", cp_strv, network_mirrors),
+        K("Environments", "Bootstrap", cp_strv, env_bootstrap),
+        K("Environments", "Offline", cp_bool, env_offline),
+        K("Environments", "Preset", cp_word, env_preset),
+        K("Environments", "IndexURL", cp_word, env_index_url),
+        K("Environments", "Wheelhouse", cp_path, env_wheelhouse),
+        K("Environments", "Channels", cp_strv, env_channels),
+        K("Environments", "Micromamba", cp_path, env_micromamba),
+        K("Environments", "MicromambaSHA256", cp_word, env_micromamba_sha256),
+        K("Environments", "SetupTimeoutSec", cp_seconds, env_setup_timeout_usec),
         K("NPU", "Enable", cp_bool, npu_enable),
 };
 #undef K
@@ -424,7 +462,7 @@ int config_parse_buffer(Config *c, const char *filename, const char *data, size_
                         l[n - 1] = '\0';
                         if (!section_known(l + 1))
                                 return fail(ret_error, filename, line_no,
-                                            "unknown section [%s] (known: Runner, Auth, Execution, Quota, Network, NPU)",
+                                            "unknown section [%s] (known: Runner, Auth, Execution, Quota, Network, Environments, NPU)",
                                             l + 1);
                         free(section);
                         section = strdup(l + 1);
@@ -508,6 +546,10 @@ int config_verify(Config *c, char **ret_error) {
                 what = "[Execution] DefaultTimeoutSec= must not exceed MaxTimeoutSec=";
         else if (c->memory_max != 0 && c->memory_max < (1ULL << 20))
                 what = "[Execution] MemoryMax= must be at least 1M (or 0 for no limit)";
+        else if (c->env_setup_timeout_usec < USEC_PER_SEC)
+                what = "[Environments] SetupTimeoutSec= must be at least 1s";
+        else if (!c->env_micromamba != !c->env_micromamba_sha256)
+                what = "[Environments] Micromamba= and MicromambaSHA256= must be set together";
         if (!what)
                 return 0;
         if (ret_error && !(*ret_error = strdup(what)))

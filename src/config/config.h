@@ -52,6 +52,17 @@ typedef struct Config {
         char **network_allow;
         char **network_mirrors;
 
+        /* [Environments] (DESIGN.md §14) */
+        char **env_bootstrap;           /* base environments built after start-up ("python-base") */
+        bool env_offline;               /* setups get no network: wheelhouses and Debian's packages only */
+        char *env_preset;               /* the global index preset (NULL: upstream) */
+        char *env_index_url;            /* an explicit global index, instead of the preset */
+        char *env_wheelhouse;           /* a local wheel directory (pip --find-links) */
+        char **env_channels;            /* conda channels allowed */
+        char *env_micromamba;           /* conda: the micromamba binary ... */
+        char *env_micromamba_sha256;    /* ... and its SHA-256, checked before every use */
+        uint64_t env_setup_timeout_usec;
+
         /* [NPU] */
         bool npu_enable;
 } Config;

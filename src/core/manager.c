@@ -20,6 +20,7 @@
 #include "core/manager.h"
 #include "core/snapshot-gc.h"
 #include "egress/egress-epochs.h"
+#include "environment/env-manager.h"
 #include "execution/execution.h"
 #include "execution/keeper-pool.h"
 #include "execution/records.h"
@@ -170,6 +171,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         /* Interrupt running executions so that their clients get an answer and nothing of them
          * outlives the daemon; exit once they are done (bounded). */
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Interrupting running executions.");
+        env_manager_stop(m->environments);
         for (Execution *e = m->exec.executions, *next; e; e = next) {
                 next = execution_next(e);
                 if (!execution_finished(e))
@@ -320,6 +322,8 @@ Manager *manager_free(Manager *m) {
         m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
         m->http = http_server_free(m->http);
         execution_context_done(&m->exec);
+        m->environments = env_manager_free(m->environments);   /* after the runs that held its prefixes */
+        free(m->environments_error);
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
         free(m->keeper_path);
         safe_close(m->keeper_fd);
@@ -467,10 +471,34 @@ static void manager_fill_execution_context(Manager *m) {
         };
 }
 
+/* The environments, once the probes know what bwrap can do here: loaded now, built after READY. */
+static void manager_setup_environments(Manager *m) {
+        int r;
+
+        r = env_manager_new(&(EnvManagerParams) {
+                                    .event = m->event,
+                                    .config = &m->config,
+                                    .state_dir = m->state_dir,
+                                    .keeper_path = m->keeper_path,
+                                    .probe = &m->probe.probe,
+                                    .workspaces_fd = m->workspaces_fd,
+                                    .busy_ref = on_execution_busy_ref,
+                                    .busy_unref = on_execution_busy_unref,
+                                    .userdata = m,
+                            },
+                            &m->environments, &m->environments_error);
+        if (r < 0) {
+                if (!m->environments_error)
+                        (void) asprintf(&m->environments_error, "%s", strerror(-r));
+                log_error("Environments are unavailable: %s", m->environments_error ?: "out of memory");
+        }
+}
+
 int manager_run(Manager *m) {
         int r;
 
         manager_fill_execution_context(m);
+        manager_setup_environments(m);
 
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_STARTED,
@@ -482,6 +510,7 @@ int manager_run(Manager *m) {
                    http_server_n_listeners(m->http), http_server_n_listeners(m->http) == 1 ? "" : "s",
                    m->socket_activated ? " passed by systemd" : "");
         (void) sd_notifyf(false, "READY=1\nSTATUS=Serving %u socket(s).", http_server_n_listeners(m->http));
+        env_manager_start(m->environments);
 
         r = sd_event_loop(m->event);
 

@@ -65,6 +65,8 @@ typedef struct Manager {
         EgressEpochs *egress;            /* the network policy and its gateways (egress-epochs.h) */
         sd_event_source *stop_timer;
         ExecutionContext exec;           /* what executions depend on: filled by manager_run() */
+        struct EnvManager *environments; /* the environments (NULL: their store cannot be used) */
+        char *environments_error;        /* ... and why */
 } Manager;
 
 /*

@@ -13,6 +13,7 @@
 #include <systemd/sd-event.h>
 
 #include "execution/execution-context.h"
+#include "execution/execution.h"
 #include "execution/execution-request.h"
 #include "execution/execution-status.h"
 #include "execution/output-buffer.h"
@@ -52,6 +53,7 @@ struct Execution {
         ExecutionContext *ctx;
         Execution *prev, *next;
         ExecutionRequest *req;
+        ExecutionEnv env;                /* hold == NULL: no environment */
         char *id;
         ExecutionPhase phase;
         ExecutionStatus status;

@@ -69,6 +69,8 @@ void execution_log_finished(Execution *e) {
                    "SANDBOX_CPU_USAGE_NSEC=%" PRIu64, e->have_acct && e->acct.cpu_usage_nsec != UINT64_MAX ? e->acct.cpu_usage_nsec : 0,
                    "SANDBOX_STDOUT_BYTES=%" PRIu64, output_buffer_total(e->out),
                    "SANDBOX_STDERR_BYTES=%" PRIu64, output_buffer_total(e->err),
+                   "SANDBOX_ENVIRONMENT=%s", e->env.hold ? e->env.name : "",
+                   "SANDBOX_ENVIRONMENT_REVISION=%u", e->env.hold ? e->env.revision : 0,
                    "MESSAGE=Execution '%s' in workspace '%s' finished: %s%s%s.", e->id, e->req->workspace_id,
                    execution_status_to_string(e->status),
                    e->failure_message ? ": " : "", e->failure_message ?: "");
@@ -150,6 +152,14 @@ json_object *execution_to_json(const Execution *e) {
                 return NULL;
         json_object_object_add(o, "executionId", json_object_new_string(e->id));
         json_object_object_add(o, "workspaceId", json_object_new_string(e->req->workspace_id));
+        if (e->env.hold) {
+                json_object *env = json_object_new_object();
+                if (env) {
+                        json_object_object_add(env, "name", json_object_new_string(e->env.name));
+                        json_object_object_add(env, "revision", json_object_new_int64(e->env.revision));
+                }
+                json_object_object_add(o, "environment", env);
+        }
         json_object_object_add(o, "status", json_object_new_string(
                         finished ? execution_status_to_string(e->status) : "running"));
         if (finished && e->status == EXECUTION_STATUS_EXITED)

@@ -291,6 +291,7 @@ static int launch_prepare_files(Execution *e, LaunchFiles *f) {
 static int launch_prepare_argv(Execution *e, LaunchFiles *f) {
         ExecutionContext *c = e->ctx;
         _cleanup_free_ char *workspace_path = NULL;
+        SandboxBind etc_r = { .source = "/etc/R", .dest = "/etc/R" };
         SandboxSpec spec;
         int info[2], r;
 
@@ -310,6 +311,10 @@ static int launch_prepare_argv(Execution *e, LaunchFiles *f) {
                 .info_fd = SANDBOX_FD_INFO,
                 .egress_socket = e->egress ? egress_epoch_socket(e->egress) : NULL,
                 .bridge = e->egress ? egress_bridge_path(c->egress) : NULL,
+                .env_prefix = e->env.hold ? e->env.prefix : NULL,
+                .hide_file = e->env.hold ? e->env.hide_file : NULL,
+                .binds = e->env.hold && e->env.r ? &etc_r : NULL,
+                .n_binds = e->env.hold && e->env.r ? 1 : 0,
         };
         r = sandbox_argv_build(&spec, c->probe, &f->argv);
         if (r < 0)

@@ -32,6 +32,7 @@ ExecutionRequest *execution_request_free(ExecutionRequest *r) {
         strv_free(r->env);
         free(r->stdin_data);
         free(r->cwd);
+        free(r->environment);
         free(r);
         return NULL;
 }
@@ -50,6 +51,7 @@ static int bad(char **ret_why, const char *fmt, ...) {
 static bool known_key(ExecutionKind kind, const char *key) {
         static const char *const common[] = {
                 "executionId", "workspaceId", "stdin", "env", "cwd", "timeoutMs", "limits", "kernelMode",
+                "environment",
         };
         for (size_t i = 0; i < ELEMENTSOF(common); i++)
                 if (streq(key, common[i]))
@@ -311,6 +313,21 @@ static int parse_env(json_object *body, ExecutionRequest *r, char **ret_why) {
         return 0;
 }
 
+/* "environment": a name (the environment manager knows which exist). */
+static int parse_environment(json_object *body, ExecutionRequest *r, char **ret_why) {
+        const char *s;
+        int k;
+
+        k = get_string(body, "environment", false, &s, NULL, ret_why);
+        if (k < 0 || !s)
+                return k;
+        if (isempty(s) || strlen(s) > 63 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(s))
+                return bad(ret_why, "'environment' must be an environment's name (lower-case letters, digits, "
+                                    "'.', '_', '-'; at most 63)");
+        r->environment = strdup(s);
+        return r->environment ? 0 : -ENOMEM;
+}
+
 static int parse_cwd(json_object *body, ExecutionRequest *r, char **ret_why) {
         const char *s;
         int k;
@@ -412,6 +429,9 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
         if (k < 0)
                 return k;
         k = parse_cwd(body, r, ret_why);
+        if (k < 0)
+                return k;
+        k = parse_environment(body, r, ret_why);
         if (k < 0)
                 return k;
         k = parse_limits(body, max, r, ret_why);

@@ -40,6 +40,7 @@ typedef struct ExecutionRequest {
         char *stdin_data;
         size_t stdin_size;
         char *cwd;                      /* relative to /workspace, "" = top */
+        char *environment;              /* the environment's name, or NULL (checked by its owner) */
         uint64_t timeout_usec;
         uint64_t memory_max;            /* effective, after capping; 0 = none */
         uint64_t tasks_max;

@@ -254,6 +254,12 @@ static void execution_release_resources(Execution *e) {
         execution_release_resources_full(e, true);
 }
 
+void execution_set_environment(Execution *e, const ExecutionEnv *env) {
+        if (e->env.hold && e->env.release)
+                e->env.release(e->env.hold);
+        e->env = *env;
+}
+
 Execution *execution_free(Execution *e) {
         ExecutionContext *c;
 
@@ -261,6 +267,8 @@ Execution *execution_free(Execution *e) {
                 return NULL;
         c = e->ctx;
         execution_release_resources(e);
+        if (e->env.hold && e->env.release)
+                e->env.release(e->env.hold);   /* its prefix may go now, if it is not live */
         e->cgroup = cgroup_free(e->cgroup);   /* one made for a run whose keeper never came */
         record_prepared_discard(c->records_fd, e->id, &e->record_fd);   /* a run that never finished */
         if (c->cas)

@@ -27,6 +27,20 @@ typedef void (*ExecutionDoneFn)(Execution *e, void *userdata);
  * Return: 0 or -errno.
  */
 int execution_new(ExecutionContext *c, ExecutionRequest *req, Execution **ret);
+/* The environment a run uses (DESIGN.md §14), held by its owner for as long as the run exists. */
+typedef struct ExecutionEnv {
+        void *hold;                      /* released with @release when the execution is freed */
+        void (*release)(void *hold);
+        const char *name;                /* these three are the hold's: valid while it is held */
+        unsigned revision;
+        const char *prefix;              /* host path, bound read-only at SANDBOX_ENV_PREFIX */
+        const char *hide_file;           /* covers the host's interpreters (SandboxSpec.hide_file) */
+        bool r;                          /* an R environment: /etc/R is bound as well */
+} ExecutionEnv;
+
+/* execution_set_environment() - before execution_start(): the run takes @env (and its hold). */
+void execution_set_environment(Execution *e, const ExecutionEnv *env);
+
 /*
  * execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once.
  * Return: 0 once the run is under way (or waits for its lease, or ended at once without a failure,

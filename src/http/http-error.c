@@ -40,6 +40,14 @@ static const struct {
         [HTTP_ERROR_INTERNAL]                      = { "internal",                      500 },
         [HTTP_ERROR_WORKSPACE_BUSY]                = { "workspace_busy",                423 },
         [HTTP_ERROR_INSUFFICIENT_STORAGE]          = { "insufficient_storage",          507 },
+        [HTTP_ERROR_ENVIRONMENT_UNKNOWN]           = { "environment_unknown",           400 },
+        [HTTP_ERROR_ENVIRONMENT_NOT_READY]         = { "environment_not_ready",         409 },
+        [HTTP_ERROR_ENVIRONMENT_READ_ONLY]         = { "environment_read_only",         409 },
+        [HTTP_ERROR_ENVIRONMENT_BUSY]              = { "environment_busy",              409 },
+        [HTTP_ERROR_INDEX_URL_INVALID]             = { "index_url_invalid",             400 },
+        [HTTP_ERROR_PACKAGE_SPEC_INVALID]          = { "package_spec_invalid",          400 },
+        [HTTP_ERROR_SOURCE_OFFLINE_UNSUPPORTED]    = { "source_offline_unsupported",    400 },
+        [HTTP_ERROR_CHANNEL_NOT_ALLOWED]           = { "channel_not_allowed",           400 },
 };
 
 const char *http_error_code(HttpError error) {

@@ -36,6 +36,14 @@ typedef enum HttpError {
         HTTP_ERROR_INTERNAL,                      /* 500 internal */
         HTTP_ERROR_WORKSPACE_BUSY,                /* 423 workspace_busy (planned: nothing answers it yet) */
         HTTP_ERROR_INSUFFICIENT_STORAGE,          /* 507 insufficient_storage */
+        HTTP_ERROR_ENVIRONMENT_UNKNOWN,           /* 400 environment_unknown */
+        HTTP_ERROR_ENVIRONMENT_NOT_READY,         /* 409 environment_not_ready */
+        HTTP_ERROR_ENVIRONMENT_READ_ONLY,         /* 409 environment_read_only */
+        HTTP_ERROR_ENVIRONMENT_BUSY,              /* 409 environment_busy */
+        HTTP_ERROR_INDEX_URL_INVALID,             /* 400 index_url_invalid */
+        HTTP_ERROR_PACKAGE_SPEC_INVALID,          /* 400 package_spec_invalid */
+        HTTP_ERROR_SOURCE_OFFLINE_UNSUPPORTED,    /* 400 source_offline_unsupported */
+        HTTP_ERROR_CHANNEL_NOT_ALLOWED,           /* 400 channel_not_allowed */
         _HTTP_ERROR_MAX,
         _HTTP_ERROR_INVALID = -EINVAL,
 } HttpError;

@@ -10,6 +10,9 @@ static inline void strv_freep(char ***l) {
         *l = strv_free(*l);
 }
 #define _cleanup_strv_free_ __attribute__((__cleanup__(strv_freep)))
+
+/* STRV_FOREACH() - each string of the NULL-terminated list @l (which may be NULL). */
+#define STRV_FOREACH(s, l) for (char **s = (l); s && *s; s++)
 /* strv_extend() - append a copy of @value. Return: 0 or -ENOMEM. */
 int strv_extend(char ***l, const char *value);
 /* strv_consume() - append @value, taking ownership (freed on failure). Return: 0 or -ENOMEM. */

@@ -128,6 +128,13 @@ static void test_defaults(void **state) {
         assert_null(c->network_allow);
         assert_null(c->network_mirrors);
         assert_false(c->npu_enable);
+        /* DESIGN.md §14: the base python environment is built after start-up unless told not to. */
+        assert_non_null(c->env_bootstrap);
+        assert_string_equal(c->env_bootstrap[0], "python-base");
+        assert_null(c->env_bootstrap[1]);
+        assert_false(c->env_offline);
+        assert_null(c->env_micromamba);
+        assert_int_equal(c->env_setup_timeout_usec, 1800 * USEC);
 }
 
 static void test_network_mode_strings(void **state) {
@@ -437,6 +444,11 @@ static void test_error_bad_values(void **state) {
                 { "Execution", "AllowUnscoped", "" },
                 { "Execution", "AllowUnscoped", "2" },
                 { "NPU", "Enable", "enabled" },
+                { "Environments", "Offline", "sometimes" },
+                { "Environments", "Preset", "tu na" },
+                { "Environments", "IndexURL", "https://a.example/\x01" },
+                { "Environments", "Wheelhouse", "relative/dir" },
+                { "Environments", "SetupTimeoutSec", "forever" },
                 /* percentages */
                 { "Execution", "CPUQuota", "100" },
                 { "Execution", "CPUQuota", "%" },
@@ -640,6 +652,43 @@ static void test_good_network(void **state) {
         assert_int_equal(strv_len(c->network_allow), 1);
         assert_string_equal(c->network_allow[0], "only.test");
         assert_null(c->network_mirrors);
+}
+
+static void test_good_environments(void **state) {
+        Config *c = *state;
+
+        assert_parse_ok(c, "[Environments]\nBootstrap=\nOffline=yes\nPreset=tuna\n"
+                           "Wheelhouse=/srv/wheels\nChannels=conda-forge https://x.example/c\n"
+                           "Micromamba=/opt/mm/micromamba\nMicromambaSHA256=00ff\nSetupTimeoutSec=10min\n");
+        assert_null(c->env_bootstrap);
+        assert_true(c->env_offline);
+        assert_string_equal(c->env_preset, "tuna");
+        assert_string_equal(c->env_wheelhouse, "/srv/wheels");
+        assert_string_equal(c->env_channels[0], "conda-forge");
+        assert_string_equal(c->env_channels[1], "https://x.example/c");
+        assert_null(c->env_channels[2]);
+        assert_string_equal(c->env_micromamba, "/opt/mm/micromamba");
+        assert_int_equal(c->env_setup_timeout_usec, 600 * USEC);
+        assert_parse_ok(c, "[Environments]\nPreset=\nBootstrap=python-base r-base\n");
+        assert_null(c->env_preset);
+        assert_string_equal(c->env_bootstrap[1], "r-base");
+}
+
+static void test_verify_environments(void **state) {
+        Config *c = *state;
+        char *error = NULL;
+
+        assert_parse_ok(c, "[Environments]\nMicromamba=/opt/mm/micromamba\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "MicromambaSHA256="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Environments]\nMicromambaSHA256=00ff\n");
+        assert_int_equal(config_verify(c, &error), 0);
+        assert_parse_ok(c, "[Environments]\nSetupTimeoutSec=500ms\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "SetupTimeoutSec="));
+        free(error);
 }
 
 static void test_good_npu(void **state) {
@@ -888,6 +937,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_good_execution, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_quota, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_network, setup_config, teardown_config),
+                cmocka_unit_test_setup_teardown(test_good_environments, setup_config, teardown_config),
+                cmocka_unit_test_setup_teardown(test_verify_environments, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_npu, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_syntax, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_load_order, setup_load, teardown_load),
