@@ -339,6 +339,7 @@ static void test_open_save_load_list(void **state) {
         write_file(d->fd, "environments/envs/Bad/meta.json", "{}", 2);
         /* A temporary file of a crash: gone at the next open. */
         write_file(d->fd, "environments/.#catalog.json.0123", "x", 1);
+        write_file(d->fd, "environments/wheels/.#wheel-0123", "x", 1);
 
         assert_int_equal(env_store_list(s, &names), 0);
         assert_int_equal(strv_length(names), 2);
@@ -375,6 +376,7 @@ static void test_open_save_load_list(void **state) {
         s = env_store_free(s);
         s = open_store(d);
         assert_false(exists_at(d->fd, "environments/.#catalog.json.0123"));
+        assert_false(exists_at(d->fd, "environments/wheels/.#wheel-0123"));
         assert_true(exists_at(d->fd, "environments/catalog.json"));
         assert_int_equal(count_entries(d->fd, "environments"), 4);    /* catalog.json envs trash wheels */
 }
