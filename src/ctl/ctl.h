@@ -37,10 +37,11 @@ typedef enum VerbFlags {
         VERB_LOG_OPTIONS = 1 << 4,      /* --stream, --offset */
         VERB_REVISION = 1 << 5,         /* --revision */
         VERB_MULTIPART = 1 << 6,        /* --multipart */
+        VERB_ENV_OPTIONS = 1 << 7,      /* the options of env (env.c checks which subcommand takes which) */
 } VerbFlags;
 
 /* How many classes of command options there are (options.c: option_classes[]). */
-#define CTL_OPTION_CLASSES 6
+#define CTL_OPTION_CLASSES 7
 
 /* Every option of the command line, filled by options_parse() and read by the commands. */
 typedef struct CtlOptions {
@@ -75,6 +76,18 @@ typedef struct CtlOptions {
         const char *language;
         const char *code;
         const char *code_file;
+
+        /* Options of env. The lists point into argv; the arrays are owned. */
+        const char *env_kind;           /* create: python, r or conda */
+        const char *env_index_url;      /* create */
+        const char *env_preset;         /* create */
+        bool env_offline;               /* create */
+        const char **env_channels;      /* create: --channel, repeatable */
+        size_t n_env_channels;
+        const char **env_wheels;        /* create, install: --wheel WORKSPACE:PATH, repeatable */
+        size_t n_env_wheels;
+        bool env_wait;                  /* create, install */
+        bool env_retry;                 /* setup */
 
         /* The first option of each class given, for "not an option of this command". */
         const char *class_option[CTL_OPTION_CLASSES];
@@ -221,3 +234,7 @@ int verb_teardown(const CtlOptions *o, int argc, char *argv[]);
 
 int verb_quota(const CtlOptions *o, int argc, char *argv[]);
 int verb_policy(const CtlOptions *o, int argc, char *argv[]);
+
+/* ---- env.c: managed scientific environments ---------------------------------------------------- */
+
+int verb_env(const CtlOptions *o, int argc, char *argv[]);

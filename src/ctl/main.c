@@ -58,6 +58,8 @@ static const Verb verbs[] = {
           "Show the quota settings, or change them: quota set KEY=SIZE..." },
         { "policy",     0, UINT_MAX, 0,                                     verb_policy,
           "Show or change the sandboxes' network policy" },
+        { "env",        1, UINT_MAX, VERB_ENV_OPTIONS | VERB_FOLLOW,        verb_env,
+          "Scientific environments: list, show, create, install, remove, revisions, setup" },
 };
 
 static void help(FILE *f) {
@@ -76,6 +78,10 @@ static void help(FILE *f) {
                 "%1$s [OPTIONS...] quota [show | set KEY=SIZE...]\n"
                 "%1$s [OPTIONS...] policy [show | set none | set allowlist ENTRY... | allow ENTRY... |\n"
                 "                         deny ENTRY... | mirrors (CIDR... | none)]\n"
+                "%1$s [OPTIONS...] env (list | show NAME | remove NAME | revisions NAME)\n"
+                "%1$s [OPTIONS...] env create NAME --kind KIND [ENV OPTIONS...] [--] [PKG...]\n"
+                "%1$s [OPTIONS...] env install NAME [--wheel WS:PATH]... [--wait] [--] PKG...\n"
+                "%1$s [OPTIONS...] env setup [--follow] [--retry [NAME]]\n"
                 "\n"
                 "Query and control the sandbox-runner daemon.\n"
                 "\n"
@@ -121,6 +127,19 @@ static void help(FILE *f) {
                 "     --offset=N            logs: start at byte N\n"
                 "     --revision=EXEC_ID    download: the file as the run EXEC_ID left it\n"
                 "     --multipart           upload: several files in one multipart request\n"
+                "\n"
+                "Env options (env):\n"
+                "     --kind=KIND           create: python, r or conda\n"
+                "     --index-url=URL       create: the package index (HTTPS)\n"
+                "     --preset=PRESET       create: an index preset (upstream, tuna, ustc, ...)\n"
+                "     --offline             create: install from the wheelhouse only\n"
+                "     --channel=CHANNEL     create: a conda channel (repeatable)\n"
+                "     --wheel=WS:PATH       create, install: a wheel file of workspace WS\n"
+                "                           (repeatable)\n"
+                "     --wait                create, install: follow the setup until it is done\n"
+                "     --follow              setup: follow until no setup is pending or building\n"
+                "     --retry               setup: retry the failed setups (or NAME's) first\n"
+                "Package specs that start with '-' go after '--'; the daemon judges them.\n"
                 "\n"
                 "exec and shell print the run's output and exit with its exit code (128+N when\n"
                 "killed by signal N, 124 on timeout, 125 on another limit or cancellation).\n"

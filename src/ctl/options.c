@@ -2,7 +2,8 @@
 /*
  * The command line of sandbox-runnerctl: the option table, which commands take which options,
  * parsing and checking every value into one CtlOptions. It prints only usage errors (and
- * --version); it makes no request and may call output.c, exec-util.c and transfer.c helpers.
+ * --version); it makes no request and may call output.c, env-util.c, exec-util.c and transfer.c
+ * helpers.
  */
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 
 #include "build-config.h"
 #include "ctl.h"
+#include "env-util.h"
 #include "exec-util.h"
 #include "output.h"
 #include "transfer.h"
@@ -28,17 +30,22 @@ static const struct {
         const char *commands;
 } option_classes[] = {
         { VERB_EXEC_OPTIONS, "exec and shell" },
-        { VERB_FOLLOW,       "shell and logs" },
+        { VERB_FOLLOW,       "shell, logs and env setup" },
         { VERB_DETACH,       "shell" },
         { VERB_LOG_OPTIONS,  "logs" },
         { VERB_REVISION,     "download" },
         { VERB_MULTIPART,    "upload" },
+        { VERB_ENV_OPTIONS,  "env" },
 };
 _Static_assert(ELEMENTSOF(option_classes) == CTL_OPTION_CLASSES, "option classes");
 
 void ctl_options_done(CtlOptions *o) {
         o->env = mfree(o->env);
         o->n_env = 0;
+        o->env_channels = mfree(o->env_channels);
+        o->n_env_channels = 0;
+        o->env_wheels = mfree(o->env_wheels);
+        o->n_env_wheels = 0;
 }
 
 uint64_t ctl_long_timeout(const CtlOptions *o) {
@@ -120,6 +127,17 @@ enum {
         ARG_OFFSET,
         ARG_REVISION,
         ARG_MULTIPART,
+        /* env */
+        ARG_ENV_FIRST,
+        ARG_KIND = ARG_ENV_FIRST,
+        ARG_INDEX_URL,
+        ARG_PRESET,
+        ARG_OFFLINE,
+        ARG_CHANNEL,
+        ARG_WHEEL,
+        ARG_WAIT,
+        ARG_RETRY,
+        ARG_ENV_LAST = ARG_RETRY,
 };
 
 static const struct option options[] = {
@@ -149,12 +167,22 @@ static const struct option options[] = {
         { "offset",           required_argument, NULL, ARG_OFFSET           },
         { "revision",         required_argument, NULL, ARG_REVISION         },
         { "multipart",        no_argument,       NULL, ARG_MULTIPART        },
+        { "kind",             required_argument, NULL, ARG_KIND             },
+        { "index-url",        required_argument, NULL, ARG_INDEX_URL        },
+        { "preset",           required_argument, NULL, ARG_PRESET           },
+        { "offline",          no_argument,       NULL, ARG_OFFLINE          },
+        { "channel",          required_argument, NULL, ARG_CHANNEL          },
+        { "wheel",            required_argument, NULL, ARG_WHEEL            },
+        { "wait",             no_argument,       NULL, ARG_WAIT             },
+        { "retry",            no_argument,       NULL, ARG_RETRY            },
         {}
 };
 
 static VerbFlags option_class(int c) {
         if (c >= ARG_EXEC_FIRST && c <= ARG_EXEC_LAST)
                 return VERB_EXEC_OPTIONS;
+        if (c >= ARG_ENV_FIRST && c <= ARG_ENV_LAST)
+                return VERB_ENV_OPTIONS;
         switch (c) {
         case ARG_FOLLOW:
                 return VERB_FOLLOW;
@@ -279,19 +307,24 @@ static int parse_cpu(const char *value, uint64_t *ret) {
         return 0;
 }
 
-static int add_env(CtlOptions *o, const char *value) {
-        const char **l;
+/* Append @value to the list *@l of *@n (pointing into argv). */
+static int list_append(const char ***l, size_t *n, const char *value) {
+        const char **a;
 
-        if (!strchr(value, '=') || value[0] == '=')
-                return bad_value(value, "--env expects NAME=VALUE.");
-        l = reallocarray(o->env, o->n_env + 1, sizeof(char *));
-        if (!l) {
+        a = reallocarray(*l, *n + 1, sizeof(char *));
+        if (!a) {
                 log_error("Out of memory.");
                 return -ENOMEM;
         }
-        o->env = l;
-        o->env[o->n_env++] = value;
+        *l = a;
+        a[(*n)++] = value;
         return 0;
+}
+
+static int add_env(CtlOptions *o, const char *value) {
+        if (!strchr(value, '=') || value[0] == '=')
+                return bad_value(value, "--env expects NAME=VALUE.");
+        return list_append(&o->env, &o->n_env, value);
 }
 
 /* The options of exec and shell. */
@@ -352,6 +385,51 @@ static int parse_exec_option(CtlOptions *o, int c, const char *value) {
         return 0;
 }
 
+/* The options of env; which subcommand takes which is env.c's to check. Values are the daemon's
+ * to judge (it knows the presets, the URL rules and the channel allowlist), except the kind. */
+static int parse_env_option(CtlOptions *o, int c, const char *value) {
+        switch (c) {
+        case ARG_KIND:
+                if (!env_kind_valid(value))
+                        return bad_value(value, "--kind expects python, r or conda.");
+                o->env_kind = value;
+                break;
+        case ARG_INDEX_URL:
+                if (isempty(value))
+                        return bad_value(value, "--index-url needs a URL.");
+                o->env_index_url = value;
+                break;
+        case ARG_PRESET:
+                if (isempty(value))
+                        return bad_value(value, "--preset needs a preset name.");
+                o->env_preset = value;
+                break;
+        case ARG_OFFLINE:
+                o->env_offline = true;
+                break;
+        case ARG_CHANNEL:
+                if (isempty(value))
+                        return bad_value(value, "--channel needs a channel name.");
+                return list_append(&o->env_channels, &o->n_env_channels, value);
+        case ARG_WHEEL: {
+                const char *colon = strchr(value, ':');
+
+                if (!colon || colon == value || colon[1] == '\0')
+                        return bad_value(value, "--wheel expects WORKSPACE:PATH.");
+                return list_append(&o->env_wheels, &o->n_env_wheels, value);
+        }
+        case ARG_WAIT:
+                o->env_wait = true;
+                break;
+        case ARG_RETRY:
+                o->env_retry = true;
+                break;
+        default:
+                abort();
+        }
+        return 0;
+}
+
 int options_parse(CtlOptions *o, int argc, char *argv[], bool options_first) {
         int c, r;
 
@@ -379,6 +457,8 @@ int options_parse(CtlOptions *o, int argc, char *argv[], bool options_first) {
 
                 if (class == VERB_EXEC_OPTIONS)
                         r = parse_exec_option(o, c, optarg);
+                else if (class == VERB_ENV_OPTIONS)
+                        r = parse_env_option(o, c, optarg);
                 else if (class != 0)
                         r = parse_command_option(o, c, optarg);
                 else
