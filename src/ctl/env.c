@@ -187,6 +187,21 @@ static int print_env(json_object *e) {
         return flush_stdout();
 }
 
+/* A revision's "createdAt" (milliseconds since the epoch) as RFC 3339 UTC, or "-". */
+static char *created_at(json_object *r) {
+        int64_t ms = json_int_field(r, "createdAt", -1);
+        char buf[32] = "-";
+        struct tm tm;
+        time_t t;
+
+        if (ms >= 0) {
+                t = (time_t) (ms / 1000);
+                if (gmtime_r(&t, &tm))
+                        (void) strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        }
+        return strdup(buf);
+}
+
 static int print_revisions(json_object *answer) {
         json_object *list = list_field(answer, "revisions");
 
@@ -197,7 +212,7 @@ static int print_revisions(json_object *answer) {
         printf("%8s  %-20s  %8s  %s\n", "REVISION", "CREATED", "PACKAGES", "PROVISIONER");
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *r = json_object_array_get_idx(list, i);
-                _cleanup_free_ char *created = output_escaped(json_string_field(r, "createdAt") ?: "-"),
+                _cleanup_free_ char *created = created_at(r),
                                     *prov = output_escaped(json_string_field(r, "provisioner") ?: "-");
 
                 if (!created || !prov)
@@ -219,7 +234,7 @@ static int print_revisions_verbose(json_object *answer) {
         }
         for (size_t i = 0; i < json_object_array_length(list); i++) {
                 json_object *r = json_object_array_get_idx(list, i);
-                _cleanup_free_ char *created = output_escaped(json_string_field(r, "createdAt") ?: "-"),
+                _cleanup_free_ char *created = created_at(r),
                                     *prov = output_escaped(json_string_field(r, "provisioner") ?: "-"),
                                     *kind = output_escaped(json_string_field(r, "kind") ?: "-");
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "environment/env-manager-internal.h"
 #include "util/json-util.h"
@@ -87,6 +88,36 @@ static int parse_strings(json_object *a, size_t max, const char *what, char ***r
         return 0;
 }
 
+/* A wheel already in the store, as GET /environments/{name} lists it: {"sha256", "file"} (a PUT
+ * that keeps the wheels of an earlier one). */
+static int stored_wheel(EnvManager *m, json_object *w, EnvWheel *ret, EnvRefusal *ret_refusal, char **ret_why) {
+        static const char *const fields[] = { "sha256", "file", NULL };
+        _cleanup_free_ char *path = NULL;
+        json_object *sha, *file;
+        EnvWheel x;
+        int r;
+
+        r = only_fields(w, fields, "a stored wheel", ret_refusal, ret_why);
+        if (r >= 0)
+                r = get_field(w, "sha256", json_type_string, true, &sha, ret_refusal, ret_why);
+        if (r >= 0)
+                r = get_field(w, "file", json_type_string, true, &file, ret_refusal, ret_why);
+        if (r < 0)
+                return r;
+        if (!env_sha256_valid(json_object_get_string(sha)) || !env_wheel_file_valid(json_object_get_string(file)))
+                return env_refuse(ret_refusal, ret_why, ENV_REFUSAL_INVALID, -EINVAL, "invalid stored wheel");
+        x = (EnvWheel) { .sha256 = (char *) json_object_get_string(sha), .file = (char *) json_object_get_string(file) };
+        path = env_store_wheel_path(m->store, &x);
+        if (!path)
+                return -ENOMEM;
+        if (access(path, F_OK) < 0)
+                return env_refuse(ret_refusal, ret_why, ENV_REFUSAL_INVALID, -EINVAL,
+                                  "no stored wheel %s with SHA-256 %s", x.file, x.sha256);
+        ret->sha256 = strdup(x.sha256);
+        ret->file = strdup(x.file);
+        return ret->sha256 && ret->file ? 0 : -ENOMEM;
+}
+
 /* Copy one client wheel ({"workspaceId", "path"}) into the store's hash storage. */
 static int put_wheel(EnvManager *m, json_object *w, EnvWheel *ret, EnvRefusal *ret_refusal, char **ret_why) {
         static const char *const fields[] = { "workspaceId", "path", NULL };
@@ -97,7 +128,9 @@ static int put_wheel(EnvManager *m, json_object *w, EnvWheel *ret, EnvRefusal *r
 
         if (!json_object_is_type(w, json_type_object))
                 return env_refuse(ret_refusal, ret_why, ENV_REFUSAL_INVALID, -EINVAL,
-                              "each of 'wheels' is {\"workspaceId\", \"path\"}");
+                              "each of 'wheels' is {\"workspaceId\", \"path\"} or {\"sha256\", \"file\"}");
+        if (json_object_object_get_ex(w, "sha256", NULL))
+                return stored_wheel(m, w, ret, ret_refusal, ret_why);
         r = only_fields(w, fields, "a wheel", ret_refusal, ret_why);
         if (r >= 0)
                 r = get_field(w, "workspaceId", json_type_string, true, &id, ret_refusal, ret_why);

@@ -30,8 +30,8 @@
 #include "util/time-util.h"
 
 #define SETUP_FILE "setup.json"
-#define SANDBOX_WHEELS "/.sandbox/wheels"
-#define SANDBOX_WHEELHOUSE "/.sandbox/wheelhouse"
+#define SANDBOX_WHEELS "/srv/wheels"
+#define SANDBOX_WHEELHOUSE "/srv/wheelhouse"
 #define SANDBOX_PYTHON "/usr/bin/python3"
 
 int env_base_meta(const EnvBase *b, const Config *config, EnvMeta **ret) {

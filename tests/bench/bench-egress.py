@@ -60,6 +60,8 @@ SINK_PORT = 7001        # accepts and closes at once: the upstream of the set-up
 BRIDGE_PORT = 18119
 INNER_ENV = "SR_EGRESS_BENCH_INNER"
 CONFIG = """\
+[Environments]
+Bootstrap=
 [Runner]
 IdleExitSec=0
 [Execution]

@@ -23,6 +23,8 @@ mkdir -p "$tmp/creds" "$tmp/state" "$tmp/run"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/creds/api-token"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/creds/signing-key"
 cat >"$tmp/runner.conf" <<CONF
+[Environments]
+Bootstrap=
 [Runner]
 IdleExitSec=0
 LogLevel=warning

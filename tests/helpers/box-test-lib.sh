@@ -347,11 +347,17 @@ step_boot() {
         box_boot_info
 }
 
-# Copy the staged tree in, create the service user and the tmpfiles.
+# Copy the staged tree in, create the service user and the tmpfiles. The daemons of these suites
+# build no base environment (the environments suite does, and says so): a drop-in of the lowest
+# order, which the tests' own drop-ins and an environments test (BOX_BOOTSTRAP=yes) override.
 box_provision_base() {
         box_install "$BOX" "$STAGE" || return 1
         bx systemd-sysusers || return 1
-        bx systemd-tmpfiles --create sandbox-runner.conf
+        bx systemd-tmpfiles --create sandbox-runner.conf || return 1
+        if [ "${BOX_BOOTSTRAP:-}" != yes ]; then
+                printf '[Environments]\nBootstrap=\n' |
+                        bx sh -c "mkdir -p '$CONFDIR/runner.conf.d' && cat >'$CONFDIR/runner.conf.d/05-test-no-bootstrap.conf'"
+        fi
 }
 
 # Secrets, where the unit's LoadCredential= lines look for them.

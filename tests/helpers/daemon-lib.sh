@@ -136,7 +136,7 @@ daemon_credentials() {
         done
         mkdir -m 0700 "${dirs[@]}"
         (umask 077 && printf '%s' "$TOKEN" >"$WORK/creds/api-token" && printf '%s' "$KEY" >"$WORK/creds/signing-key")
-        printf '[Runner]\nIdleExitSec=0\n[Execution]\nAllowUnscoped=yes\n' >"$WORK/runner.conf"
+        printf '[Environments]\nBootstrap=\n[Runner]\nIdleExitSec=0\n[Execution]\nAllowUnscoped=yes\n' >"$WORK/runner.conf"
 }
 
 # daemon_start NAME: start the daemon on a free loopback port (PORT, URL, DAEMON_PID), its output

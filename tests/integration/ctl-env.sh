@@ -42,7 +42,7 @@ if [ -z "$GAMMA" ] || ! ls "$WORK/wh/wheelhouse"/srtest_alpha-2.0-*.whl >/dev/nu
 fi
 chmod -R a+rX "$WORK/wh"
 mkdir -m 0755 "$WORK/runner.conf.d"
-printf '[Environments]\nWheelhouse=%s\nOffline=yes\n' "$WORK/wh/wheelhouse" >"$WORK/runner.conf.d/50-environments.conf"
+printf '[Environments]\nBootstrap=python-base\nWheelhouse=%s\nOffline=yes\n' "$WORK/wh/wheelhouse" >"$WORK/runner.conf.d/50-environments.conf"
 
 daemon_start ctl-env
 daemon_require_sandbox
@@ -153,7 +153,7 @@ check "the daemon's environment_read_only" err_has "environment_read_only"
 
 ctl env show no-such-env
 expect_rc 1 "env show of an unknown environment"
-check "the daemon's environment_unknown" err_has "environment_unknown"
+check "the daemon's not_found (404)" err_has "not_found, HTTP 404"
 
 ctl env create sci-c srtest_beta
 expect_rc 2 "env create without --kind: a usage error"
@@ -171,7 +171,7 @@ check "env remove: removing" json_check "j['name'] == '$ENV' and j['state'] == '
 gone() {
         for _ in $(seq 100); do
                 ctl env show "$ENV"
-                [ "$RC" -ne 0 ] && err_has environment_unknown && return 0
+                [ "$RC" -ne 0 ] && err_has 'not_found, HTTP 404' && return 0
                 sleep 0.1
         done
         return 1

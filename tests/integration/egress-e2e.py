@@ -77,6 +77,8 @@ ECHO_PORT = 7000
 DNS_ANSWER = "127.0.0.9"        # nothing listens there
 
 CONFIG_TEXT = """\
+[Environments]
+Bootstrap=
 [Runner]
 IdleExitSec=0
 [Execution]

@@ -21,6 +21,8 @@ from testlib import Result, chown_tree, popen_ids          # noqa: F401 (Result:
 LOOPBACK = "127.0.0.1"
 
 CONFIG_TEXT = """\
+[Environments]
+Bootstrap=
 [Runner]
 IdleExitSec=0
 [Execution]

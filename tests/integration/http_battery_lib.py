@@ -23,6 +23,8 @@ import time
 LOOPBACK = "127.0.0.1"
 
 CONFIG_TEXT = """\
+[Environments]
+Bootstrap=
 [Runner]
 IdleExitSec=0
 MaxConnections=64

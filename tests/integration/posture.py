@@ -35,6 +35,8 @@ import execute_lib as L                                                    # noq
 from execute_lib import Result, now, trunc                                 # noqa: E402
 
 CONFIG = """\
+[Environments]
+Bootstrap=
 [Runner]
 IdleExitSec=0
 [Execution]

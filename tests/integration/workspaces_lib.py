@@ -17,6 +17,8 @@ import execute_lib as L
 from execute_lib import HttpError, now
 
 CONFIG_TEXT = """\
+[Environments]
+Bootstrap=
 [Runner]
 IdleExitSec=0
 [Execution]

@@ -31,7 +31,7 @@ gcc -O2 -shared -fPIC -o "$tmp/trace-hook.so" "$top/tests/tools/trace-hook.c"
 mkdir -p "$tmp/creds" "$tmp/state" "$tmp/run"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/creds/api-token"
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/creds/signing-key"
-printf '[Runner]\nIdleExitSec=0\nLogLevel=warning\n[Execution]\nAllowUnscoped=yes\n' >"$tmp/runner.conf"
+printf '[Environments]\nBootstrap=\n[Runner]\nIdleExitSec=0\nLogLevel=warning\n[Execution]\nAllowUnscoped=yes\n' >"$tmp/runner.conf"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 env -i PATH=/usr/bin:/bin LD_PRELOAD="$tmp/trace-hook.so" SR_TRACE_FILE="$tmp/trace" \
         CREDENTIALS_DIRECTORY="$tmp/creds" STATE_DIRECTORY="$tmp/state" RUNTIME_DIRECTORY="$tmp/run" \
