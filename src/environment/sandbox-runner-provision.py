@@ -19,7 +19,6 @@ directory they are copied from, files are created with O_EXCL|O_NOFOLLOW, direct
 not to be symlinks."""
 
 import email.parser
-import errno
 import hashlib
 import json
 import os
@@ -687,13 +686,18 @@ def provision_python(plan, tmp):
 
 
 def compile_site(prefix, site):
-    """Byte-compiles site-packages; a file that does not compile (a test module written for
-    another Python) is not a failure of the environment."""
-    try:
-        run([prefix + "/bin/python", "-I", "-m", "compileall", "-q", "-q", "-j", "0", site],
-            prefix, "compileall")
-    except ProvisionError as e:
-        log("byte-compiling left some files out: %s" % e)
+    """Byte-compiles site-packages, in parallel, then once more in one process if that failed
+    (a sandbox without working POSIX semaphores; files done already are skipped).  A file that
+    does not compile (a test module written for another Python) is not a failure of the
+    environment: a note on stderr."""
+    for jobs in ("0", "1"):
+        try:
+            run([prefix + "/bin/python", "-I", "-m", "compileall", "-q", "-q", "-j", jobs, site],
+                prefix, "compileall")
+            return
+        except ProvisionError as e:
+            why = e
+    log("byte-compiling left some files out: %s" % why)
 
 
 # --------------------------------------------------------------------------------------------
