@@ -12,9 +12,11 @@ prefix, not the host's dist-packages; a small computation; the result and the pr
 its build time and size as TAP diagnostics); named environments from the test wheelhouse
 (tests/helpers/make-wheelhouse.py: srtest_alpha<2, then srtest_alpha>=2 with its dependency and
 a client wheel, versions, sources and sha256s); an r environment with r-cran-data.table (its
-site library only); failures (an unknown package offline, a plan that is not JSON, a client
-wheel that does not match its hash, CRAN packages in an r plan).  Prints TAP, exits 1 on any
-failure.  Offline: no network at all; everything under one temporary directory."""
+site library only); the Debian closure over a synthetic dpkg database (alternatives, virtual
+packages, version constraints, arch-qualified file lists, paths outside dist-packages or with
+../ in them); failures (an unknown package offline, a plan that is not JSON, option injection,
+a client wheel that does not match its hash, CRAN packages in an r plan).  Prints TAP, exits 1
+on any failure.  Offline: no network at all; everything under one temporary directory."""
 
 import argparse
 import hashlib
@@ -239,10 +241,10 @@ def t_wheelhouse(ctx, res):
                sha256_file(os.path.join(ctx.wheelhouse, n)))
 
 
-@case("named python env from the wheelhouse: srtest_alpha<2")
+@case("named python env from the wheelhouse: srtest_alpha < 2")
 def t_alpha1(ctx, res):
     prefix = ctx.prefix("alpha1")
-    run = ctx.provision(wheel_plan(prefix, ["srtest_alpha<2"], find_links=ctx.wheelhouse))
+    run = ctx.provision(wheel_plan(prefix, ["srtest_alpha < 2"], find_links=ctx.wheelhouse))
     if not check_success(res, run):
         return
     a = run.pkg("srtest_alpha")
@@ -319,6 +321,97 @@ def t_r(ctx, res):
     res.check(r.returncode == 0 and "R version 4" in r.stdout, "bin/R --version: %r" % r.stdout)
 
 
+DP = "/usr/lib/python3/dist-packages/"
+JQUERY = DP + "matplotlib/backends/web_backend/jquery/js/jquery-1.7.1.min.js"
+FAKE_STATUS = """Package: python3-fake-a
+Status: install ok installed
+Architecture: all
+Version: 1.0-1
+Depends: python3-virt | python3-missing, libc6 (>= 2.0), python3-fake-b:any (>= 1.0~),
+ python3-fake-old (>= 2.0) | python3-fake-d, python3-fake-gone
+Description: fake
+
+Package: python3-fake-b
+Status: install ok installed
+Architecture: all
+Version: 1:1.0-2
+Pre-Depends: python3-numpy-abi9
+Description: fake
+
+Package: python3-fake-c
+Status: install ok installed
+Architecture: all
+Version: 0.1
+Provides: python3-virt (= 3)
+Depends: python3:any, python3-fake-a
+
+Package: python3-fake-d
+Status: install ok installed
+Architecture: ARCH
+Multi-Arch: same
+Version: 2.0
+
+Package: python3-fake-old
+Status: install ok installed
+Architecture: all
+Version: 1.0
+
+Package: python3-fake-gone
+Status: deinstall ok config-files
+Architecture: all
+Version: 1.0
+"""
+FAKE_LISTS = {
+    "python3-fake-a.list": ["/usr/lib/python3", DP[:-1], DP + "six.py", "/etc/passwd",
+                            DP + "../../../../etc/passwd", DP + "./decorator.py",
+                            DP + "no-such-file.py"],
+    "python3-fake-b.list": [DP + "decorator.py"],
+    "python3-fake-c.list": [DP + "matplotlib", JQUERY],
+    "python3-fake-d:ARCH.list": [DP + "appdirs.py"],
+    "python3-fake-old.list": [DP + "cycler.py"],
+}
+
+
+@case("Debian closure: a synthetic dpkg database (alternatives, virtual, versions, paths)")
+def t_closure(ctx, res):
+    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    root = os.path.join(ctx.tmp, "dpkg")
+    os.makedirs(os.path.join(root, "info"))
+    with open(os.path.join(root, "status"), "w") as f:
+        f.write(FAKE_STATUS.replace("ARCH", arch))
+    for name, paths in FAKE_LISTS.items():
+        with open(os.path.join(root, "info", name.replace("ARCH", arch)), "w") as f:
+            f.write("".join(p + "\n" for p in paths))
+    prefix = ctx.prefix("closure")
+    plan = wheel_plan(prefix, [])
+    plan.update(debianPackages=["python3-fake-a"], dpkgRoot=root)
+    run = ctx.provision(plan)
+    if not check_success(res, run):
+        return
+    res.eq("steps", [p["step"] for p in run.progress],
+           ["venv", "copy python3-fake-a", "copy python3-fake-c", "copy python3-fake-b",
+            "copy python3-fake-d", "compile", "finished"])
+    site = os.path.join(prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    if not res.check(os.path.isdir(site), "no %s (this test runs under %s)" % (site, PYTHON)):
+        return
+    for n in ("six.py", "decorator.py", "appdirs.py"):
+        st = os.lstat(os.path.join(site, n)) if os.path.lexists(os.path.join(site, n)) else None
+        res.check(st and not os.path.islink(os.path.join(site, n)) and st.st_nlink == 1,
+                  "%s not copied as a file" % n)
+        if st:
+            res.eq(n + " content", sha256_file(os.path.join(site, n)), sha256_file(DP + n))
+    res.check(not os.path.lexists(os.path.join(site, "cycler.py")),
+              "python3-fake-old (too old for its alternative) was copied")
+    link = os.path.join(site, JQUERY[len(DP):])
+    res.check(os.path.islink(link) and os.readlink(link) == os.readlink(JQUERY),
+              "the jquery symlink is not kept as the same symlink")
+    found = []
+    for dp, dns, fns in os.walk(ctx.tmp):        # the prefix and around it: ../ in a file list
+        found += [os.path.join(dp, n) for n in fns if n == "passwd"]
+    res.eq("files named passwd under the test's directory", found, [])
+
+
 def check_failure(res, run, want_in_msg):
     res.check(run.rc != 0, "exit status 0")
     res.eq("result lines", run.n_results, 0)
@@ -339,6 +432,15 @@ def t_bad_json(ctx, res):
     run = ctx.provision(None, raw=b'{"kind": "python", "prefix": ')
     check_failure(res, run, "bad plan")
     res.eq("stdout", run.out, "")
+
+
+@case("failure: option injection and a URL in the plan's packages")
+def t_injection(ctx, res):
+    for spec in ("--index-url=https://example.org/simple", "-e", "https://example.org/x.whl"):
+        prefix = ctx.prefix("inject")
+        run = ctx.provision(wheel_plan(prefix, [spec], find_links=ctx.wheelhouse))
+        check_failure(res, run, "bad plan")
+        res.check(not os.path.exists(prefix), "%r: the prefix was created" % spec)
 
 
 @case("failure: a client wheel that does not match its hash")
