@@ -19,7 +19,6 @@ directory they are copied from, files are created with O_EXCL|O_NOFOLLOW, direct
 not to be symlinks."""
 
 import email.parser
-import errno
 import hashlib
 import json
 import os
@@ -38,10 +37,11 @@ R_BIN = "/usr/lib/R/bin"
 R_BASE_DESCRIPTION = "/usr/lib/R/library/base/DESCRIPTION"
 PLAN_MAX = 1 << 20
 
-# key: (types, default; None = required)
+REQUIRED = object()
+# key: (types, default)
 PLAN_KEYS = {
-    "kind": ((str,), None),
-    "prefix": ((str,), None),
+    "kind": ((str,), REQUIRED),
+    "prefix": ((str,), REQUIRED),
     "python": ((str,), "/usr/bin/python3"),
     "debianPackages": ((list,), []),
     "packages": ((list,), []),
@@ -51,9 +51,11 @@ PLAN_KEYS = {
     "offline": ((bool,), True),
     "dpkgRoot": ((str,), "/var/lib/dpkg"),
 }
-OPTIONAL_NONE = {"indexUrl"}          # keys whose default is null, not "required"
 
 DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+# The daemon checked each specifier (env_package_spec_check()); this is the second line of defence
+# against option injection, URLs, paths, direct references and markers ("--" goes before them too).
+PIP_SPEC = re.compile(r"^[A-Za-z0-9][^/\\@;:\s]*(?: +[^/\\@;:\s]+)*$")
 SAFE_PATH = re.compile(r"^/[A-Za-z0-9._+/-]*$")
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "i686": "i386", "i386": "i386",
@@ -122,7 +124,7 @@ def parse_plan(text):
             raise PlanError("bad plan: unknown key %r" % k)
     for k, (types, default) in PLAN_KEYS.items():
         if k not in plan:
-            if default is None and k not in OPTIONAL_NONE:
+            if default is REQUIRED:
                 raise PlanError("bad plan: %s missing" % k)
             plan[k] = list(default) if isinstance(default, list) else default
         elif not isinstance(plan[k], types):
@@ -137,9 +139,8 @@ def parse_plan(text):
         if not is_abs_path(plan[k]):
             raise PlanError("bad plan: %s must be a normalized absolute path" % k)
     check_str_list(plan, "debianPackages", DEB_NAME.match, "a Debian package name")
-    check_str_list(plan, "packages",
-                   lambda s: s.strip() == s and s and not s.startswith("-")
-                   and s.isprintable() and " " not in s, "a requirement specifier")
+    check_str_list(plan, "packages", lambda s: PIP_SPEC.match(s) and s.isprintable(),
+                   "a requirement specifier")
     check_str_list(plan, "wheels", lambda s: is_abs_path(s) and s.endswith(".whl"), "a wheel path")
     check_str_list(plan, "findLinks", is_abs_path, "an absolute directory")
     url = plan["indexUrl"]
@@ -687,13 +688,18 @@ def provision_python(plan, tmp):
 
 
 def compile_site(prefix, site):
-    """Byte-compiles site-packages; a file that does not compile (a test module written for
-    another Python) is not a failure of the environment."""
-    try:
-        run([prefix + "/bin/python", "-I", "-m", "compileall", "-q", "-q", "-j", "0", site],
-            prefix, "compileall")
-    except ProvisionError as e:
-        log("byte-compiling left some files out: %s" % e)
+    """Byte-compiles site-packages, in parallel, then once more in one process if that failed
+    (a sandbox without working POSIX semaphores; files done already are skipped).  A file that
+    does not compile (a test module written for another Python) is not a failure of the
+    environment: a note on stderr."""
+    for jobs in ("0", "1"):
+        try:
+            run([prefix + "/bin/python", "-I", "-m", "compileall", "-q", "-q", "-j", jobs, site],
+                prefix, "compileall")
+            return
+        except ProvisionError as e:
+            why = e
+    log("byte-compiling left some files out: %s" % why)
 
 
 # --------------------------------------------------------------------------------------------
