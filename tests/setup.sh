@@ -18,6 +18,9 @@ packages=(
         libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev scdoc
         # run time
         bubblewrap systemd dbus polkitd
+        # environments (DESIGN.md §14): python-base is built offline from these, r-base from R's
+        python3-venv python3-numpy python3-pandas python3-scipy python3-matplotlib
+        r-base-core r-cran-data.table
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
         # fuzz targets: the libFuzzer runtime of Debian 12's clang 14

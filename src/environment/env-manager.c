@@ -639,8 +639,8 @@ void env_manager_start(EnvManager *m) {
                                     "(python-base, r-base); ignored.", *name);
                         continue;
                 }
-                if (e && (e->live_revision > 0 || e->queued))
-                        continue;
+                if (e && (e->live_revision > 0 || e->queued || e == m->running))
+                        continue;   /* built, or on its way (also: named twice) */
                 if ((!e && env_add(m, *name, true, &e) < 0) || env_base_meta(b, m->config, &w) < 0 ||
                     env_setup_queue(e, STEAL(w)) < 0)
                         log_error("Cannot queue the setup of the base environment '%s'.", *name);

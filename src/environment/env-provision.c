@@ -115,7 +115,12 @@ static void maybe_finish(EnvProvision *p) {
                 const char *last = stderr_last_line(p);
 
                 error = -EPROTO;
-                if (WIFSIGNALED(p->wait_status))
+                /* bwrap's pid 1 reports a killed payload as 128 + the signal. */
+                if (WIFEXITED(p->wait_status) && WEXITSTATUS(p->wait_status) > 128 &&
+                    WEXITSTATUS(p->wait_status) < 128 + 65)
+                        (void) asprintf(&message, "the provisioner was killed by signal %d%s%s",
+                                        WEXITSTATUS(p->wait_status) - 128, *last ? ": " : "", last);
+                else if (WIFSIGNALED(p->wait_status))
                         (void) asprintf(&message, "the provisioner was killed by signal %d%s%s",
                                         WTERMSIG(p->wait_status), *last ? ": " : "", last);
                 else
@@ -343,6 +348,7 @@ static int provision_argv(const EnvProvisionSpec *spec, char ***ret) {
                 .info_fd = -1,
                 .binds = binds,
                 .n_binds = spec->n_binds + 1,
+                .root_read_only = true,
         };
         return sandbox_argv_build(&s, spec->probe, ret);
 }

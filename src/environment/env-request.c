@@ -168,6 +168,7 @@ static int parse_source(EnvManager *m, json_object *src, EnvMeta *w, EnvRefusal 
         const char *reason;
         int r;
 
+        w->offline = m->config->env_offline;
         if (!src)
                 return 0;
         r = only_fields(src, fields, "'source'", ret_refusal, ret_why);

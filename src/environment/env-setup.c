@@ -102,6 +102,8 @@ int env_setup_queue(Env *e, EnvMeta *wanted) {
         Env **q;
         int r;
 
+        if (e->queued || e == m->running)
+                return -EBUSY;   /* one setup at a time per environment: its id and spec are in use */
         q = reallocarray(m->queue, m->n_queue + 1, sizeof(Env *));
         if (!q)
                 return -ENOMEM;
@@ -154,6 +156,12 @@ static int plan_json(EnvManager *m, const EnvMeta *w, char **ret) {
         json_object_object_add(o, "dpkgRoot", json_object_new_string("/var/lib/dpkg"));
         json_object_object_add(o, "debianPackages", strv_array(w->debian_packages));
         json_object_object_add(o, "packages", strv_array(w->packages));
+        json_object_object_add(o, "offline", json_object_new_boolean(w->offline || w->base));
+        if (w->kind != ENV_KIND_PYTHON) {
+                json_object_put(wheels);
+                json_object_put(links);
+                goto done;
+        }
         for (size_t i = 0; i < w->n_wheels; i++) {
                 _cleanup_free_ char *p = NULL;
                 if (asprintf(&p, SANDBOX_WHEELS "/%s/%s", w->wheels[i].sha256, w->wheels[i].file) < 0)
@@ -171,7 +179,7 @@ static int plan_json(EnvManager *m, const EnvMeta *w, char **ret) {
                         return log_error_errno(r, "Cannot resolve the index of environment '%s': %s", w->name, reason);
         }
         json_object_object_add(o, "indexUrl", index ? json_object_new_string(index) : NULL);
-        json_object_object_add(o, "offline", json_object_new_boolean(w->offline || w->base));
+done:
         *ret = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         return *ret ? 0 : -ENOMEM;
 }
@@ -496,6 +504,12 @@ int env_setup_recover(EnvManager *m) {
         r = env_store_list(m->store, &names);
         if (r < 0)
                 return r;
+        /* Scratch directories of setups that a crash interrupted. */
+        {
+                _cleanup_close_ int root_fd = open(env_store_root(m->store), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (root_fd >= 0)
+                        (void) rm_rf_at(root_fd, "work");
+        }
         /* A setup of a new environment that never published has a setup.json but no meta.json. */
         {
                 _cleanup_free_ char *envs = NULL;

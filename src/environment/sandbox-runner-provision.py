@@ -649,7 +649,7 @@ def provision_python(plan, tmp):
     dpkg = Dpkg(plan["dpkgRoot"]) if plan["debianPackages"] else None
     closure = dpkg.closure(plan["debianPackages"], ("python3-",)) if dpkg else []
     want_pip = bool(plan["packages"] or plan["wheels"])
-    progress = Progress(1 + len(closure) + (1 if closure else 0) + (1 if want_pip else 0))
+    progress = Progress(1 + len(closure) + (1 if closure else 0) + (2 if want_pip else 0))
 
     progress.start("venv")
     run([plan["python"], "-I", "-m", "venv", "--copies", prefix], prefix, "python -m venv")
@@ -677,6 +677,14 @@ def provision_python(plan, tmp):
     if want_pip:
         progress.start("pip install")
         pip_src = pip_install(plan, tmp)
+        progress.finish()
+        # The new environment's interpreter starts once, as runs will start it: its site
+        # (and every .pth file the packages installed) must load. This runs the packages' own
+        # start-up code here, in the provisioning sandbox, before any run does.
+        progress.start("check")
+        run([prefix + "/bin/python", "-I", "-c",
+             "import importlib.metadata as m; print(len(list(m.distributions())))"], prefix,
+            "the environment's interpreter")
         progress.finish()
 
     pkgs = python_packages(site, owners, pip_src)

@@ -336,6 +336,11 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
         r = argv_add_workspace(&a, spec, probe);
         if (r < 0)
                 return r;
+        if (spec->root_read_only) {
+                r = add(&a, "--remount-ro", "/", NULL);
+                if (r < 0)
+                        return r;
+        }
         r = argv_add_env(&a, spec);
         if (r < 0)
                 return r;

@@ -66,6 +66,10 @@ typedef struct SandboxSpec {
          * SANDBOX_ENV_PREFIX. */
         const char *env_prefix;
         const char *hide_file;
+        /* The sandbox's root (bwrap's tmpfs, where /etc and the mount points live) read-only once
+         * everything is mounted (--remount-ro /): only the writable binds, /tmp and /workspace can
+         * be written. Used for the provisioning sandbox. */
+        bool root_read_only;
 } SandboxSpec;
 
 /*

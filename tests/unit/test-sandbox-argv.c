@@ -683,6 +683,37 @@ static void test_extra_binds(void **state) {
         strv_free(a);
 }
 
+static ssize_t argv_index(char **a, const char *s) {
+        for (ssize_t i = 0; a[i]; i++)
+                if (strcmp(a[i], s) == 0)
+                        return i;
+        return -1;
+}
+
+/* The provisioning sandbox: its root read-only after every mount (--remount-ro / after the last
+ * bind, before the environment variables); not so without the flag. */
+static void test_root_read_only(void **state) {
+        const SandboxBind binds[] = { { "/srv/build", "/opt/science-env", true } };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a;
+        ssize_t i;
+
+        spec.binds = binds;
+        spec.n_binds = ELEMENTS(binds);
+        a = build_ok(&spec, &probe);
+        assert_int_equal(argv_index(a, "--remount-ro"), -1);
+        strv_free(a);
+
+        spec.root_read_only = true;
+        a = build_ok(&spec, &probe);
+        i = argv_index(a, "--remount-ro");
+        assert_true(i > argv_index(a, "/opt/science-env"));
+        assert_string_equal(a[i + 1], "/");
+        assert_true(i < argv_index(a, "--clearenv"));
+        strv_free(a);
+}
+
 /* An environment and extra binds at once: the binds first, then the environment. */
 static void test_env_prefix_with_binds(void **state) {
         const SandboxBind binds[] = { { "/srv/data", "/data", false } };
@@ -1009,6 +1040,7 @@ int main(void) {
                 cmocka_unit_test(test_everything),
                 cmocka_unit_test(test_env_prefix_hides_interpreters),
                 cmocka_unit_test(test_extra_binds),
+                cmocka_unit_test(test_root_read_only),
                 cmocka_unit_test(test_env_prefix_with_binds),
                 cmocka_unit_test(test_build_refuses_reserved_env),
                 cmocka_unit_test(test_build_refuses_bad_cwd),
