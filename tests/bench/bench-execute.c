@@ -6,6 +6,11 @@
  * take turns in runs of INTERLEAVE, so that load from elsewhere weighs on them alike.
  *
  *   bench-execute --url http://127.0.0.1:PORT --token-file F --key-file F --state-dir D [-n 500]
+ *                 [--environment NAME]
+ *
+ * With --environment, a fourth path takes its turn in the same runs: the same request naming the
+ * environment (its prefix bound read-only at /opt/science-env, the host's interpreters covered),
+ * and the report adds its median over the plain request's (DESIGN.md §14: at most 1.10).
  */
 
 #include <curl/curl.h>
@@ -196,7 +201,8 @@ typedef struct Client {
         long status;
 } Client;
 
-static const char *arg_url, *arg_token, *arg_key;
+static const char *arg_url, *arg_token, *arg_key, *arg_environment;
+static bool use_environment;   /* the requests of run_http() name arg_environment */
 
 static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
         Client *c = userdata;
@@ -212,8 +218,9 @@ static void client_prepare(Client *c, unsigned workspace, uint64_t seq) {
         char ts[32], sig[65], h[256], url[512];
 
         (void) snprintf(c->body, sizeof(c->body),
-                        "{\"command\":\"true\",\"workspaceId\":\"bench-%u\",\"executionId\":\"bench-%d-%" PRIu64 "\"}",
-                        workspace, (int) getpid(), seq);
+                        "{\"command\":\"true\",\"workspaceId\":\"bench-%u\",\"executionId\":\"bench-%d-%" PRIu64 "\"%s%s%s}",
+                        workspace, (int) getpid(), seq, use_environment ? ",\"environment\":\"" : "",
+                        use_environment ? arg_environment : "", use_environment ? "\"" : "");
         (void) snprintf(ts, sizeof(ts), "%lld", (long long) time(NULL));
         auth_signature_compute((const uint8_t *) arg_key, strlen(arg_key), ts, "POST", "/execute-shell",
                                c->body, strlen(c->body), sig);
@@ -313,6 +320,7 @@ int main(int argc, char *argv[]) {
                 { "bwrap", required_argument, NULL, 'b' },
                 { "requests", required_argument, NULL, 'n' },
                 { "label", required_argument, NULL, 'l' },
+                { "environment", required_argument, NULL, 'e' },
                 {}
         };
         const char *state = NULL, *bwrap = "/usr/bin/bwrap", *label = "unscoped";
@@ -330,6 +338,7 @@ int main(int argc, char *argv[]) {
                 case 'b': bwrap = optarg; break;
                 case 'n': n = strtoul(optarg, NULL, 10); break;
                 case 'l': label = optarg; break;
+                case 'e': arg_environment = optarg; break;
                 default: return 2;
                 }
         if (!arg_url || !arg_token || !arg_key || !state || n < 10) {
@@ -360,6 +369,7 @@ int main(int argc, char *argv[]) {
         }
 
         uint64_t *lat_fork = calloc(n, sizeof(uint64_t)), *lat_bwrap = calloc(n, sizeof(uint64_t));
+        uint64_t *lat_env = calloc(n, sizeof(uint64_t));
         _cleanup_strv_free_ char **bwrap_argv = NULL;
         double secs1 = 0;
 
@@ -369,6 +379,12 @@ int main(int argc, char *argv[]) {
         floor_fork_exec(lat, 10);
         if (floor_bwrap(bwrap, bwrap_argv, lat, 10) < 0 || run_http(1, 10, NULL, &secs) < 0)
                 return 1;
+        if (arg_environment) {
+                use_environment = true;
+                if (run_http(1, 10, NULL, &secs) < 0)
+                        return 1;
+                use_environment = false;
+        }
 
         /* The floors and the HTTP path take turns, a few runs each, so that whatever else the
          * machine does at the time weighs on all three alike. */
@@ -381,6 +397,12 @@ int main(int argc, char *argv[]) {
                 if (run_http(1, k, lat + done, &secs) < 0)
                         return 1;
                 secs1 += secs;
+                if (arg_environment) {
+                        use_environment = true;
+                        if (run_http(1, k, lat_env + done, &secs) < 0)
+                                return 1;
+                        use_environment = false;
+                }
         }
         /* Each batch's own ratio (its HTTP median over its floor median, taken minutes apart at
          * most): their spread shows how much of the overall ratio is drift of the machine. */
@@ -415,6 +437,25 @@ int main(int argc, char *argv[]) {
         printf("ratio per batch of %d  median %.3f  (p25 %.3f, p75 %.3f; %zu batches)\n", INTERLEAVE, batch_med, batch_p25,
                batch_p75, n_batches);
         printf("throughput            1 client %.1f/s, 2 clients %.1f/s, 8 clients %.1f/s\n", rps1, rps2, rps8);
+        if (arg_environment) {
+                Stats env_s = stats(lat_env, n);
+                double *eb = calloc(n_batches, sizeof(double));
+                for (size_t b = 0; b < n_batches; b++) {
+                        size_t off = b * INTERLEAVE, k = n - off < INTERLEAVE ? n - off : INTERLEAVE;
+                        eb[b] = median_of(lat_env + off, k) / median_of(lat + off, k);
+                }
+                qsort(eb, n_batches, sizeof(double), cmp_double);
+                printf("POST /execute-shell with \"environment\": \"%s\"  median %7.3f ms  p99 %7.3f ms\n",
+                       arg_environment, env_s.median_ms, env_s.p99_ms);
+                printf("ratio environment/plain  median %.3f  per batch median %.3f (p25 %.3f, p75 %.3f)  (target <= 1.10)\n",
+                       env_s.median_ms / http_s.median_ms, eb[n_batches / 2], eb[n_batches / 4],
+                       eb[(n_batches * 3) / 4 < n_batches ? (n_batches * 3) / 4 : n_batches - 1]);
+                printf("{\"label\":\"%s-environment\",\"n\":%zu,\"environment\":\"%s\",\"envMedianMs\":%.4f,"
+                       "\"plainMedianMs\":%.4f,\"ratioEnvPlain\":%.4f,\"ratioEnvPlainBatchMedian\":%.4f}\n",
+                       label, n, arg_environment, env_s.median_ms, http_s.median_ms,
+                       env_s.median_ms / http_s.median_ms, eb[n_batches / 2]);
+                free(eb);
+        }
         printf("{\"label\":\"%s\",\"n\":%zu,\"forkMedianMs\":%.4f,\"bwrapMedianMs\":%.4f,\"bwrapP99Ms\":%.4f,"
                "\"httpMedianMs\":%.4f,\"httpP99Ms\":%.4f,\"ratioMedian\":%.4f,\"ratioBatchMedian\":%.4f,"
                "\"ratioBatchP25\":%.4f,\"ratioBatchP75\":%.4f,\"rps1\":%.1f,\"rps2\":%.1f,\"rps8\":%.1f}\n",
@@ -423,6 +464,7 @@ int main(int argc, char *argv[]) {
         free(lat);
         free(lat_fork);
         free(lat_bwrap);
+        free(lat_env);
         curl_global_cleanup();
         return 0;
 }
