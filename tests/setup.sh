@@ -23,6 +23,8 @@ packages=(
         r-base-core r-cran-data.table
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
+        # environments-online.py: the test CA and server certificates of its HTTPS index
+        openssl
         # fuzz targets: the libFuzzer runtime of Debian 12's clang 14
         libclang-rt-14-dev
 )
