@@ -309,7 +309,8 @@ static int provision_files(const EnvProvisionSpec *spec, ProvisionFiles *f) {
         _cleanup_free_ char *seccomp_error = NULL;
         int r;
 
-        r = seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &f->seccomp_fd, &seccomp_error);
+        r = seccomp_program_for_variant(spec->egress_socket ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE,
+                                        &f->seccomp_fd, &seccomp_error);
         if (r < 0)
                 return log_error_errno(r, "Cannot build the provisioning sandbox's seccomp filter: %s",
                                        seccomp_error ?: strerror(-r));
@@ -349,6 +350,8 @@ static int provision_argv(const EnvProvisionSpec *spec, char ***ret) {
                 .binds = binds,
                 .n_binds = spec->n_binds + 1,
                 .root_read_only = true,
+                .egress_socket = spec->egress_socket,
+                .bridge = spec->bridge,
         };
         return sandbox_argv_build(&s, spec->probe, ret);
 }
