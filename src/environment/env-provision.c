@@ -54,9 +54,9 @@ struct EnvProvision {
         char *error_message;
 };
 
-static const char passwd_data[] = "sandbox:x:1000:1000:sandbox:" SANDBOX_WORKSPACE ":/bin/sh\n";
-static const char group_data[] = "sandbox:x:1000:\n";
-static const char hosts_data[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
+static const char passwd_data[] = SANDBOX_PASSWD_DATA;
+static const char group_data[] = SANDBOX_GROUP_DATA;
+static const char hosts_data[] = SANDBOX_HOSTS_DATA;
 
 static void set_error(EnvProvision *p, int error, const char *fmt, ...) _printf_(3, 4);
 static void set_error(EnvProvision *p, int error, const char *fmt, ...) {
