@@ -80,8 +80,11 @@ void api_environments_list(Manager *m, HttpRequest *req, const Route *route, jso
                 return;
 }
 
-void api_environment_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
-                         const char **params, size_t *lens) {
+/* An endpoint of one environment ({name} in the path): the manager's call, its answer. */
+typedef int (*EnvNameCall)(EnvManager *m, const char *name, json_object **ret, EnvRefusal *ret_refusal,
+                           char **ret_why);
+
+static void name_call(Manager *m, HttpRequest *req, const char *p, size_t len, EnvNameCall call, unsigned status) {
         json_object *o = NULL;
         EnvRefusal refusal = 0;
         char *why = NULL, name[64];
@@ -89,25 +92,25 @@ void api_environment_get(Manager *m, HttpRequest *req, const Route *route, json_
 
         if (unavailable(m, req))
                 return;
-        if (!param_name(params[0], lens[0], name))
+        if (!param_name(p, len, name))
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such environment.");
-        r = env_manager_show_json(m->environments, name, &o, &refusal, &why);
-        reply(req, r, 200, o, refusal, why);
+        r = call(m->environments, name, &o, &refusal, &why);
+        reply(req, r, status, o, refusal, why);
+}
+
+void api_environment_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                         const char **params, size_t *lens) {
+        name_call(m, req, params[0], lens[0], env_manager_show_json, 200);
 }
 
 void api_environment_revisions(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                                const char **params, size_t *lens) {
-        json_object *o = NULL;
-        EnvRefusal refusal = 0;
-        char *why = NULL, name[64];
-        int r;
+        name_call(m, req, params[0], lens[0], env_manager_revisions_json, 200);
+}
 
-        if (unavailable(m, req))
-                return;
-        if (!param_name(params[0], lens[0], name))
-                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such environment.");
-        r = env_manager_revisions_json(m->environments, name, &o, &refusal, &why);
-        reply(req, r, 200, o, refusal, why);
+void api_environment_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                            const char **params, size_t *lens) {
+        name_call(m, req, params[0], lens[0], env_manager_remove, 202);
 }
 
 void api_environment_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
@@ -122,21 +125,6 @@ void api_environment_put(Manager *m, HttpRequest *req, const Route *route, json_
         if (!param_name(params[0], lens[0], name))
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid environment name.");
         r = env_manager_put(m->environments, name, body, &o, &refusal, &why);
-        reply(req, r, 202, o, refusal, why);
-}
-
-void api_environment_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
-                            const char **params, size_t *lens) {
-        json_object *o = NULL;
-        EnvRefusal refusal = 0;
-        char *why = NULL, name[64];
-        int r;
-
-        if (unavailable(m, req))
-                return;
-        if (!param_name(params[0], lens[0], name))
-                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such environment.");
-        r = env_manager_remove(m->environments, name, &o, &refusal, &why);
         reply(req, r, 202, o, refusal, why);
 }
 

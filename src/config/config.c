@@ -72,6 +72,8 @@ void config_done(Config *c) {
         c->network_mirrors = strv_free(c->network_mirrors);
         c->env_bootstrap = strv_free(c->env_bootstrap);
         c->env_channels = strv_free(c->env_channels);
+        c->env_mirrors = strv_free(c->env_mirrors);
+        free(c->env_index_ca);
         free(c->env_preset);
         free(c->env_index_url);
         free(c->env_wheelhouse);
@@ -384,6 +386,8 @@ static const ConfigKey config_keys[] = {
         K("Environments", "IndexURL", cp_word, env_index_url),
         K("Environments", "Wheelhouse", cp_path, env_wheelhouse),
         K("Environments", "Channels", cp_strv, env_channels),
+        K("Environments", "Mirrors", cp_strv, env_mirrors),
+        K("Environments", "IndexCA", cp_path, env_index_ca),
         K("Environments", "Micromamba", cp_path, env_micromamba),
         K("Environments", "MicromambaSHA256", cp_word, env_micromamba_sha256),
         K("Environments", "SetupTimeoutSec", cp_seconds, env_setup_timeout_usec),

@@ -59,6 +59,8 @@ typedef struct Config {
         char *env_index_url;            /* an explicit global index, instead of the preset */
         char *env_wheelhouse;           /* a local wheel directory (pip --find-links) */
         char **env_channels;            /* conda channels allowed */
+        char **env_mirrors;             /* address ranges the provisioning gateway may reach */
+        char *env_index_ca;             /* a CA bundle for the index (pip --cert) */
         char *env_micromamba;           /* conda: the micromamba binary ... */
         char *env_micromamba_sha256;    /* ... and its SHA-256, checked before every use */
         uint64_t env_setup_timeout_usec;

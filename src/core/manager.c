@@ -482,6 +482,7 @@ static void manager_setup_environments(Manager *m) {
                                     .keeper_path = m->keeper_path,
                                     .probe = &m->probe.probe,
                                     .workspaces_fd = m->workspaces_fd,
+                                    .egress = m->egress,
                                     .busy_ref = on_execution_busy_ref,
                                     .busy_unref = on_execution_busy_unref,
                                     .userdata = m,

@@ -72,6 +72,7 @@ typedef struct CtlOptions {
         const char **env;               /* "NAME=VALUE", pointing into argv; owned */
         size_t n_env;
         const char *cwd;
+        const char *environment;        /* --environment: the run's environment (/opt/science-env) */
         const char *stdin_file;
         const char *language;
         const char *code;

@@ -156,6 +156,14 @@ static int add_common_fields(const CtlOptions *o, json_object *body) {
                         goto oom;
         }
 
+        if (o->environment) {
+                r = check_utf8_arg("--environment", o->environment);
+                if (r != 0)
+                        return r;
+                if (json_add_string(body, "environment", o->environment, strlen(o->environment)) < 0)
+                        goto oom;
+        }
+
         if (o->exec_timeout_ms > 0 && json_add_u64(body, "timeoutMs", o->exec_timeout_ms) < 0)
                 goto oom;
 

@@ -117,6 +117,7 @@ static void help(FILE *f) {
                 "     --cpu=PERCENT         CPU quota, 100 = one CPU\n"
                 "     --env=NAME=VALUE      Set an environment variable (repeatable)\n"
                 "     --cwd=DIR             Working directory, relative to /workspace\n"
+                "     --environment=NAME    Run with environment NAME at /opt/science-env\n"
                 "     --stdin-file=FILE     Feed FILE (UTF-8 text; '-': standard input) to the run\n"
                 "     --follow              shell: start a managed run and stream its output;\n"
                 "                           logs: keep reading until the run ends\n"

@@ -115,6 +115,7 @@ enum {
         ARG_CPU,
         ARG_ENV,
         ARG_CWD,
+        ARG_ENVIRONMENT,
         ARG_STDIN_FILE,
         ARG_LANGUAGE,
         ARG_CODE,
@@ -157,6 +158,7 @@ static const struct option options[] = {
         { "cpu",              required_argument, NULL, ARG_CPU              },
         { "env",              required_argument, NULL, ARG_ENV              },
         { "cwd",              required_argument, NULL, ARG_CWD              },
+        { "environment",      required_argument, NULL, ARG_ENVIRONMENT      },
         { "stdin-file",       required_argument, NULL, ARG_STDIN_FILE       },
         { "language",         required_argument, NULL, ARG_LANGUAGE         },
         { "code",             required_argument, NULL, ARG_CODE             },
@@ -360,6 +362,11 @@ static int parse_exec_option(CtlOptions *o, int c, const char *value) {
                 if (isempty(value))
                         return bad_value(value, "--cwd needs a directory.");
                 o->cwd = value;
+                break;
+        case ARG_ENVIRONMENT:
+                if (isempty(value))
+                        return bad_value(value, "--environment needs an environment's name.");
+                o->environment = value;
                 break;
         case ARG_STDIN_FILE:
                 if (isempty(value))

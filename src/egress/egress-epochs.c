@@ -266,20 +266,12 @@ static int write_policy_file(const char *path, EgressPolicy *p) {
         return r;
 }
 
-/* Make @p (ownership taken) the current epoch. */
-static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
+/* A new epoch for the allowlist @p (ownership taken): its policy snapshot written and its
+ * gateway started (a socket unit) or listened for (by hand). One reference, the caller's. */
+static int epoch_new(EgressEpochs *ee, EgressPolicy *p, EgressEpoch **ret) {
         _cleanup_free_ char *dir = NULL;
-        EgressEpoch *ep, *old = ee->current;
+        EgressEpoch *ep;
         int r;
-
-        if (!egress_policy_is_allowlist(p)) {
-                ee->current = NULL;
-                egress_policy_free(ee->policy);
-                ee->policy = p;
-                if (old)
-                        egress_epoch_release(old);
-                return 0;
-        }
 
         ep = calloc(1, sizeof(*ep));
         if (!ep) {
@@ -300,14 +292,20 @@ static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
         ep->next = ee->epochs;
         ee->epochs = ep;
 
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                return log_error_errno(errno, "Failed to create '%s': %m", dir);
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                r = log_error_errno(errno, "Failed to create '%s': %m", dir);
+                epoch_free(ep);
+                return r;
+        }
         /* The service's UMask=0077 applies to mkdir(): the gateway runs as another (dynamic)
          * user and must be able to read the policy snapshots in there. */
         (void) chmod(dir, 0755);
         r = write_policy_file(ep->policy_path, p);
-        if (r < 0)
-                return log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);
+        if (r < 0) {
+                log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);
+                epoch_free(ep);
+                return r;
+        }
 
         if (ee->under_systemd) {
                 /* No fallback to a child here: it would share the service's empty network. */
@@ -316,9 +314,33 @@ static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
                         ep->failed = true;
         } else {
                 r = epoch_listen_by_hand(ep);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to listen on '%s': %m", ep->socket_path);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to listen on '%s': %m", ep->socket_path);
+                        epoch_free(ep);
+                        return r;
+                }
         }
+        *ret = ep;
+        return 0;
+}
+
+/* Make @p (ownership taken) the current epoch. */
+static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
+        EgressEpoch *ep, *old = ee->current;
+        int r;
+
+        if (!egress_policy_is_allowlist(p)) {
+                ee->current = NULL;
+                egress_policy_free(ee->policy);
+                ee->policy = p;
+                if (old)
+                        egress_epoch_release(old);
+                return 0;
+        }
+
+        r = epoch_new(ee, p, &ep);
+        if (r < 0)
+                return r;
 
         /* The epoch owns the policy in force now; the one kept for mode "none" goes. */
         ee->policy = egress_policy_free(ee->policy);
@@ -498,6 +520,46 @@ int egress_epoch_acquire(EgressEpochs *ee, EgressEpoch **ret, const char **ret_r
                 return -EOPNOTSUPP;
         }
         ep->refs++;
+        *ret = ep;
+        return 0;
+}
+
+SR_DEFINE_FREE_FUNC(EgressPolicy *, egress_policy_free);
+
+int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *mirrors, EgressEpoch **ret,
+                             char **ret_error) {
+        _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
+        EgressEpoch *ep;
+        int r;
+
+        *ret = NULL;
+        if (!ee->bridge || !ee->gateway)
+                return asprintf(ret_error, "the %s helper is not installed",
+                                !ee->bridge ? "sandbox-runner-bridge" : "sandbox-runner-egress") < 0 ? -ENOMEM : -EOPNOTSUPP;
+        r = egress_policy_new(true, allow, mirrors, &p, ret_error);
+        if (r < 0)
+                return r;
+        /* The same policy (an identical setup before): the same gateway. */
+        for (ep = ee->epochs; ep; ep = ep->next)
+                if (streq(ep->revision, egress_policy_revision(p)) && !ep->failed) {
+                        ep->refs++;
+                        *ret = ep;
+                        return 0;
+                }
+        r = epoch_new(ee, STEAL(p), &ep);
+        if (r < 0)
+                return asprintf(ret_error, "its gateway could not be set up: %s", strerror(-r)) < 0 ? -ENOMEM : r;
+        if (ep->failed) {
+                egress_epoch_release(ep);
+                return asprintf(ret_error, "the gateway unit sandbox-runner-egress@.socket could not be started "
+                                           "(see the journal)") < 0 ? -ENOMEM : -EOPNOTSUPP;
+        }
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_POLICY_ROTATED,
+                   "SANDBOX_EGRESS_REVISION=%s", ep->revision,
+                   "SANDBOX_EGRESS_GATEWAY=%s", ep->systemd ? "systemd" : "child",
+                   "MESSAGE=Egress revision %s set up for a provisioning sandbox (gateway %s).", ep->revision,
+                   ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
         *ret = ep;
         return 0;
 }

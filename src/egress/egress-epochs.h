@@ -46,6 +46,15 @@ int egress_set_policy(EgressEpochs *ee, json_object *body, char **ret_error);
  */
 int egress_epoch_acquire(EgressEpochs *ee, EgressEpoch **ret, const char **ret_reason);
 void egress_epoch_release(EgressEpoch *ep);
+/*
+ * egress_epoch_acquire_for() - a gateway of its own for @allow (host entries) and @mirrors
+ * (address ranges), independent of the policy in force: the provisioning sandbox of an
+ * environment reaches its index through it (DESIGN.md §14). An epoch with the same policy is
+ * shared. Release it with egress_epoch_release().
+ * Return: 0, or -errno with *ret_error (allocated).
+ */
+int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *mirrors, EgressEpoch **ret,
+                             char **ret_error);
 const char *egress_epoch_socket(const EgressEpoch *ep);
 const char *egress_epoch_revision(const EgressEpoch *ep);
 

@@ -69,6 +69,8 @@ struct EnvManager {
         char *keeper_path;
         const SandboxProbe *probe;
         int workspaces_fd;
+        EgressEpochs *egress;
+        EgressEpoch *epoch;              /* the running setup's gateway, when it is online */
         void (*busy_ref)(void *userdata);
         void (*busy_unref)(void *userdata);
         void *userdata;

@@ -600,6 +600,7 @@ int env_manager_new(const EnvManagerParams *p, EnvManager **ret, char **ret_erro
         m->config = p->config;
         m->probe = p->probe;
         m->workspaces_fd = p->workspaces_fd;
+        m->egress = p->egress;
         m->busy_ref = p->busy_ref;
         m->busy_unref = p->busy_unref;
         m->userdata = p->userdata;
@@ -661,6 +662,8 @@ EnvManager *env_manager_free(EnvManager *m) {
                 return NULL;
         m->stopping = true;
         m->provision = env_provision_free(m->provision);
+        egress_epoch_release(m->epoch);
+        m->epoch = NULL;
         m->trash_task = child_task_free(m->trash_task);
         while (m->envs) {
                 Env *e = m->envs;

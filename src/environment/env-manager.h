@@ -14,6 +14,7 @@
 #include <systemd/sd-event.h>
 
 #include "config/config.h"
+#include "egress/egress-epochs.h"
 #include "environment/env-source.h"
 #include "sandbox/sandbox-argv.h"
 
@@ -27,6 +28,7 @@ typedef struct EnvManagerParams {
         const char *keeper_path;
         const SandboxProbe *probe;
         int workspaces_fd;               /* client wheels are read from workspaces */
+        EgressEpochs *egress;            /* online setups get a gateway of their own from it */
         /* Work that must keep the daemon alive (a setup, a removal). */
         void (*busy_ref)(void *userdata);
         void (*busy_unref)(void *userdata);

@@ -54,9 +54,9 @@ struct EnvProvision {
         char *error_message;
 };
 
-static const char passwd_data[] = "sandbox:x:1000:1000:sandbox:" SANDBOX_WORKSPACE ":/bin/sh\n";
-static const char group_data[] = "sandbox:x:1000:\n";
-static const char hosts_data[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
+static const char passwd_data[] = SANDBOX_PASSWD_DATA;
+static const char group_data[] = SANDBOX_GROUP_DATA;
+static const char hosts_data[] = SANDBOX_HOSTS_DATA;
 
 static void set_error(EnvProvision *p, int error, const char *fmt, ...) _printf_(3, 4);
 static void set_error(EnvProvision *p, int error, const char *fmt, ...) {
@@ -309,7 +309,8 @@ static int provision_files(const EnvProvisionSpec *spec, ProvisionFiles *f) {
         _cleanup_free_ char *seccomp_error = NULL;
         int r;
 
-        r = seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &f->seccomp_fd, &seccomp_error);
+        r = seccomp_program_for_variant(spec->egress_socket ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE,
+                                        &f->seccomp_fd, &seccomp_error);
         if (r < 0)
                 return log_error_errno(r, "Cannot build the provisioning sandbox's seccomp filter: %s",
                                        seccomp_error ?: strerror(-r));
@@ -349,6 +350,8 @@ static int provision_argv(const EnvProvisionSpec *spec, char ***ret) {
                 .binds = binds,
                 .n_binds = spec->n_binds + 1,
                 .root_read_only = true,
+                .egress_socket = spec->egress_socket,
+                .bridge = spec->bridge,
         };
         return sandbox_argv_build(&s, spec->probe, ret);
 }

@@ -4,7 +4,8 @@
  * provisioner (sandbox-runner-provision.py, run by Debian's /usr/bin/python3) with its plan on
  * stdin, in a bwrap sandbox built by the same argv builder, seccomp program, keeper and fd layout
  * as an execution's, the new prefix its only writable bind (at /opt/science-env), a scratch
- * directory as its /workspace, and no network: the step runs offline. Its stdout is read as JSON
+ * directory as its /workspace, and no network unless it is given a gateway of its own (whose
+ * allowlist is the index's host only). Its stdout is read as JSON
  * lines ({"progress": ...}, then {"result": ...}); the last line of its stderr becomes the error.
  * It owns its process and its event sources; it may call sandbox/ (argv, keeper, seccomp) and
  * util/; what the step means is the caller's (environment/env-manager.c).
@@ -33,6 +34,10 @@ typedef struct EnvProvisionSpec {
         size_t n_binds;
         uint64_t tmp_size;
         uint64_t timeout_usec;
+        /* Online (both or neither): the gateway's socket and the bridge, as for an execution
+         * with a network policy; the network seccomp variant then. */
+        const char *egress_socket;
+        const char *bridge;
 } EnvProvisionSpec;
 
 /* Progress as the step reports it; @step may be NULL. */

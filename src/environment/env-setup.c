@@ -33,6 +33,7 @@
 #define SANDBOX_WHEELS "/srv/wheels"
 #define SANDBOX_WHEELHOUSE "/srv/wheelhouse"
 #define SANDBOX_PYTHON "/usr/bin/python3"
+#define SANDBOX_INDEX_CA "/srv/index-ca.pem"
 
 int env_base_meta(const EnvBase *b, const Config *config, EnvMeta **ret) {
         _cleanup_(env_meta_freep) EnvMeta *w = calloc(1, sizeof(EnvMeta));
@@ -139,12 +140,25 @@ static json_object *strv_array(char *const *l) {
         return a;
 }
 
-static int plan_json(EnvManager *m, const EnvMeta *w, char **ret) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *wheels = json_object_new_array(), *links = json_object_new_array();
-        const char *index = NULL, *reason;
+/* The index an online python setup uses (request URL > request preset > IndexURL= > Preset= >
+ * upstream); NULL when the setup is offline. */
+static int setup_index(EnvManager *m, const EnvMeta *w, const char **ret) {
+        const char *reason;
         int r;
 
+        *ret = NULL;
+        if (w->offline || w->base || w->kind != ENV_KIND_PYTHON)
+                return 0;
+        r = env_source_resolve(w->kind, w->index_url ?: (w->preset ? NULL : m->config->env_index_url), w->preset,
+                               m->config->env_preset, ret, &reason);
+        if (r < 0)
+                return log_error_errno(r, "Cannot resolve the index of environment '%s': %s", w->name, reason);
+        return 0;
+}
+
+static int plan_json(EnvManager *m, const EnvMeta *w, const char *index, char **ret) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *wheels = json_object_new_array(), *links = json_object_new_array();
         if (!o || !wheels || !links) {
                 json_object_put(wheels);
                 json_object_put(links);
@@ -172,13 +186,9 @@ static int plan_json(EnvManager *m, const EnvMeta *w, char **ret) {
         if (m->config->env_wheelhouse)
                 json_object_array_add(links, json_object_new_string(SANDBOX_WHEELHOUSE));
         json_object_object_add(o, "findLinks", links);
-        if (!w->offline && !w->base && w->kind == ENV_KIND_PYTHON) {
-                r = env_source_resolve(w->kind, w->index_url ?: m->config->env_index_url, w->preset,
-                                       m->config->env_preset, &index, &reason);
-                if (r < 0)
-                        return log_error_errno(r, "Cannot resolve the index of environment '%s': %s", w->name, reason);
-        }
         json_object_object_add(o, "indexUrl", index ? json_object_new_string(index) : NULL);
+        if (index && m->config->env_index_ca)
+                json_object_object_add(o, "cert", json_object_new_string(SANDBOX_INDEX_CA));
 done:
         *ret = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         return *ret ? 0 : -ENOMEM;
@@ -191,6 +201,8 @@ static void setup_finished(Env *e) {
         _cleanup_free_ char *scratch = NULL;
 
         m->provision = env_provision_free(m->provision);
+        egress_epoch_release(m->epoch);
+        m->epoch = NULL;
         m->running = NULL;
         if (asprintf(&scratch, "work/%s", e->setup_id) >= 0) {
                 _cleanup_close_ int root_fd = open(env_store_root(m->store), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -370,7 +382,8 @@ static void on_done(int error, const char *message, json_object *result, void *u
 }
 
 /* The binds of the provisioning sandbox besides the new prefix: read-only sources. */
-static size_t setup_binds(EnvManager *m, const EnvMeta *w, char **wheels_dir, SandboxBind binds[static 4]) {
+static size_t setup_binds(EnvManager *m, const EnvMeta *w, const char *index, char **wheels_dir,
+                          SandboxBind binds[static 5]) {
         size_t n = 0;
 
         binds[n++] = (SandboxBind) { .source = "/var/lib/dpkg", .dest = "/var/lib/dpkg" };
@@ -380,13 +393,47 @@ static size_t setup_binds(EnvManager *m, const EnvMeta *w, char **wheels_dir, Sa
                 binds[n++] = (SandboxBind) { .source = m->config->env_wheelhouse, .dest = SANDBOX_WHEELHOUSE };
         if (w->kind == ENV_KIND_R && access("/etc/R", F_OK) >= 0)
                 binds[n++] = (SandboxBind) { .source = "/etc/R", .dest = "/etc/R" };
+        if (index && m->config->env_index_ca)
+                binds[n++] = (SandboxBind) { .source = m->config->env_index_ca, .dest = SANDBOX_INDEX_CA };
         return n;
+}
+
+/* An online setup's network: a gateway of its own whose allowlist is the index's host (pinned
+ * to its port; for PyPI itself also the host its files are on) and whose address exemptions are
+ * [Environments] Mirrors=, whatever the sandboxes' network policy is. */
+static int setup_gateway(Env *e, const char *index) {
+        EnvManager *m = e->manager;
+        _cleanup_strv_free_ char **allow = NULL;
+        _cleanup_free_ char *entry = NULL, *error = NULL;
+        const char *reason;
+        int r;
+
+        if (!m->egress)
+                return env_set_error(e, "online setups need the egress gateway, which is not set up") < 0 ?
+                       -ENOMEM : -EOPNOTSUPP;
+        r = env_index_url_allow_entry(index, &entry, &reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return env_set_error(e, "the index URL %s: %s", index, reason) < 0 ? -ENOMEM : r;
+        if (strv_consume(&allow, STEAL(entry)) < 0)
+                return -ENOMEM;
+        if (streq(index, env_preset_url("upstream", ENV_KIND_PYTHON)) &&
+            strv_extend(&allow, "files.pythonhosted.org:443") < 0)
+                return -ENOMEM;
+        r = egress_epoch_acquire_for(m->egress, allow, m->config->env_mirrors, &m->epoch, &error);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return env_set_error(e, "no network for the setup: %s", error ?: strerror(-r)) < 0 ? -ENOMEM : r;
+        return 0;
 }
 
 static int setup_start(Env *e) {
         EnvManager *m = e->manager;
         _cleanup_free_ char *plan = NULL, *build = NULL, *scratch = NULL, *wheels_dir = NULL;
-        SandboxBind binds[4];
+        const char *index = NULL;
+        SandboxBind binds[5];
         size_t n_binds;
         int r;
 
@@ -397,7 +444,15 @@ static int setup_start(Env *e) {
         if (e->wanted->kind == ENV_KIND_CONDA)
                 return env_set_error(e, "conda environments cannot be provisioned by this version (micromamba "
                                         "is not run yet)") < 0 ? -ENOMEM : -EOPNOTSUPP;
-        r = plan_json(m, e->wanted, &plan);
+        r = setup_index(m, e->wanted, &index);
+        if (r < 0)
+                return r;
+        if (index) {
+                r = setup_gateway(e, index);
+                if (r < 0)
+                        return r;
+        }
+        r = plan_json(m, e->wanted, index, &plan);
         if (r < 0)
                 return r;
         r = env_store_build_begin(m->store, e->name, e->setup_id, &build);
@@ -411,7 +466,7 @@ static int setup_start(Env *e) {
                 return -ENOMEM;
         if (mkdir(scratch, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        n_binds = setup_binds(m, e->wanted, &wheels_dir, binds);
+        n_binds = setup_binds(m, e->wanted, index, &wheels_dir, binds);
         r = env_provision_start(&(EnvProvisionSpec) {
                                         .event = m->event,
                                         .bwrap = m->config->bwrap,
@@ -426,6 +481,8 @@ static int setup_start(Env *e) {
                                         .n_binds = n_binds,
                                         .tmp_size = m->config->tmp_size,
                                         .timeout_usec = m->config->env_setup_timeout_usec,
+                                        .egress_socket = m->epoch ? egress_epoch_socket(m->epoch) : NULL,
+                                        .bridge = m->epoch ? egress_bridge_path(m->egress) : NULL,
                                 },
                                 on_progress, on_done, e, &m->provision);
         if (r < 0)

@@ -2,6 +2,7 @@
 /* Environment sources: kinds, index URLs, presets, package specifiers, channels, offline mode. */
 
 #include <errno.h>
+#include <stdio.h>
 #include <http_parser.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,10 @@ static int refuse(const char **ret_reason, const char *why) {
 /* ---- index URLs -------------------------------------------------------------------------------- */
 
 int env_index_url_check(const char *url, const char **ret_reason) {
+        return env_index_url_allow_entry(url, NULL, ret_reason);
+}
+
+int env_index_url_allow_entry(const char *url, char **ret_entry, const char **ret_reason) {
         _cleanup_free_ char *host = NULL, *canonical = NULL;
         struct http_parser_url u;
         const char *why = NULL;
@@ -73,6 +78,9 @@ int env_index_url_check(const char *url, const char **ret_reason) {
                 return r;
         if (r < 0)
                 return refuse(ret_reason, why ?: "the index URL's host is not a valid host name");
+        if (ret_entry &&
+            asprintf(ret_entry, "%s:%u", canonical, (u.field_set & (1 << UF_PORT)) ? (unsigned) u.port : 443U) < 0)
+                return -ENOMEM;
         return 0;
 }
 

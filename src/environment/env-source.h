@@ -45,6 +45,15 @@ EnvKind env_kind_from_string(const char *s);
 int env_index_url_check(const char *url, const char **ret_reason);
 
 /*
+ * env_index_url_allow_entry() - env_index_url_check(), and the egress allowlist entry that lets a
+ * provisioning sandbox reach the index and nothing else: its canonical host pinned to its port
+ * ("pypi.org:443").
+ * Return: 0 with *@ret_entry (allocated; not touched if @ret_entry is NULL), -EINVAL with a
+ * reason, -ENOMEM.
+ */
+int env_index_url_allow_entry(const char *url, char **ret_entry, const char **ret_reason);
+
+/*
  * env_preset_url() - the index (python) or channel base (conda) of the preset @name for @kind:
  * "upstream", "tuna", "ustc", "huaweicloud" (python only: conda has no Huawei Cloud preset).
  * Return: a static URL, or NULL for an unknown preset, one that @kind does not have, and for R

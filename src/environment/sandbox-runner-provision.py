@@ -50,6 +50,7 @@ PLAN_KEYS = {
     "indexUrl": ((str, type(None)), None),
     "offline": ((bool,), True),
     "dpkgRoot": ((str,), "/var/lib/dpkg"),
+    "cert": ((str, type(None)), None),
 }
 
 DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
@@ -599,6 +600,8 @@ def pip_install(plan, tmp):
         argv += ["--find-links", d]
     if plan["indexUrl"] is not None:
         argv += ["--index-url", plan["indexUrl"]]
+    if plan["cert"] is not None:
+        argv += ["--cert", plan["cert"]]
     argv += ["--"] + plan["wheels"] + plan["packages"]
     run(argv, prefix, "pip install")
     try:

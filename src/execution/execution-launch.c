@@ -133,9 +133,9 @@ static int execution_quota_begin(Execution *e) {
                                           USEC_PER_MSEC, on_quota_tick, e);
 }
 
-static const char passwd_data[] = "sandbox:x:1000:1000:sandbox:" SANDBOX_WORKSPACE ":/bin/sh\n";
-static const char group_data[] = "sandbox:x:1000:\n";
-static const char hosts_data[] = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
+static const char passwd_data[] = SANDBOX_PASSWD_DATA;
+static const char group_data[] = SANDBOX_GROUP_DATA;
+static const char hosts_data[] = SANDBOX_HOSTS_DATA;
 
 /* The run's limits on the daemon's own cgroup: the keeper's, or a new one it is moved into. */
 static int execution_cgroup_setup(Execution *e, pid_t keeper_pid) {

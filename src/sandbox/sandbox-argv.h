@@ -18,6 +18,11 @@
 #define SANDBOX_BRIDGE_PATH "/.sandbox/bridge"
 #define SANDBOX_EGRESS_SOCKET "/run/sandbox-egress.sock"
 #define SANDBOX_PROXY_URL "http://127.0.0.1:18118"
+
+/* The /etc files every sandbox gets as memfds (--ro-bind-data): one user, one group, loopback. */
+#define SANDBOX_PASSWD_DATA "sandbox:x:1000:1000:sandbox:" SANDBOX_WORKSPACE ":/bin/sh\n"
+#define SANDBOX_GROUP_DATA "sandbox:x:1000:\n"
+#define SANDBOX_HOSTS_DATA "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n"
 /* Where an environment's prefix appears in a sandbox (DESIGN.md §14); its bin/ leads PATH. */
 #define SANDBOX_ENV_PREFIX "/opt/science-env"
 #define SANDBOX_ENV_PATH SANDBOX_ENV_PREFIX "/bin:" SANDBOX_PATH

@@ -112,6 +112,10 @@ check "env show: srtest_beta installed" out_matches '^  srtest[-_]beta +1\.0$'
 check "env show: the client wheel's package installed" out_matches '^  srtest[-_]gamma +0\.1$'
 check "env show: the client wheel stored by its hash" out_matches "^  [0-9a-f]{64}  $GAMMA_FILE\$"
 
+ctl exec --environment "$ENV" --workspace "$WS" -- python3 -c 'import srtest_alpha, sys; print(srtest_alpha.VERSION, sys.prefix)'
+expect_rc 0 "exec --environment $ENV"
+check "exec --environment: srtest_alpha 1.0 from /opt/science-env" out_matches '^1\.0 /opt/science-env$'
+
 ctl "${WAIT[@]}" env install "$ENV" 'srtest_alpha>=2' --wait
 expect_rc 0 "env install 'srtest_alpha>=2' --wait"
 

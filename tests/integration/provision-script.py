@@ -254,7 +254,7 @@ def t_alpha1(ctx, res):
         res.eq("alpha sha256", a.get("sha256"),
                sha256_file(os.path.join(ctx.wheelhouse, "srtest_alpha-1.0-py3-none-any.whl")))
     res.eq("beta installed", run.pkg("srtest_beta"), None)
-    res.eq("steps", [p["step"] for p in run.progress], ["venv", "pip install", "finished"])
+    res.eq("steps", [p["step"] for p in run.progress], ["venv", "pip install", "check", "finished"])
     p = py(prefix, "import srtest_alpha; print(srtest_alpha.VERSION, srtest_alpha.__file__)")
     res.eq("import exit status (%s)" % p.stderr[-800:], p.returncode, 0)
     res.check(p.stdout.startswith("1.0 " + prefix + "/"), "import: %r" % p.stdout)

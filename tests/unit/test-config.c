@@ -449,6 +449,7 @@ static void test_error_bad_values(void **state) {
                 { "Environments", "IndexURL", "https://a.example/\x01" },
                 { "Environments", "Wheelhouse", "relative/dir" },
                 { "Environments", "SetupTimeoutSec", "forever" },
+                { "Environments", "IndexCA", "relative.pem" },
                 /* percentages */
                 { "Execution", "CPUQuota", "100" },
                 { "Execution", "CPUQuota", "%" },
@@ -659,7 +660,10 @@ static void test_good_environments(void **state) {
 
         assert_parse_ok(c, "[Environments]\nBootstrap=\nOffline=yes\nPreset=tuna\n"
                            "Wheelhouse=/srv/wheels\nChannels=conda-forge https://x.example/c\n"
-                           "Micromamba=/opt/mm/micromamba\nMicromambaSHA256=00ff\nSetupTimeoutSec=10min\n");
+                           "Micromamba=/opt/mm/micromamba\nMicromambaSHA256=00ff\nSetupTimeoutSec=10min\n"
+                           "Mirrors=10.0.0.0/8\nIndexCA=/etc/ssl/mirror-ca.pem\n");
+        assert_string_equal(c->env_mirrors[0], "10.0.0.0/8");
+        assert_string_equal(c->env_index_ca, "/etc/ssl/mirror-ca.pem");
         assert_null(c->env_bootstrap);
         assert_true(c->env_offline);
         assert_string_equal(c->env_preset, "tuna");

@@ -84,6 +84,33 @@ static void test_index_url_length(void **state) {
         assert_int_equal(env_index_url_check(url, NULL), -EINVAL);
 }
 
+/* The provisioning gateway's allowlist entry of an index: its canonical host, pinned to its port. */
+static void test_index_allow_entry(void **state) {
+        static const struct {
+                const char *url, *entry;
+        } good[] = {
+                { "https://pypi.org/simple", "pypi.org:443" },
+                { "https://PyPI.Example.ORG/simple/", "pypi.example.org:443" },
+                { "https://mirror.example.net:8443/pypi/simple", "mirror.example.net:8443" },
+                { "https://pypi.tuna.tsinghua.edu.cn/simple", "pypi.tuna.tsinghua.edu.cn:443" },
+        };
+        const char *reason = NULL;
+        char *entry = NULL;
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                assert_int_equal(env_index_url_allow_entry(good[i].url, &entry, &reason), 0);
+                assert_string_equal(entry, good[i].entry);
+                free(entry);
+                entry = NULL;
+        }
+        assert_int_equal(env_index_url_allow_entry("http://pypi.org/simple", &entry, &reason), -EINVAL);
+        assert_null(entry);
+        assert_int_equal(env_index_url_allow_entry("https://127.0.0.1/simple", &entry, &reason), -EINVAL);
+        assert_null(entry);
+        assert_int_equal(env_index_url_allow_entry("https://u:p@pypi.org/simple", &entry, &reason), -EINVAL);
+        assert_null(entry);
+}
+
 static void test_presets(void **state) {
         const char *names[] = { "upstream", "tuna", "ustc", "huaweicloud" };
 
@@ -247,6 +274,7 @@ int main(void) {
                 cmocka_unit_test(test_kinds),
                 cmocka_unit_test(test_index_url),
                 cmocka_unit_test(test_index_url_length),
+                cmocka_unit_test(test_index_allow_entry),
                 cmocka_unit_test(test_presets),
                 cmocka_unit_test(test_precedence),
                 cmocka_unit_test(test_package_specs),
