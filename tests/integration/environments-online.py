@@ -444,7 +444,21 @@ class Ctx:
         return e
 
     def marks(self):
-        return {h: s.count() for h, s in self.servers.items()}
+        """Where each server's request record and the daemon's log are now."""
+        m = {h: s.count() for h, s in self.servers.items()}
+        m["log"] = len(self.d.log_text())
+        return m
+
+    def log_since(self, marks):
+        """The daemon's log (its gateways' decisions included) since @marks."""
+        return self.d.log_text()[marks["log"]:]
+
+    def check_denied(self, res, marks, host, why):
+        """The gateway logged a refusal of CONNECT @host:443 because of @why since @marks."""
+        lines = [ln for ln in self.log_since(marks).splitlines()
+                 if "Egress denied: CONNECT %s:443" % host in ln]
+        res.check(any(why in ln for ln in lines),
+                  "no 'Egress denied: CONNECT %s:443 ... %s' in the daemon's log (%r)" % (host, why, lines[-3:]))
 
     def seen_since(self, marks, host):
         return self.servers[host].requests(marks[host])
@@ -585,6 +599,7 @@ def case_reach(ctx, res):
               "the index did not serve srtest_probe: %r" % seen)
     check_probe(ctx, res, "probe", allowed=INDEX_HOST, refused=OTHER_HOST)
     res.check("/probe" in seen, "the probe's HTTPS through the proxy did not reach %s" % INDEX_HOST)
+    ctx.check_denied(res, marks, OTHER_HOST, "not in the allowlist")
     res.eq("requests to %s" % OTHER_HOST, ctx.seen_since(marks, OTHER_HOST), [])
 
 
@@ -612,6 +627,7 @@ def case_explicit_index(ctx, res):
     rev = ((j or {}).get("revisions") or [{}])[-1]
     res.eq("the record's indexUrl", (rev.get("sources") or {}).get("indexUrl"), OTHER_URL)
     check_probe(ctx, res, "elsewhere", allowed=OTHER_HOST, refused=INDEX_HOST)
+    ctx.check_denied(res, marks, INDEX_HOST, "not in the allowlist")
 
 
 OFFLINE_REFUSALS = [
@@ -664,9 +680,8 @@ def case_no_mirrors(ctx, res):
     res.check(e and e.get("phase") == "failed", "the setup without Mirrors= did not fail: %r" % e)
     res.check(bool((e or {}).get("error")), "the failed setup has no error message: %r" % e)
     res.note("its error: %r" % (e or {}).get("error"))
-    for ln in d.log_tail(20000).splitlines():
-        if INDEX_HOST in ln or INDEX_ADDR in ln:
-            res.note("daemon log: " + trunc(ln, 300))
+    # Allowed by name, refused by address: the gateway resolved the index to its loopback address.
+    ctx.check_denied(res, marks, INDEX_HOST, "resolved address %s refused: loopback" % INDEX_ADDR)
     res.eq("the live revision", (e or {}).get("revision"), 1)
     res.eq("requests to %s (its address is loopback)" % INDEX_HOST, ctx.seen_since(marks, INDEX_HOST), [])
     res.eq("requests to %s" % OTHER_HOST, ctx.seen_since(marks, OTHER_HOST), [])
