@@ -45,14 +45,14 @@ static void reply(HttpRequest *req, int r, unsigned status, json_object *o, EnvR
         _cleanup_(json_object_putp) json_object *owned = o;
         _cleanup_free_ char *w = why;
 
-        if (r == -ENOMEM || (r >= 0 && !o))
+        if (r == -ENOMEM || (r >= 0 && !owned))
                 return http_reply_oom(req);
         if (r < 0 && w)
                 return http_reply_error(req, api_environment_refusal_error(refusal, false), "%s.", w);
         if (r < 0)
                 return http_reply_error(req, HTTP_ERROR_INTERNAL, "The environment could not be changed: %s.",
                                         strerror(-r));
-        http_reply_json(req, status, o);
+        http_reply_json(req, status, owned);
 }
 
 /* Without environments (their store could not be opened at start-up): 503, with the reason. */
@@ -75,9 +75,9 @@ static bool param_name(const char *p, size_t len, char ret[static 64]) {
 
 void api_environments_list(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                            const char **params, size_t *lens) {
-        reply(req, 0, 200, env_manager_list_json(m->environments), 0, NULL);
         if (unavailable(m, req))
                 return;
+        reply(req, 0, 200, env_manager_list_json(m->environments), 0, NULL);
 }
 
 /* An endpoint of one environment ({name} in the path): the manager's call, its answer. */
@@ -130,9 +130,9 @@ void api_environment_put(Manager *m, HttpRequest *req, const Route *route, json_
 
 void api_environments_setup(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                             const char **params, size_t *lens) {
-        reply(req, 0, 200, env_manager_setup_json(m->environments), 0, NULL);
         if (unavailable(m, req))
                 return;
+        reply(req, 0, 200, env_manager_setup_json(m->environments), 0, NULL);
 }
 
 void api_environments_retry(Manager *m, HttpRequest *req, const Route *route, json_object *body,

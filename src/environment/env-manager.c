@@ -553,6 +553,25 @@ const char *env_hold_cover(const EnvHold *h) {
         return h->env->manager->cover;
 }
 
+/* catalog.json: the instance-global settings in force (sources, presets, channel allowlist), as
+ * the revisions made now were made with them. */
+static int write_catalog(EnvManager *m) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        const Config *c = m->config;
+
+        if (!o)
+                return -ENOMEM;
+        json_object_object_add(o, "offline", json_object_new_boolean(c->env_offline));
+        json_object_object_add(o, "preset", json_object_new_string(c->env_preset ?: "upstream"));
+        json_object_object_add(o, "indexUrl", c->env_index_url ? json_object_new_string(c->env_index_url) : NULL);
+        json_object_object_add(o, "wheelhouse", c->env_wheelhouse ? json_object_new_string(c->env_wheelhouse) : NULL);
+        json_object_object_add(o, "channels", strv_json(c->env_channels));
+        json_object_object_add(o, "mirrors", strv_json(c->env_mirrors));
+        json_object_object_add(o, "micromamba", c->env_micromamba ? json_object_new_string(c->env_micromamba) : NULL);
+        json_object_object_add(o, "bootstrap", strv_json(c->env_bootstrap));
+        return env_store_write_catalog(m->store, o);
+}
+
 /* The file that covers the host's python, pip and R in a run with an environment: empty and
  * unreadable, so that running or reading it fails. */
 static int make_cover(EnvManager *m) {
@@ -615,6 +634,9 @@ int env_manager_new(const EnvManagerParams *p, EnvManager **ret, char **ret_erro
         if (r < 0)
                 return asprintf(ret_error, "cannot open %s/environments: %s", p->state_dir, strerror(-r)) < 0 ?
                        -ENOMEM : r;
+        r = write_catalog(m);
+        if (r < 0)
+                log_warning_errno(r, "Cannot write %s/environments/catalog.json, ignoring: %m", p->state_dir);
         r = make_cover(m);
         if (r < 0)
                 return asprintf(ret_error, "cannot make %s/environments/cover: %s", p->state_dir, strerror(-r)) < 0 ?

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "environment/env-conda.h"
 #include "environment/env-manager-internal.h"
 #include "util/child-task.h"
 #include "util/fs-util.h"
@@ -285,7 +286,7 @@ static json_object *revision_record(Env *e, unsigned revision, json_object *resu
                 json_object_object_add(sources, "indexUrl", json_object_new_string(w->index_url));
         if (w->preset)
                 json_object_object_add(sources, "preset", json_object_new_string(w->preset));
-        if (m->config->env_wheelhouse)
+        if (m->config->env_wheelhouse && !w->base)
                 json_object_object_add(sources, "wheelhouse", json_object_new_string(m->config->env_wheelhouse));
         json_object_object_add(o, "sources", sources);
         if (json_object_object_get_ex(result, "provisioner", &v) && json_object_is_type(v, json_type_string))
@@ -441,9 +442,17 @@ static int setup_start(Env *e) {
                 return env_set_error(e, "%s", m->script_error) < 0 ? -ENOMEM : -ENOENT;
         if (!m->keeper_path)
                 return env_set_error(e, "no usable sandbox here (see /health)") < 0 ? -ENOMEM : -ENOENT;
-        if (e->wanted->kind == ENV_KIND_CONDA)
+        if (e->wanted->kind == ENV_KIND_CONDA) {
+                const char *reason = NULL;
+
+                /* The binary's hash before every use: a mismatch refuses the setup. */
+                r = env_micromamba_verify(m->config->env_micromamba, m->config->env_micromamba_sha256, &reason);
+                if (r < 0)
+                        return env_set_error(e, "micromamba (%s) is refused: %s", m->config->env_micromamba,
+                                             reason ?: strerror(-r)) < 0 ? -ENOMEM : r;
                 return env_set_error(e, "conda environments cannot be provisioned by this version (micromamba "
-                                        "is not run yet)") < 0 ? -ENOMEM : -EOPNOTSUPP;
+                                        "is checked, not run yet)") < 0 ? -ENOMEM : -EOPNOTSUPP;
+        }
         r = setup_index(m, e->wanted, &index);
         if (r < 0)
                 return r;
