@@ -502,6 +502,12 @@ def run(argv, prefix, what):
     if rc != 0:
         errs = [ln for ln in lines if ln.startswith("ERROR:")] or [ln for ln in lines if ln.strip()]
         why = errs[-1].strip() if errs else "no output"
+        # pip says why it could not reach an index only in its retry warnings: the gateway's
+        # refusal ("Tunnel connection failed: 403 ...") is the cause the operator needs.
+        proxy = [ln for ln in lines if "Tunnel connection failed" in ln or "ProxyError" in ln]
+        if proxy:
+            m = re.search(r"Tunnel connection failed: [^'\")]*", proxy[-1])
+            why += " (the index was not reachable: %s)" % (m.group(0) if m else "proxy error")
         raise ProvisionError("%s failed (exit %d): %s" % (what, rc, why[:500]))
     return lines
 

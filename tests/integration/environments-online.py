@@ -679,6 +679,8 @@ def case_no_mirrors(ctx, res):
     e = put_and_wait(ctx, res, "online", {"kind": "python", "packages": ["srtest_alpha<2"]})
     res.check(e and e.get("phase") == "failed", "the setup without Mirrors= did not fail: %r" % e)
     res.check(bool((e or {}).get("error")), "the failed setup has no error message: %r" % e)
+    res.check("index was not reachable: Tunnel connection failed: 403" in str((e or {}).get("error")),
+              "the error does not say the gateway refused the index: %r" % (e or {}).get("error"))
     res.note("its error: %r" % (e or {}).get("error"))
     # Allowed by name, refused by address: the gateway resolved the index to its loopback address.
     ctx.check_denied(res, marks, INDEX_HOST, "resolved address %s refused: loopback" % INDEX_ADDR)
