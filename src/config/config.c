@@ -63,6 +63,9 @@ int config_init(Config *c) {
                 return -ENOMEM;
         if (strv_extend(&c->env_bootstrap, "python-base") < 0)
                 return -ENOMEM;
+        for (const char *const *p = (const char *const[]) { "numpy", "pandas", "scipy", "matplotlib", NULL }; *p; p++)
+                if (strv_extend(&c->env_python_base_packages, *p) < 0)
+                        return -ENOMEM;
         return strv_extend(&c->listen, "127.0.0.1:4311");
 }
 
@@ -71,6 +74,8 @@ void config_done(Config *c) {
         c->network_allow = strv_free(c->network_allow);
         c->network_mirrors = strv_free(c->network_mirrors);
         c->env_bootstrap = strv_free(c->env_bootstrap);
+        c->env_python_base_packages = strv_free(c->env_python_base_packages);
+        free(c->env_python_base);
         c->env_channels = strv_free(c->env_channels);
         c->env_mirrors = strv_free(c->env_mirrors);
         free(c->env_index_ca);
@@ -382,6 +387,8 @@ static const ConfigKey config_keys[] = {
         K("Network", "Mirrors", cp_strv, network_mirrors),
         K("Environments", "Bootstrap", cp_strv, env_bootstrap),
         K("Environments", "Offline", cp_bool, env_offline),
+        K("Environments", "PythonBase", cp_word, env_python_base),
+        K("Environments", "PythonBasePackages", cp_strv, env_python_base_packages),
         K("Environments", "Preset", cp_word, env_preset),
         K("Environments", "IndexURL", cp_word, env_index_url),
         K("Environments", "Wheelhouse", cp_path, env_wheelhouse),
@@ -550,6 +557,13 @@ int config_verify(Config *c, char **ret_error) {
                 what = "[Execution] DefaultTimeoutSec= must not exceed MaxTimeoutSec=";
         else if (c->memory_max != 0 && c->memory_max < (1ULL << 20))
                 what = "[Execution] MemoryMax= must be at least 1M (or 0 for no limit)";
+        else if (c->env_python_base && !streq(c->env_python_base, "debian") &&
+                 !streq(c->env_python_base, "wheelhouse") && !streq(c->env_python_base, "index"))
+                what = "[Environments] PythonBase= must be debian, wheelhouse or index";
+        else if (c->env_python_base && streq(c->env_python_base, "wheelhouse") && !c->env_wheelhouse)
+                what = "[Environments] PythonBase=wheelhouse needs Wheelhouse=";
+        else if (c->env_python_base && !streq(c->env_python_base, "debian") && !c->env_python_base_packages)
+                what = "[Environments] PythonBase= from a wheelhouse or an index needs PythonBasePackages=";
         else if (c->env_setup_timeout_usec < USEC_PER_SEC)
                 what = "[Environments] SetupTimeoutSec= must be at least 1s";
         else if (!c->env_micromamba != !c->env_micromamba_sha256)

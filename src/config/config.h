@@ -54,6 +54,8 @@ typedef struct Config {
 
         /* [Environments] (DESIGN.md §14) */
         char **env_bootstrap;           /* base environments built after start-up ("python-base") */
+        char *env_python_base;          /* python-base from "debian" (NULL), "wheelhouse" or "index" */
+        char **env_python_base_packages;/* ... its packages then */
         bool env_offline;               /* setups get no network: wheelhouses and Debian's packages only */
         char *env_preset;               /* the global index preset (NULL: upstream) */
         char *env_index_url;            /* an explicit global index, instead of the preset */

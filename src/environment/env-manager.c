@@ -648,6 +648,23 @@ int env_manager_new(const EnvManagerParams *p, EnvManager **ret, char **ret_erro
         return 0;
 }
 
+static bool strv_same(char *const *a, char *const *b) {
+        size_t n = strv_length(a);
+
+        if (n != strv_length(b))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!streq(a[i], b[i]))
+                        return false;
+        return true;
+}
+
+/* Whether a base environment's built definition @a is the one the configuration gives now @b. */
+static bool same_definition(const EnvMeta *a, const EnvMeta *b) {
+        return a->kind == b->kind && a->offline == b->offline && strv_same(a->packages, b->packages) &&
+               strv_same(a->debian_packages, b->debian_packages);
+}
+
 void env_manager_start(EnvManager *m) {
         if (!m || m->started)
                 return;
@@ -662,10 +679,20 @@ void env_manager_start(EnvManager *m) {
                                     "(python-base, r-base); ignored.", *name);
                         continue;
                 }
-                if (e && (e->live_revision > 0 || e->queued || e == m->running))
-                        continue;   /* built, or on its way (also: named twice) */
-                if ((!e && env_add(m, *name, true, &e) < 0) || env_base_meta(b, m->config, &w) < 0 ||
-                    env_setup_queue(e, STEAL(w)) < 0)
+                if (e && (e->queued || e == m->running))
+                        continue;   /* on its way (also: named twice) */
+                if (env_base_meta(b, m->config, &w) < 0) {
+                        log_oom();
+                        continue;
+                }
+                /* Built already, from the definition in force: nothing to do. Built from another
+                 * (PythonBase= changed): built again, the old revision live meanwhile. */
+                if (e && e->live_revision > 0 && e->meta && same_definition(e->meta, w))
+                        continue;
+                if (e && e->live_revision > 0)
+                        log_info("Base environment '%s' is built again: its definition in the configuration changed.",
+                                 *name);
+                if ((!e && env_add(m, *name, true, &e) < 0) || env_setup_queue(e, STEAL(w)) < 0)
                         log_error("Cannot queue the setup of the base environment '%s'.", *name);
         }
         env_setup_next(m);

@@ -36,6 +36,11 @@
 #define SANDBOX_PYTHON "/usr/bin/python3"
 #define SANDBOX_INDEX_CA "/srv/index-ca.pem"
 
+/* A base environment made from Debian's packages (copied in, offline), not by pip. */
+static bool from_debian(const EnvMeta *w) {
+        return strv_length(w->debian_packages) > 0;
+}
+
 int env_base_meta(const EnvBase *b, const Config *config, EnvMeta **ret) {
         _cleanup_(env_meta_freep) EnvMeta *w = calloc(1, sizeof(EnvMeta));
 
@@ -43,11 +48,23 @@ int env_base_meta(const EnvBase *b, const Config *config, EnvMeta **ret) {
                 return -ENOMEM;
         w->kind = b->kind;
         w->base = true;
+        w->wheels = calloc(1, sizeof(EnvWheel));
+        if (!w->wheels)
+                return -ENOMEM;
+        if (b->kind == ENV_KIND_PYTHON && config->env_python_base && !streq(config->env_python_base, "debian")) {
+                /* [Environments] PythonBase=wheelhouse|index: pip installs PythonBasePackages=
+                 * from the wheelhouse (offline) or the index (through the setup's gateway). */
+                w->offline = streq(config->env_python_base, "wheelhouse");
+                STRV_FOREACH(p, config->env_python_base_packages)
+                        if (strv_extend(&w->packages, *p) < 0)
+                                return -ENOMEM;
+                *ret = STEAL(w);
+                return 0;
+        }
         w->offline = true;   /* Debian's packages: no index */
         for (const char *const *p = b->debian_packages; *p; p++)
                 if (strv_extend(&w->debian_packages, *p) < 0)
                         return -ENOMEM;
-        (void) config;
         *ret = STEAL(w);
         return 0;
 }
@@ -148,7 +165,7 @@ static int setup_index(EnvManager *m, const EnvMeta *w, const char **ret) {
         int r;
 
         *ret = NULL;
-        if (w->offline || w->base || w->kind != ENV_KIND_PYTHON)
+        if (w->offline || from_debian(w) || w->kind != ENV_KIND_PYTHON)
                 return 0;
         r = env_source_resolve(w->kind, w->index_url ?: (w->preset ? NULL : m->config->env_index_url), w->preset,
                                m->config->env_preset, ret, &reason);
@@ -171,7 +188,7 @@ static int plan_json(EnvManager *m, const EnvMeta *w, const char *index, char **
         json_object_object_add(o, "dpkgRoot", json_object_new_string("/var/lib/dpkg"));
         json_object_object_add(o, "debianPackages", strv_array(w->debian_packages));
         json_object_object_add(o, "packages", strv_array(w->packages));
-        json_object_object_add(o, "offline", json_object_new_boolean(w->offline || w->base));
+        json_object_object_add(o, "offline", json_object_new_boolean(w->offline || from_debian(w)));
         if (w->kind != ENV_KIND_PYTHON) {
                 json_object_put(wheels);
                 json_object_put(links);
@@ -184,7 +201,7 @@ static int plan_json(EnvManager *m, const EnvMeta *w, const char *index, char **
                 json_object_array_add(wheels, json_object_new_string(p));
         }
         json_object_object_add(o, "wheels", wheels);
-        if (m->config->env_wheelhouse)
+        if (m->config->env_wheelhouse && !from_debian(w))
                 json_object_array_add(links, json_object_new_string(SANDBOX_WHEELHOUSE));
         json_object_object_add(o, "findLinks", links);
         json_object_object_add(o, "indexUrl", index ? json_object_new_string(index) : NULL);
@@ -255,7 +272,7 @@ static json_object *revision_record(Env *e, unsigned revision, json_object *resu
         json_object_object_add(o, "setupId", json_object_new_string(e->setup_id));
         json_object_object_add(o, "kind", json_object_new_string(env_kind_to_string(w->kind)));
         json_object_object_add(o, "requested", strv_array(w->packages));
-        if (w->debian_packages)
+        if (from_debian(w))
                 json_object_object_add(o, "debianPackages", strv_array(w->debian_packages));
         for (size_t i = 0; i < w->n_wheels; i++) {
                 json_object *x = json_object_new_object();
@@ -279,14 +296,14 @@ static json_object *revision_record(Env *e, unsigned revision, json_object *resu
                 json_object_object_add(o, "packages", json_object_get(pkgs));
         } else
                 json_object_object_add(o, "packages", json_object_new_array());
-        json_object_object_add(sources, "offline", json_object_new_boolean(w->offline || w->base));
-        if (w->base)
+        json_object_object_add(sources, "offline", json_object_new_boolean(w->offline || from_debian(w)));
+        if (from_debian(w))
                 json_object_object_add(sources, "debian", json_object_new_boolean(true));
         if (w->index_url)
                 json_object_object_add(sources, "indexUrl", json_object_new_string(w->index_url));
         if (w->preset)
                 json_object_object_add(sources, "preset", json_object_new_string(w->preset));
-        if (m->config->env_wheelhouse && !w->base)
+        if (m->config->env_wheelhouse && !from_debian(w))
                 json_object_object_add(sources, "wheelhouse", json_object_new_string(m->config->env_wheelhouse));
         json_object_object_add(o, "sources", sources);
         if (json_object_object_get_ex(result, "provisioner", &v) && json_object_is_type(v, json_type_string))
@@ -390,7 +407,7 @@ static size_t setup_binds(EnvManager *m, const EnvMeta *w, const char *index, ch
         binds[n++] = (SandboxBind) { .source = "/var/lib/dpkg", .dest = "/var/lib/dpkg" };
         if (w->n_wheels > 0 && asprintf(wheels_dir, "%s/wheels", env_store_root(m->store)) >= 0)
                 binds[n++] = (SandboxBind) { .source = *wheels_dir, .dest = SANDBOX_WHEELS };
-        if (m->config->env_wheelhouse && !w->base)
+        if (m->config->env_wheelhouse && !from_debian(w))
                 binds[n++] = (SandboxBind) { .source = m->config->env_wheelhouse, .dest = SANDBOX_WHEELHOUSE };
         if (w->kind == ENV_KIND_R && access("/etc/R", F_OK) >= 0)
                 binds[n++] = (SandboxBind) { .source = "/etc/R", .dest = "/etc/R" };

@@ -196,6 +196,8 @@ class Ctx:
             e = self.setup_entry(name)
             if e and e.get("phase") in phases and (revision is None or e.get("revision") == revision):
                 return e
+            if e and revision is not None and e.get("phase") == "failed":
+                return e     # the setup that was to make @revision is over
             time.sleep(0.2)
         return e
 
@@ -562,6 +564,29 @@ def case_r_base(ctx, res):
               "r-base's record lacks data.table from Debian: %r" % list(pk))
 
 
+def case_python_base_from_wheelhouse(ctx, res):
+    """[Environments] PythonBase=wheelhouse: after a restart, python-base is built again from the
+    wheelhouse (its live revision meanwhile the Debian one)."""
+    st, _ = ctx.d.terminate()
+    res.check(st is not None, "the daemon did not stop on SIGTERM")
+    with open(ctx.d.conf, "a") as f:
+        f.write("[Environments]\nPythonBase=wheelhouse\nPythonBasePackages=\nPythonBasePackages=srtest_alpha<2\n")
+    ctx.d.start(wait=30)
+    st, j = ctx.req("GET", "/environments/python-base")
+    res.check(st == 200 and j.get("revision") == 1, "python-base after the restart: %d %r" % (st, j))
+    e = ctx.wait_phase("python-base", revision=2)
+    if not res.check(e and e.get("phase") == "ready", "python-base was not built again: %r" % e):
+        return
+    revs = revision_packages(ctx, "python-base")
+    pk = revs[-1][1] if revs else {}
+    res.check("numpy" not in pk, "revision 2 still holds numpy")
+    res.check(str(pk.get("srtest_alpha", {}).get("source", "")).startswith("wheelhouse:"),
+              "srtest_alpha's source: %r" % pk.get("srtest_alpha"))
+    st, j = ctx.execute({"command": py("import srtest_alpha; print(srtest_alpha.VERSION)"), "environment": "python-base"})
+    res.eq("a run with python-base", j.get("stdout"), "1.0\n")
+    res.eq("its environment", j.get("environment"), {"name": "python-base", "revision": 2})
+
+
 def case_remove(ctx, res):
     st, j = ctx.req("DELETE", "/environments/sci")
     res.check(st == 202, "DELETE sci: %d %r" % (st, j))
@@ -587,6 +612,7 @@ CASES_LIST = [
     ("SIGKILL of the daemon mid-setup: the old prefix stays live, the restart resumes the setup", case_kill_daemon),
     ("the provisioning sandbox: no write outside the prefix, no network, unprivileged, seccomp", case_provisioning_sandbox),
     ("r-base on first use: 409 environment_not_ready, then Rscript with data.table", case_r_base),
+    ("PythonBase=wheelhouse: after a restart python-base is built again from the wheelhouse", case_python_base_from_wheelhouse),
     ("DELETE: gone from the API, its prefixes from the disk", case_remove),
     ("SIGTERM during a setup: the daemon exits promptly and leaves no provisioning sandbox", "stop"),
 ]

@@ -135,6 +135,9 @@ static void test_defaults(void **state) {
         assert_false(c->env_offline);
         assert_null(c->env_micromamba);
         assert_int_equal(c->env_setup_timeout_usec, 1800 * USEC);
+        assert_null(c->env_python_base);
+        assert_string_equal(c->env_python_base_packages[3], "matplotlib");
+        assert_null(c->env_python_base_packages[4]);
 }
 
 static void test_network_mode_strings(void **state) {
@@ -693,6 +696,25 @@ static void test_verify_environments(void **state) {
         assert_int_equal(config_verify(c, &error), -EINVAL);
         assert_non_null(strstr(error, "SetupTimeoutSec="));
         free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Environments]\nSetupTimeoutSec=5s\nPythonBase=conda\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "PythonBase= must be"));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Environments]\nPythonBase=wheelhouse\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "needs Wheelhouse="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Environments]\nWheelhouse=/srv/w\nPythonBasePackages=\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "needs PythonBasePackages="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Environments]\nPythonBasePackages=numpy\n");
+        assert_int_equal(config_verify(c, &error), 0);
+        assert_string_equal(c->env_python_base, "wheelhouse");
 }
 
 static void test_good_npu(void **state) {
