@@ -34,7 +34,6 @@ runs as the user 'sandbox-runner' if it exists, else nobody (it is rootless by d
 """
 
 import argparse
-import fcntl
 import json
 import os
 import secrets
@@ -223,34 +222,6 @@ print(json.dumps(out))
 # Namespaces, test hosts
 
 
-def enter_namespaces(argv):
-    """Re-run this script (argv: its arguments) in new mount and network namespaces."""
-    if os.geteuid() != 0:
-        print("1..0 # SKIP needs root (mount and network namespaces, bind mount over /etc/hosts)")
-        sys.exit(77)
-    env = dict(os.environ)
-    env[INNER_ENV] = "1"
-    script = os.path.abspath(sys.argv[0])
-    os.execvpe("unshare", ["unshare", "--mount", "--net", "--propagation", "private", "--",
-                           sys.executable, script] + list(argv), env)
-
-
-def loopback_up():
-    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifr = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]
-        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
-
-
-def check_private_netns():
-    """Refuse to run anywhere but in a network namespace whose only interface is lo."""
-    with open("/proc/net/dev") as f:
-        ifaces = [ln.split(":")[0].strip() for ln in f.read().splitlines()[2:] if ":" in ln]
-    if ifaces != ["lo"]:
-        raise SystemExit("not in a private network namespace (interfaces: %s)" % ifaces)
-
-
 class DnsStub:
     """DNS on 127.0.0.1:53 of our namespace: answers every A query with DNS_ANSWER (and AAAA with
     nothing), records the names asked."""
@@ -356,8 +327,8 @@ def start_server(addr, handler):
 def setup_test_hosts(workdir):
     """In our private namespaces: lo up, /etc/hosts and /etc/resolv.conf, DNS stub, servers.
     Return (dns stub, [servers])."""
-    check_private_netns()
-    loopback_up()
+    T.check_private_netns()
+    T.loopback_up()
     hosts = os.path.join(workdir, "hosts")
     with open(hosts, "w") as f:
         f.write(HOSTS)
@@ -909,7 +880,7 @@ def main():
         argv = ["--daemon", os.path.abspath(args.daemon), "--run-as", args.run_as]
         argv += ["--verbose"] if args.verbose else []
         argv += ["--keep-tmp"] if args.keep_tmp else []
-        enter_namespaces(argv)
+        T.enter_namespaces(argv, INNER_ENV)
 
     out = sys.stdout
     tap = L.Tap(out)

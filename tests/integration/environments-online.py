@@ -51,23 +51,19 @@ Output is TAP. Needs root (exit 77 otherwise, the only skip; CI runs as root).
 """
 
 import argparse
-import fcntl
 import hashlib
 import http.server
 import importlib.util
 import json
 import os
 import re
-import secrets
 import shutil
 import socket
 import ssl
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import traceback
 import urllib.request
 
@@ -75,6 +71,7 @@ sys.dont_write_bytecode = True     # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
 import testlib as T                                                        # noqa: E402
+from environments_lib import EnvClient, py                                 # noqa: E402
 from execute_lib import now, trunc                                         # noqa: E402
 from testlib import Result                                                 # noqa: E402
 
@@ -218,34 +215,6 @@ def build_wheels(out):
 # Namespaces, certificates, the HTTPS indexes
 
 
-def enter_namespaces(argv):
-    """Re-run this script (argv: its arguments) in new mount and network namespaces."""
-    if os.geteuid() != 0:
-        print("1..0 # SKIP needs root (mount and network namespaces, bind mount over /etc/hosts)")
-        sys.exit(77)
-    env = dict(os.environ)
-    env[INNER_ENV] = "1"
-    script = os.path.abspath(sys.argv[0])
-    os.execvpe("unshare", ["unshare", "--mount", "--net", "--propagation", "private", "--",
-                           sys.executable, script] + list(argv), env)
-
-
-def loopback_up():
-    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifr = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]
-        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
-
-
-def check_private_netns():
-    """Refuse to run anywhere but in a network namespace whose only interface is lo."""
-    with open("/proc/net/dev") as f:
-        ifaces = [ln.split(":")[0].strip() for ln in f.read().splitlines()[2:] if ":" in ln]
-    if ifaces != ["lo"]:
-        raise SystemExit("not in a private network namespace (interfaces: %s)" % ifaces)
-
-
 def openssl(*args, cwd):
     subprocess.run(["openssl"] + list(args), cwd=cwd, check=True, stdin=subprocess.DEVNULL,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -356,8 +325,8 @@ class IndexServer(http.server.ThreadingHTTPServer):
 def setup_test_hosts(workdir, wheels_dir):
     """In our private namespaces: lo up, /etc/hosts and /etc/resolv.conf, certificates, the two
     HTTPS indexes. Return (CA path, {host: IndexServer}, wheel files)."""
-    check_private_netns()
-    loopback_up()
+    T.check_private_netns()
+    T.loopback_up()
     hosts = os.path.join(workdir, "hosts")
     with open(hosts, "w") as f:
         f.write(HOSTS)
@@ -378,70 +347,17 @@ def setup_test_hosts(workdir, wheels_dir):
 # Context
 
 
-class Ctx:
+class Ctx(EnvClient):
     def __init__(self, d, budget, ca, servers, files, run_as):
-        self.d = d
-        self.budget = budget
+        super().__init__(d, budget, "env-online", "envonline")
         self.ca = ca
         self.servers = servers
         self.files = files
         self.run_as = run_as
-        self.seq = 0
-        self.mark = "envonline-" + secrets.token_hex(6)
-
-    def new_id(self):
-        self.seq += 1
-        return "%s-%d" % (self.mark, self.seq)
-
-    def bearer(self):
-        return ("Authorization", "Bearer " + self.d.token)
-
-    def req(self, method, path, body=None, timeout=10.0):
-        data = json.dumps(body).encode() if body is not None else b""
-        h = [self.bearer()]
-        if body is not None:
-            h.append(("Content-Type", "application/json"))
-        r = L.http(self.d.port, method, path, h, data, timeout=self.budget.bound(timeout))
-        try:
-            j = json.loads(r.body.decode()) if r.body else None
-        except ValueError:
-            j = None
-        return r.status, j
-
-    def execute(self, body, path="/execute-shell", timeout=60.0):
-        b = dict(body)
-        b.setdefault("executionId", self.new_id())
-        b.setdefault("workspaceId", "env-online")
-        raw = json.dumps(b).encode()
-        ts = int(time.time())
-        h = [self.bearer(), ("Content-Type", "application/json"), ("X-Sandbox-Timestamp", str(ts)),
-             ("X-Sandbox-Signature", L.signature(self.d.key, ts, "POST", path, raw))]
-        r = L.http(self.d.port, "POST", path, h, raw, timeout=self.budget.bound(timeout))
-        return r.status, json.loads(r.body.decode())
-
-    def env_root(self):
-        return os.path.join(self.d.state, "environments")
-
-    def setup_entry(self, name):
-        st, j = self.req("GET", "/environments/setup")
-        if st != 200:
-            return None
-        for e in (j or {}).get("setup", []):
-            if e.get("name") == name:
-                return e
-        return None
 
     def wait_setup_over(self, name, timeout=SETUP_WAIT):
-        """Poll GET /environments/setup until @name's setup (queued by a PUT that was answered
-        202, so it is pending or building by now) is over: its entry, ready or failed."""
-        deadline = now() + min(timeout, max(0.0, self.budget.left()))
-        e = None
-        while now() < deadline:
-            e = self.setup_entry(name)
-            if e and e.get("phase") in ("ready", "failed"):
-                return e
-            time.sleep(0.2)
-        return e
+        """@name's setup (queued by a PUT that was answered 202) is over: its entry."""
+        return self.wait_phase(name, timeout=timeout)
 
     def marks(self):
         """Where each server's request record and the daemon's log are now."""
@@ -463,11 +379,6 @@ class Ctx:
     def seen_since(self, marks, host):
         return self.servers[host].requests(marks[host])
 
-    def revision_packages(self, name):
-        st, j = self.req("GET", "/environments/%s/revisions" % name)
-        return [(r.get("revision"), {p.get("name"): p for p in r.get("packages", [])})
-                for r in (j or {}).get("revisions", [])]
-
     def probe_report(self, name):
         path = os.path.join(self.env_root(), "envs", name, "live", "probe-report.json")
         try:
@@ -475,11 +386,6 @@ class Ctx:
                 return json.load(f), None
         except (OSError, ValueError) as e:
             return None, "%s: %s" % (type(e).__name__, e)
-
-
-def py(code):
-    """A shell word running @code with the first python3 on PATH."""
-    return "python3 -c '%s'" % code.replace("'", "'\"'\"'")
 
 
 def put_and_wait(ctx, res, name, body):
@@ -728,7 +634,7 @@ def main():
         argv = ["--daemon", os.path.abspath(args.daemon), "--run-as", args.run_as]
         argv += ["--verbose"] if args.verbose else []
         argv += ["--keep-tmp"] if args.keep_tmp else []
-        enter_namespaces(argv)
+        T.enter_namespaces(argv, INNER_ENV)
 
     out = sys.stdout
     tap = L.Tap(out)

@@ -32,7 +32,6 @@ Output is TAP; nothing is skipped.
 """
 
 import argparse
-import base64
 import hashlib
 import importlib.util
 import json
@@ -40,7 +39,6 @@ import os
 import secrets
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -49,6 +47,7 @@ import traceback
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+from environments_lib import EnvClient, py                                 # noqa: E402
 import testlib as T                                                        # noqa: E402
 from execute_lib import HttpError, now, trunc                              # noqa: E402
 from testlib import Result                                                 # noqa: E402
@@ -138,98 +137,16 @@ def sha256_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-class Ctx:
+class Ctx(EnvClient):
     def __init__(self, d, budget, wh):
-        self.d = d
-        self.budget = budget
+        super().__init__(d, budget, "env-main", "envtest")
         self.wh = wh
-        self.seq = 0
-        self.mark = "envtest-" + secrets.token_hex(6)
-
-    def new_id(self):
-        self.seq += 1
-        return "%s-%d" % (self.mark, self.seq)
-
-    def bearer(self):
-        return ("Authorization", "Bearer " + self.d.token)
-
-    def req(self, method, path, body=None, timeout=10.0, raw=None):
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
-        h = [self.bearer()]
-        if body is not None:
-            h.append(("Content-Type", "application/json"))
-        r = L.http(self.d.port, method, path, h, data, timeout=self.budget.bound(timeout))
-        try:
-            j = json.loads(r.body.decode()) if r.body else None
-        except ValueError:
-            j = None
-        return r.status, j
-
-    def execute(self, body, path="/execute-shell", timeout=90.0):
-        b = dict(body)
-        b.setdefault("executionId", self.new_id())
-        b.setdefault("workspaceId", "env-main")
-        raw = json.dumps(b).encode()
-        ts = int(time.time())
-        h = [self.bearer(), ("Content-Type", "application/json"), ("X-Sandbox-Timestamp", str(ts)),
-             ("X-Sandbox-Signature", L.signature(self.d.key, ts, "POST", path, raw))]
-        r = L.http(self.d.port, "POST", path, h, raw, timeout=self.budget.bound(timeout))
-        return r.status, json.loads(r.body.decode())
-
-    def env_root(self):
-        return os.path.join(self.d.state, "environments")
-
-    def setup_entry(self, name):
-        st, j = self.req("GET", "/environments/setup")
-        if st != 200:
-            return None
-        for e in j.get("setup", []):
-            if e.get("name") == name:
-                return e
-        return None
-
-    def wait_phase(self, name, phases=("ready", "failed"), revision=None, timeout=SETUP_WAIT):
-        """Poll GET /environments/setup until @name is in one of @phases (and at @revision)."""
-        deadline = now() + min(timeout, max(0.0, self.budget.left()))
-        e = None
-        while now() < deadline:
-            e = self.setup_entry(name)
-            if e and e.get("phase") in phases and (revision is None or e.get("revision") == revision):
-                return e
-            if e and revision is not None and e.get("phase") == "failed":
-                return e     # the setup that was to make @revision is over
-            time.sleep(0.2)
-        return e
-
-    def provisioner_pids(self):
-        """Processes of the daemon's provisioning sandboxes: the provisioner runs as
-        /usr/bin/python3 -I -B /.sandbox/code."""
-        out = []
-        for pid in L.descendants(self.d.pid):
-            c = L.cmdline(pid) or []
-            if c[:1] == [b"/usr/bin/python3"] and b"/.sandbox/code" in c:
-                out.append(pid)
-        return out
-
-    def wait_provisioner(self, timeout=60.0):
-        deadline = now() + timeout
-        while now() < deadline:
-            p = self.provisioner_pids()
-            if p:
-                return p
-            time.sleep(0.01)
-        return []
-
-
-def py(code):
-    """A shell word running @code with the first python3 on PATH."""
-    return "python3 -c '%s'" % code.replace("'", "'\"'\"'")
 
 
 # ---- cases ------------------------------------------------------------------------------------
 
 def case_base_ready(ctx, res):
-    e = ctx.wait_phase("python-base")
+    e = ctx.wait_phase("python-base", timeout=SETUP_WAIT)
     if not res.check(e is not None, "python-base is not in GET /environments/setup"):
         return
     res.note("python-base: %s" % json.dumps(e))
@@ -372,11 +289,6 @@ def case_validation(ctx, res):
     res.check(st == 400 and j.get("error") == "invalid_request", "bad environment name: %d %r" % (st, j))
 
 
-def revision_packages(ctx, name):
-    st, j = ctx.req("GET", "/environments/%s/revisions" % name)
-    return [(r.get("revision"), {p.get("name"): p for p in r.get("packages", [])}) for r in (j or {}).get("revisions", [])]
-
-
 def case_named_create(ctx, res):
     body = {"kind": "python", "packages": ["srtest_alpha<2"],
             "wheels": [{"workspaceId": "env-main", "path": "srtest_gamma-0.1-py3-none-any.whl"}]}
@@ -388,7 +300,7 @@ def case_named_create(ctx, res):
     e = ctx.wait_phase("sci", revision=1)
     if not res.check(e and e.get("phase") == "ready", "sci did not become ready: %r" % e):
         return
-    revs = revision_packages(ctx, "sci")
+    revs = ctx.revision_packages("sci")
     res.eq("revisions", [r for r, _ in revs], [1])
     pk = revs[-1][1] if revs else {}
     alpha, gamma = pk.get("srtest_alpha", {}), pk.get("srtest_gamma", {})
@@ -442,17 +354,12 @@ def case_update_in_flight(ctx, res):
     res.eq("the run that held revision 1", r.body.decode(), "1.0\n1.0\n")
     res.eq("its record's environment", (rec or {}).get("environment"), {"name": "sci", "revision": 1})
     # Revision 1's prefix goes once the run is freed (finished runs linger a while); the record:
-    revs = revision_packages(ctx, "sci")
+    revs = ctx.revision_packages("sci")
     res.eq("revisions", [r for r, _ in revs], [1, 2])
     pk = revs[-1][1] if revs else {}
     res.eq("alpha 2.0", pk.get("srtest_alpha", {}).get("version"), "2.0")
     res.eq("beta sha256", pk.get("srtest_beta", {}).get("sha256"),
            sha256_file(os.path.join(ctx.wh, "wheelhouse", "srtest_beta-1.0-py3-none-any.whl")))
-
-
-def no_build_dirs(ctx, name):
-    d = os.path.join(ctx.env_root(), "envs", name)
-    return [n for n in os.listdir(d) if n.startswith("build-")] if os.path.isdir(d) else []
 
 
 def case_kill_provisioner(ctx, res):
@@ -468,7 +375,7 @@ def case_kill_provisioner(ctx, res):
     res.eq("live revision", (e or {}).get("revision"), 2)
     res.check("killed by signal 9" in str((e or {}).get("error")),
               "error: %r" % (e or {}).get("error"))
-    res.eq("build directories left", no_build_dirs(ctx, "sci"), [])
+    res.eq("build directories left", ctx.build_dirs("sci"), [])
     st, j = ctx.execute({"command": py("import srtest_alpha; print(srtest_alpha.VERSION)"), "environment": "sci"})
     res.eq("a run after the failed setup", j.get("stdout"), "2.0\n")
     # Retry: the same request, serialised, without a restart.
@@ -498,7 +405,7 @@ def case_kill_daemon(ctx, res):
     res.check(j and j.get("revision") == 3, "after the restart the live revision is %r" % (j or {}).get("revision"))
     e = ctx.wait_phase("sci", revision=4)
     res.check(e and e.get("phase") == "ready", "the interrupted setup was not resumed: %r" % e)
-    res.eq("build directories left", no_build_dirs(ctx, "sci"), [])
+    res.eq("build directories left", ctx.build_dirs("sci"), [])
     st, j = ctx.execute({"command": py("import srtest_alpha; print(srtest_alpha.VERSION)"), "environment": "sci"})
     res.eq("a run after the resumed setup", j.get("stdout"), "2.0\n")
     res.eq("its environment", j.get("environment"), {"name": "sci", "revision": 4})
@@ -558,7 +465,7 @@ def case_r_base(ctx, res):
                          "environment": "r-base"})
     res.eq("Rscript", j.get("stdout", "").splitlines()[:1], ["/opt/science-env/bin/Rscript"])
     res.check("host-R-ran" not in j.get("stdout", ""), "the host's Rscript ran")
-    revs = revision_packages(ctx, "r-base")
+    revs = ctx.revision_packages("r-base")
     pk = revs[-1][1] if revs else {}
     res.check("data.table" in pk and str(pk["data.table"].get("source", "")).startswith("debian:r-cran-data.table"),
               "r-base's record lacks data.table from Debian: %r" % list(pk))
@@ -577,7 +484,7 @@ def case_python_base_from_wheelhouse(ctx, res):
     e = ctx.wait_phase("python-base", revision=2)
     if not res.check(e and e.get("phase") == "ready", "python-base was not built again: %r" % e):
         return
-    revs = revision_packages(ctx, "python-base")
+    revs = ctx.revision_packages("python-base")
     pk = revs[-1][1] if revs else {}
     res.check("numpy" not in pk, "revision 2 still holds numpy")
     res.check(str(pk.get("srtest_alpha", {}).get("source", "")).startswith("wheelhouse:"),
@@ -630,7 +537,7 @@ def case_stop(ctx, res):
     while now() < deadline and any(os.path.exists("/proc/%d" % p) for p in pids):
         time.sleep(0.05)
     res.check(not any(os.path.exists("/proc/%d" % p) for p in pids), "a provisioner outlived the daemon")
-    res.eq("build directories left", no_build_dirs(ctx, "late"), [])
+    res.eq("build directories left", ctx.build_dirs("late"), [])
 
 
 def listener(ctx):

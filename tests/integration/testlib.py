@@ -5,8 +5,12 @@ daemon under test is started as, resolved to ids, the daemon's files handed to t
 ids for subprocess.Popen) the registry of test cases (one TAP point each) and the outcome of one case.  It starts no
 process and talks to nothing; Python 3 stdlib only."""
 
+import fcntl
 import os
 import pwd
+import socket
+import struct
+import sys
 
 # --------------------------------------------------------------------------------------------
 # --run-as: the daemon's user
@@ -118,3 +122,35 @@ class Result:
     @property
     def ok(self):
         return not self.failures
+
+
+# ---- private mount and network namespaces (egress-e2e.py, environments-online.py) ----------
+
+def enter_namespaces(argv, inner_env):
+    """Re-run this script (argv: its arguments) in new mount and network namespaces, with
+    @inner_env=1 in its environment (the script tells by it that it is the inner run). As
+    another user than root: a skip (exit 77), the only one of the suites that use it."""
+    if os.geteuid() != 0:
+        print("1..0 # SKIP needs root (mount and network namespaces, bind mount over /etc/hosts)")
+        sys.exit(77)
+    env = dict(os.environ)
+    env[inner_env] = "1"
+    script = os.path.abspath(sys.argv[0])
+    os.execvpe("unshare", ["unshare", "--mount", "--net", "--propagation", "private", "--",
+                           sys.executable, script] + list(argv), env)
+
+
+def loopback_up():
+    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, ifr))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP))
+
+
+def check_private_netns():
+    """Refuse to run anywhere but in a network namespace whose only interface is lo."""
+    with open("/proc/net/dev") as f:
+        ifaces = [ln.split(":")[0].strip() for ln in f.read().splitlines()[2:] if ":" in ln]
+    if ifaces != ["lo"]:
+        raise SystemExit("not in a private network namespace (interfaces: %s)" % ifaces)
