@@ -71,7 +71,7 @@ sys.dont_write_bytecode = True     # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
 import testlib as T                                                        # noqa: E402
-from environments_lib import EnvClient, py                                 # noqa: E402
+from environments_lib import EnvClient, probe_wheel_files, py              # noqa: E402
 from execute_lib import now, trunc                                         # noqa: E402
 from testlib import Result                                                 # noqa: E402
 
@@ -168,22 +168,10 @@ def probe():
 '''
 
 
-def probe_wheel_files():
-    name, version = "srtest_probe", "1.0"
-    info = "%s-%s.dist-info" % (name, version)
+def probe_wheel():
     init = PROBE % {"hosts": json.dumps([INDEX_HOST, OTHER_HOST]),
                     "direct": json.dumps([[INDEX_ADDR, 443], [OTHER_ADDR, 443]])}
-    files = [
-        ("%s/__init__.py" % name, init.encode()),
-        ("zz_srtest_probe.pth", b"import srtest_probe; srtest_probe.probe()\n"),
-        ("%s/METADATA" % info, ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n\n" % (name, version)).encode()),
-        ("%s/WHEEL" % info, b"Wheel-Version: 1.0\nGenerator: environments-online.py\nRoot-Is-Purelib: true\n"
-                            b"Tag: py3-none-any\n\n"),
-    ]
-    record = "".join("%s,%s,%d\n" % (p, WH.record_hash(d), len(d)) for p, d in files)
-    record += "%s/RECORD,,\n" % info
-    files.append(("%s/RECORD" % info, record.encode()))
-    return files
+    return probe_wheel_files(init, WH.record_hash)
 
 
 def normalize(name):
@@ -202,7 +190,7 @@ def build_wheels(out):
     files, projects = {}, {}
     wheels = [(n, v, WH.wheel_bytes_files(n, v, req, init)) for sub, n, v, req, init in WH.WHEELS
               if sub == "wheelhouse"]
-    wheels.append(("srtest_probe", "1.0", probe_wheel_files()))
+    wheels.append(("srtest_probe", "1.0", probe_wheel()))
     for name, version, content in wheels:
         fn = "%s-%s-py3-none-any.whl" % (name, version)
         path = os.path.join(out, fn)

@@ -47,7 +47,7 @@ import traceback
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
-from environments_lib import EnvClient, py                                 # noqa: E402
+from environments_lib import EnvClient, probe_wheel_files, py              # noqa: E402
 import testlib as T                                                        # noqa: E402
 from execute_lib import HttpError, now, trunc                              # noqa: E402
 from testlib import Result                                                 # noqa: E402
@@ -116,20 +116,8 @@ def probe():
 
 
 def probe_wheel(path, host_paths, listener):
-    name, version = "srtest_probe", "1.0"
-    info = "%s-%s.dist-info" % (name, version)
     init = PROBE % {"host_paths": json.dumps(host_paths), "listener": listener}
-    files = [
-        ("%s/__init__.py" % name, init.encode()),
-        ("zz_srtest_probe.pth", b"import srtest_probe; srtest_probe.probe()\n"),
-        ("%s/METADATA" % info, ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n\n" % (name, version)).encode()),
-        ("%s/WHEEL" % info, b"Wheel-Version: 1.0\nGenerator: environments.py\nRoot-Is-Purelib: true\n"
-                            b"Tag: py3-none-any\n\n"),
-    ]
-    record = "".join("%s,%s,%d\n" % (p, WH.record_hash(d), len(d)) for p, d in files)
-    record += "%s/RECORD,,\n" % info
-    files.append(("%s/RECORD" % info, record.encode()))
-    WH.write_wheel(path, files)
+    WH.write_wheel(path, probe_wheel_files(init, WH.record_hash))
 
 
 def sha256_file(path):

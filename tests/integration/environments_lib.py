@@ -113,6 +113,26 @@ class EnvClient:
         return []
 
 
+def probe_wheel_files(init, record_hash):
+    """The files of the wheel srtest_probe 1.0, in archive order: its module (@init, the text of
+    its __init__.py, which defines probe()) and a .pth file that calls srtest_probe.probe() in
+    every interpreter that starts with the wheel installed: in the provisioning sandbox, the
+    provisioner's check of the new environment. @record_hash: make-wheelhouse.py's."""
+    name, version = "srtest_probe", "1.0"
+    info = "%s-%s.dist-info" % (name, version)
+    files = [
+        ("%s/__init__.py" % name, init.encode()),
+        ("zz_srtest_probe.pth", b"import srtest_probe; srtest_probe.probe()\n"),
+        ("%s/METADATA" % info, ("Metadata-Version: 2.1\nName: %s\nVersion: %s\n\n" % (name, version)).encode()),
+        ("%s/WHEEL" % info, b"Wheel-Version: 1.0\nGenerator: environments_lib.py\nRoot-Is-Purelib: true\n"
+                            b"Tag: py3-none-any\n\n"),
+    ]
+    record = "".join("%s,%s,%d\n" % (p, record_hash(d), len(d)) for p, d in files)
+    record += "%s/RECORD,,\n" % info
+    files.append(("%s/RECORD" % info, record.encode()))
+    return files
+
+
 def py(code):
     """A shell word running @code with the first python3 on PATH."""
     return "python3 -c '%s'" % code.replace("'", "'\"'\"'")
