@@ -129,7 +129,8 @@ int env_set_error(Env *e, const char *fmt, ...) {
         return s ? 0 : -ENOMEM;
 }
 
-static json_object *packages_json(const EnvMeta *m, unsigned revision, EnvStore *store, const char *name) {
+/* The live revision's packages ({"name", "version"}), from its record. */
+static json_object *packages_json(unsigned revision, EnvStore *store, const char *name) {
         _cleanup_(json_object_putp) json_object *revisions = NULL;
         json_object *a = json_object_new_array(), *last, *pkgs;
         size_t n;
@@ -152,7 +153,6 @@ static json_object *packages_json(const EnvMeta *m, unsigned revision, EnvStore 
                         json_object_object_add(o, "version", json_object_get(v));
                 json_object_array_add(a, o);
         }
-        (void) m;
         return a;
 }
 
@@ -176,7 +176,7 @@ json_object *env_json(Env *e, bool full) {
         json_object_object_add(o, "base", json_object_new_boolean(e->base));
         json_object_object_add(o, "state", json_object_new_string(env_phase_to_string(e->phase)));
         json_object_object_add(o, "revision", json_object_new_int64(e->live_revision));
-        json_object_object_add(o, "packages", packages_json(e->meta, e->live_revision, e->manager->store, e->name));
+        json_object_object_add(o, "packages", packages_json(e->live_revision, e->manager->store, e->name));
         if (e->error)
                 json_object_object_add(o, "error", json_object_new_string(e->error));
         if (!full || !spec)

@@ -319,7 +319,7 @@ static void setup_failed(Env *e, const char *message) {
         EnvManager *m = e->manager;
 
         (void) env_store_build_abort(m->store, e->name, e->setup_id);
-        e->phase = e->live_revision > 0 && !e->base ? ENV_PHASE_FAILED : ENV_PHASE_FAILED;
+        e->phase = ENV_PHASE_FAILED;   /* its live revision, if any, stays live and usable */
         (void) env_set_error(e, "%s", message ?: "the setup failed");
         env_meta_free(e->failed);
         e->failed = STEAL(e->wanted);
