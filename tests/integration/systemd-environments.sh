@@ -65,6 +65,12 @@ step_provision() {
                 org.freedesktop.PolicyKit1.Authority BackendVersion >/dev/null || { echo "no polkit authority"; return 1; }
         ! bx test -e "$CONFDIR/runner.conf.d/05-test-no-bootstrap.conf" ||
                 { echo "the no-bootstrap drop-in is there"; return 1; }
+        # The box's /var is an overlay on the host's: environments that a daemon of the host built
+        # (tests/setup.sh run's, in /var/lib/sandbox-runner) show through and would make the
+        # bootstrap a no-op. Start from none: the removal writes whiteouts into the box's overlay
+        # only, the host's directory stays as it is.
+        [[ "$(bx stat -f -c %T /var)" == overlayfs ]] || { echo "the box's /var is not an overlay"; return 1; }
+        bx rm -rf /var/lib/sandbox-runner/environments || return 1
 }
 
 timed T_PROVISION t "project installed in the box with the default [Environments] (Bootstrap=python-base)" step_provision ||
