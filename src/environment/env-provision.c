@@ -168,18 +168,30 @@ static void handle_line(EnvProvision *p, char *line) {
         }
 }
 
+/* One read of a nonblocking pipe: > 0 bytes, 0 at its end (a failure ends it too), -EAGAIN when it
+ * is empty for now. */
+static ssize_t pipe_read(int fd, char *buf, size_t size) {
+        for (;;) {
+                ssize_t n = read(fd, buf, size);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return -EAGAIN;
+                return n < 0 ? 0 : n;
+        }
+}
+
 static int on_stdout(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         EnvProvision *p = userdata;
         char buf[16384];
 
         for (;;) {
-                ssize_t n = read(fd, buf, sizeof(buf));
+                ssize_t n = pipe_read(fd, buf, sizeof(buf));
 
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
+                if (n == -EAGAIN)
                         return 0;
-                if (n <= 0) {
+                if (n == 0) {
                         p->stdout_source = sd_event_source_disable_unref(p->stdout_source);
                         p->proc.stdout_fd = safe_close(p->proc.stdout_fd);
                         p->stdout_eof = true;
@@ -218,13 +230,11 @@ static int on_stderr(sd_event_source *s, int fd, uint32_t revents, void *userdat
         char buf[4096];
 
         for (;;) {
-                ssize_t n = read(fd, buf, sizeof(buf));
+                ssize_t n = pipe_read(fd, buf, sizeof(buf));
 
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
+                if (n == -EAGAIN)
                         return 0;
-                if (n <= 0) {
+                if (n == 0) {
                         p->stderr_source = sd_event_source_disable_unref(p->stderr_source);
                         p->proc.stderr_fd = safe_close(p->proc.stderr_fd);
                         p->stderr_eof = true;

@@ -8,7 +8,6 @@
  */
 
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -30,7 +29,6 @@
 #include "util/strv.h"
 #include "util/time-util.h"
 
-#define SETUP_FILE "setup.json"
 #define SANDBOX_WHEELS "/srv/wheels"
 #define SANDBOX_WHEELHOUSE "/srv/wheelhouse"
 #define SANDBOX_PYTHON "/usr/bin/python3"
@@ -78,43 +76,6 @@ static int random_setup_id(char **ret) {
                -ENOMEM : 0;
 }
 
-/* envs/<name>/setup.json: written before a setup is queued, removed when it ended. */
-static int setup_file_write(Env *e) {
-        _cleanup_(json_object_putp) json_object *o = env_meta_to_json(e->wanted);
-        _cleanup_free_ char *dir = NULL, *tmp = NULL, *path = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        const char *text;
-        int r;
-
-        if (!o)
-                return -ENOMEM;
-        json_object_object_add(o, "setupId", json_object_new_string(e->setup_id));
-        text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
-        if (asprintf(&dir, "%s/envs/%s", env_store_root(e->manager->store), e->name) < 0 ||
-            asprintf(&tmp, "%s/." SETUP_FILE ".tmp", dir) < 0 || asprintf(&path, "%s/" SETUP_FILE, dir) < 0)
-                return -ENOMEM;
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                return -errno;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-        if (fd < 0)
-                return -errno;
-        r = loop_write(fd, text, strlen(text));
-        if (r >= 0 && fsync(fd) < 0)
-                r = -errno;
-        if (r >= 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0)
-                (void) unlink(tmp);
-        return r;
-}
-
-static void setup_file_remove(Env *e) {
-        _cleanup_free_ char *path = NULL;
-
-        if (asprintf(&path, "%s/envs/%s/" SETUP_FILE, env_store_root(e->manager->store), e->name) >= 0)
-                (void) unlink(path);
-}
-
 int env_setup_queue(Env *e, EnvMeta *wanted) {
         EnvManager *m = e->manager;
         _cleanup_(env_meta_freep) EnvMeta *w = wanted;
@@ -134,7 +95,7 @@ int env_setup_queue(Env *e, EnvMeta *wanted) {
                 return r;
         env_meta_free(e->wanted);
         e->wanted = STEAL(w);
-        r = setup_file_write(e);
+        r = env_store_save_setup(m->store, e->wanted, e->setup_id);
         if (r < 0)
                 return r;
         m->queue[m->n_queue++] = e;
@@ -227,7 +188,7 @@ static void setup_finished(Env *e) {
                 if (root_fd >= 0)
                         (void) rm_rf_at(root_fd, scratch);
         }
-        setup_file_remove(e);
+        (void) env_store_clear_setup(m->store, e->name);
         if (m->busy_unref)
                 m->busy_unref(m->userdata);
         env_free_if_unused(e);
@@ -555,27 +516,18 @@ void env_setup_next(EnvManager *m) {
 
 /* A setup that a restart interrupted (its setup.json is still there): queued again. */
 static int setup_resume(Env *e) {
-        _cleanup_free_ char *path = NULL, *text = NULL;
-        _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(env_meta_freep) EnvMeta *w = NULL;
-        size_t size;
         int r;
 
-        if (asprintf(&path, "%s/envs/%s/" SETUP_FILE, env_store_root(e->manager->store), e->name) < 0)
-                return -ENOMEM;
-        r = read_file_at(AT_FDCWD, path, 1 << 20, &text, &size);
+        r = env_store_load_setup(e->manager->store, e->name, &w);
         if (r == -ENOENT)
                 return 0;
+        if (r == -EBADMSG) {
+                log_warning("Environment '%s': the interrupted setup's setup.json cannot be read; dropped.", e->name);
+                return env_store_clear_setup(e->manager->store, e->name);
+        }
         if (r < 0)
                 return r;
-        o = json_tokener_parse(text);
-        if (o)
-                json_object_object_del(o, "setupId");
-        if (!o || env_meta_from_json(o, &w) < 0) {
-                log_warning("Environment '%s': the interrupted setup in %s cannot be read; dropped.", e->name, path);
-                (void) unlink(path);
-                return 0;
-        }
         log_info("Environment '%s': a setup was interrupted by a restart; it is queued again.", e->name);
         return env_setup_queue(e, STEAL(w));
 }
@@ -592,27 +544,6 @@ int env_setup_recover(EnvManager *m) {
                 _cleanup_close_ int root_fd = open(env_store_root(m->store), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (root_fd >= 0)
                         (void) rm_rf_at(root_fd, "work");
-        }
-        /* A setup of a new environment that never published has a setup.json but no meta.json. */
-        {
-                _cleanup_free_ char *envs = NULL;
-                DIR *d;
-
-                if (asprintf(&envs, "%s/envs", env_store_root(m->store)) < 0)
-                        return -ENOMEM;
-                d = opendir(envs);
-                for (struct dirent *de; d && (de = readdir(d)); ) {
-                        _cleanup_free_ char *p = NULL;
-                        bool known = false;
-                        STRV_FOREACH(n, names)
-                                known = known || streq(*n, de->d_name);
-                        if (known || !env_name_valid(de->d_name))
-                                continue;
-                        if (asprintf(&p, "%s/%s/" SETUP_FILE, envs, de->d_name) >= 0 && access(p, F_OK) >= 0)
-                                (void) strv_extend(&names, de->d_name);
-                }
-                if (d)
-                        closedir(d);
         }
         STRV_FOREACH(name, names) {
                 EnvMeta *meta = NULL;

@@ -273,7 +273,10 @@ int env_store_list(EnvStore *s, char ***ret_names) {
                 fd = open_dir_at(s->envs_fd, names.v[i]);
                 if (fd < 0)
                         continue;               /* not a directory: nothing of ours */
-                if (fstatat(fd, "meta.json", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                /* meta.json, or only setup.json: a new environment whose first setup has not
+                 * published yet. */
+                if ((fstatat(fd, "meta.json", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) &&
+                    (fstatat(fd, "setup.json", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)))
                         continue;
                 l[k++] = STEAL(names.v[i]);
         }
@@ -332,6 +335,60 @@ int env_store_save(EnvStore *s, const EnvMeta *m) {
         if (r < 0)
                 return r;
         return fsync(s->envs_fd) < 0 ? negative_errno() : 0;
+}
+
+int env_store_save_setup(EnvStore *s, const EnvMeta *wanted, const char *setup_id) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (!env_name_valid(wanted->name) || !env_setup_id_valid(setup_id))
+                return -EINVAL;
+        o = env_meta_to_json(wanted);
+        if (!o)
+                return -ENOMEM;
+        json_object_object_add(o, "setupId", json_object_new_string(setup_id));
+        r = mkdir_mode_at(s->envs_fd, wanted->name, DIR_MODE);
+        if (r < 0)
+                return r;
+        fd = open_dir_at(s->envs_fd, wanted->name);
+        if (fd < 0)
+                return fd;
+        r = write_json_at(fd, "setup.json", o);
+        if (r < 0)
+                return r;
+        return fsync(s->envs_fd) < 0 ? negative_errno() : 0;
+}
+
+int env_store_load_setup(EnvStore *s, const char *name, EnvMeta **ret) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_(env_meta_freep) EnvMeta *m = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        fd = open_env_dir(s, name);
+        if (fd < 0)
+                return fd == -ENOTDIR || fd == -ELOOP ? -ENOENT : fd;
+        r = read_json_at(fd, "setup.json", &o);
+        if (r < 0)
+                return r;
+        json_object_object_del(o, "setupId");   /* a new setup gets a new id */
+        r = env_meta_from_json(o, &m);
+        if (r < 0)
+                return r;
+        if (!streq(m->name, name))
+                return -EBADMSG;
+        *ret = STEAL(m);
+        return 0;
+}
+
+int env_store_clear_setup(EnvStore *s, const char *name) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = open_env_dir(s, name);
+        if (fd < 0)
+                return fd;
+        return unlinkat(fd, "setup.json", 0) < 0 && errno != ENOENT ? negative_errno() : 0;
 }
 
 /* ---- builds, publication, the live prefix -------------------------------------------------------- */

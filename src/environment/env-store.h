@@ -131,7 +131,8 @@ const char *env_store_root(EnvStore *s);
 int env_store_write_catalog(EnvStore *s, json_object *catalog);
 
 /*
- * env_store_list() - the names of the environments that have a meta.json, sorted bytewise
+ * env_store_list() - the names of the environments that have a meta.json or a setup.json (a first setup not
+ * published yet), sorted bytewise
  * (NULL-terminated; an empty store gives an empty list, not NULL).
  * Return: 0 or -errno.
  */
@@ -157,6 +158,19 @@ int env_store_save(EnvStore *s, const EnvMeta *m);
  * if needed. Return: 0 with its absolute host path in *@ret_path, -EINVAL (a bad name or setup
  * id) or -errno.
  */
+/*
+ * env_store_save_setup() - envs/<name>/setup.json: what a queued or running setup builds
+ * (@wanted, in meta.json's form, and @setup_id), written atomically before the setup is queued,
+ * so that a restart finds it and builds it again. env_store_list() lists an environment that has
+ * only this file (a first setup not published yet).
+ * Return: 0, -EINVAL (a bad name or id), -errno.
+ */
+int env_store_save_setup(EnvStore *s, const EnvMeta *wanted, const char *setup_id);
+/* env_store_load_setup() - setup.json's definition (its setupId dropped). Return: 0, -ENOENT, -EBADMSG. */
+int env_store_load_setup(EnvStore *s, const char *name, EnvMeta **ret);
+/* env_store_clear_setup() - the setup ended (published or failed): setup.json goes. Return: 0 or -errno. */
+int env_store_clear_setup(EnvStore *s, const char *name);
+
 int env_store_build_begin(EnvStore *s, const char *name, const char *setup_id, char **ret_path);
 
 /*
