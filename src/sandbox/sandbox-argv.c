@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The bwrap command line for one execution or provisioning step: a pure function of
- * (configuration, request, probes), with an environment's prefix and the extra binds the
- * provisioning sandbox needs. Calls util/ only.
+ * (configuration, request, probes), with an environment's prefix, the extra binds the
+ * provisioning sandbox needs, and the devices of an NPU launch or a CDI spec. Calls util/ only.
  */
 
 #include <errno.h>
@@ -148,12 +148,63 @@ static int argv_add_etc(char ***a, const SandboxSpec *spec, const SandboxProbe *
         return r;
 }
 
+/* @n strings concatenated into a new one (NULL on OOM). */
+static char *concat(size_t n, const char *const *parts) {
+        size_t l = 1;
+        char *s, *q;
+
+        for (size_t i = 0; i < n; i++)
+                l += strlen(parts[i]);
+        s = q = malloc(l);
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                q = stpcpy(q, parts[i]);
+        return s;
+}
+#define CONCAT(...) concat(ELEMENTSOF(((const char *const[]) { __VA_ARGS__ })), \
+                           (const char *const[]) { __VA_ARGS__ })
+
+/* One --dev-bind of @root/@name at /dev/@dest_name. */
+static int add_dev_bind(char ***a, const char *root, const char *name, const char *dest_name) {
+        _cleanup_free_ char *src = NULL, *dst = NULL;
+
+        src = CONCAT(root, "/", name);
+        dst = CONCAT("/dev/", dest_name);
+        if (!src || !dst)
+                return -ENOMEM;
+        return add(a, "--dev-bind", src, dst, NULL);
+}
+
+/* Over the fresh /dev, before anything else is mounted: the NPU chips renumbered from 0 in
+ * ascending host order (DESIGN.md §9: the payload sees davinci0.. whichever chips it got), the
+ * management nodes, then the CDI device nodes. */
+static int argv_add_devices(char ***a, const SandboxSpec *spec) {
+        const SandboxNpu *npu = spec->npu;
+        int r = 0;
+
+        for (size_t k = 0; npu && r >= 0 && k < npu->n_chips; k++) {
+                char host[32], sandbox[32];
+
+                (void) snprintf(host, sizeof(host), "davinci%u", npu->chips[k]);
+                (void) snprintf(sandbox, sizeof(sandbox), "davinci%zu", k);
+                r = add_dev_bind(a, npu->device_root, host, sandbox);
+        }
+        for (char *const *m = npu ? npu->mgmt_nodes : NULL; r >= 0 && m && *m; m++)
+                r = add_dev_bind(a, npu->device_root, *m, *m);
+        for (size_t i = 0; r >= 0 && i < spec->n_devices; i++)
+                r = add(a, "--dev-bind", spec->devices[i].source, spec->devices[i].dest, NULL);
+        return r;
+}
+
 /* /dev, /proc and the /tmp tmpfs. */
 static int argv_add_kernel_fs(char ***a, const SandboxSpec *spec, const SandboxProbe *probe) {
         char size[32];
         int r;
 
         r = add(a, "--dev", "/dev", NULL);
+        if (r >= 0)
+                r = argv_add_devices(a, spec);
         if (r >= 0)
                 r = probe->proc_fresh ? add(a, "--proc", "/proc", NULL)
                                       : add(a, "--ro-bind", "/proc", "/proc", NULL);
@@ -232,8 +283,161 @@ static bool spec_binds_valid(const SandboxSpec *spec, const SandboxProbe *probe)
         return true;
 }
 
-/* The workspace, the egress bridge and socket, the extra binds, the environment (its prefix and
- * the host's interpreters covered), and the directory the payload starts in. */
+/* @p is absolute and normalised, as a bind destination must be, and not "/". */
+static bool path_normalised(const char *p) {
+        return path_absolute(p) && p[1] != '\0' && sandbox_cwd_valid(p + 1);
+}
+
+/* The management nodes an NPU launch may bind from its device root (DESIGN.md §9). */
+static const char *const npu_mgmt_nodes[] = { "davinci_manager", "devmm_svm", "hisi_hdc" };
+
+/* What bwrap's --dev makes itself (bubblewrap's SETUP_MOUNT_DEV): a CDI device may not replace it
+ * or be put inside it (/dev/shm, /dev/pts). */
+static const char *const bwrap_dev_entries[] = {
+        "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/console",
+        "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/fd", "/dev/core", "/dev/shm", "/dev/pts",
+        "/dev/ptmx",
+};
+
+/* A host tree of an NPU launch, bound at the same path: normalised, no ':' (the trees are joined
+ * into PATH and LD_LIBRARY_PATH), and either at or under /usr (visible already, not bound) or a
+ * valid bind destination out of the environment's way. */
+static bool npu_tree_valid(const SandboxSpec *spec, const char *p) {
+        if (!path_normalised(p) || strchr(p, ':'))
+                return false;
+        if (path_at_or_under(p, "/usr"))
+                return true;
+        return sandbox_bind_dest_valid(p) && !(spec->env_prefix && path_at_or_under(p, SANDBOX_ENV_PREFIX));
+}
+
+static bool npu_mgmt_node_known(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(npu_mgmt_nodes); i++)
+                if (streq(name, npu_mgmt_nodes[i]))
+                        return true;
+        return false;
+}
+
+static bool spec_npu_valid(const SandboxSpec *spec) {
+        const SandboxNpu *npu = spec->npu;
+
+        /* No egress bridge: an NPU launch keeps its private network namespace whatever the policy. */
+        if (spec->egress_socket || spec->bridge)
+                return false;
+        if (!path_normalised(npu->device_root) || npu->n_chips == 0 || !npu->chips)
+                return false;
+        for (size_t k = 1; k < npu->n_chips; k++)
+                if (npu->chips[k] <= npu->chips[k - 1])
+                        return false;   /* the renumbering must not depend on the caller's order */
+        for (char *const *m = npu->mgmt_nodes; m && *m; m++) {
+                if (!npu_mgmt_node_known(*m))
+                        return false;
+                for (char *const *o = npu->mgmt_nodes; o < m; o++)
+                        if (streq(*o, *m))
+                                return false;
+        }
+        if (!npu->driver_dir || !npu_tree_valid(spec, npu->driver_dir))
+                return false;
+        return (!npu->toolkit_dir || npu_tree_valid(spec, npu->toolkit_dir)) &&
+               (!npu->smi || npu_tree_valid(spec, npu->smi)) &&
+               (!npu->install_info || npu_tree_valid(spec, npu->install_info));
+}
+
+/* @dest is a node the NPU part binds already: /dev/davinci<k> for its chips, /dev/<management node>. */
+static bool npu_dev_dest_used(const SandboxNpu *npu, const char *dest) {
+        char buf[64];
+
+        if (!npu)
+                return false;
+        for (size_t k = 0; k < npu->n_chips; k++) {
+                (void) snprintf(buf, sizeof(buf), "/dev/davinci%zu", k);
+                if (streq(dest, buf))
+                        return true;
+        }
+        for (char *const *m = npu->mgmt_nodes; m && *m; m++)
+                if (streq(dest + strlen("/dev/"), *m))   /* @dest is under /dev/ (cdi_device_valid()) */
+                        return true;
+        return false;
+}
+
+static bool cdi_device_valid(const SandboxSpec *spec, size_t i) {
+        const SandboxDevice *d = &spec->devices[i];
+
+        if (!path_absolute(d->source) || !path_normalised(d->dest) ||
+            !path_at_or_under(d->dest, "/dev") || streq(d->dest, "/dev"))
+                return false;
+        for (size_t j = 0; j < ELEMENTSOF(bwrap_dev_entries); j++)
+                if (path_at_or_under(d->dest, bwrap_dev_entries[j]))
+                        return false;
+        if (npu_dev_dest_used(spec->npu, d->dest))
+                return false;
+        for (size_t j = 0; j < i; j++)
+                if (streq(spec->devices[j].dest, d->dest))
+                        return false;   /* the second would silently hide the first */
+        return true;
+}
+
+/* "NAME=VALUE" with NAME as sandbox_env_name_valid(). */
+static bool env_entry_valid(const char *e) {
+        const char *eq = strchr(e, '=');
+        char name[129];
+
+        if (!eq || (size_t) (eq - e) >= sizeof(name))
+                return false;
+        memcpy(name, e, (size_t) (eq - e));
+        name[eq - e] = '\0';
+        return sandbox_env_name_valid(name);
+}
+
+/* The NPU part and the CDI edits are well formed and do not collide (DESIGN.md §9). */
+static bool spec_devices_valid(const SandboxSpec *spec) {
+        if (spec->npu && !spec_npu_valid(spec))
+                return false;
+        if ((spec->n_devices > 0 && !spec->devices) || (spec->n_device_binds > 0 && !spec->device_binds))
+                return false;
+        for (size_t i = 0; i < spec->n_devices; i++)
+                if (!cdi_device_valid(spec, i))
+                        return false;
+        for (size_t i = 0; i < spec->n_device_binds; i++) {
+                const SandboxBind *b = &spec->device_binds[i];
+
+                if (b->writable || !path_absolute(b->source) || !sandbox_bind_dest_valid(b->dest))
+                        return false;
+                if (spec->env_prefix && path_at_or_under(b->dest, SANDBOX_ENV_PREFIX))
+                        return false;
+        }
+        for (char *const *e = spec->device_env; e && *e; e++)
+                if (!env_entry_valid(*e))
+                        return false;
+        return true;
+}
+
+/* The NPU's host trees read-only at their own paths, except those at or under /usr (the sandbox
+ * sees the host's /usr read-only already) and those at or under another one (bound with it; and
+ * a parent bound after its child would cover the child's bind). Then the CDI mounts. All after
+ * --tmpfs /tmp, so that bwrap can make mount points for trees kept under /tmp. */
+static int argv_add_device_binds(char ***a, const SandboxSpec *spec) {
+        const SandboxNpu *npu = spec->npu;
+        const char *trees[] = { npu ? npu->driver_dir : NULL, npu ? npu->toolkit_dir : NULL,
+                                npu ? npu->smi : NULL, npu ? npu->install_info : NULL };
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(trees); i++) {
+                bool covered = !trees[i] || path_at_or_under(trees[i], "/usr");
+
+                for (size_t j = 0; !covered && j < ELEMENTSOF(trees); j++)
+                        covered = j != i && trees[j] && path_at_or_under(trees[i], trees[j]) &&
+                                  (j < i || !streq(trees[i], trees[j]));
+                if (!covered)
+                        r = add(a, "--ro-bind", trees[i], trees[i], NULL);
+        }
+        for (size_t i = 0; r >= 0 && i < spec->n_device_binds; i++)
+                r = add(a, "--ro-bind", spec->device_binds[i].source, spec->device_binds[i].dest, NULL);
+        return r;
+}
+
+/* The workspace, the egress bridge and socket, the extra binds, the devices' trees and mounts, the
+ * environment (its prefix and the host's interpreters covered), and the directory the payload
+ * starts in. */
 static int argv_add_workspace(char ***a, const SandboxSpec *spec, const SandboxProbe *probe) {
         _cleanup_free_ char *chdir_to = NULL;
         int r;
@@ -245,6 +449,8 @@ static int argv_add_workspace(char ***a, const SandboxSpec *spec, const SandboxP
         for (size_t i = 0; r >= 0 && i < spec->n_binds; i++)
                 r = add(a, spec->binds[i].writable ? "--bind" : "--ro-bind",
                         spec->binds[i].source, spec->binds[i].dest, NULL);
+        if (r >= 0)
+                r = argv_add_device_binds(a, spec);
         if (r >= 0 && spec->env_prefix) {
                 r = add(a, "--ro-bind", spec->env_prefix, SANDBOX_ENV_PREFIX, NULL);
                 for (char **p = probe->interpreters; r >= 0 && p && *p; p++)
@@ -263,23 +469,81 @@ static int argv_add_workspace(char ***a, const SandboxSpec *spec, const SandboxP
         return add(a, "--chdir", chdir_to, NULL);
 }
 
-/* An environment built from nothing: the baseline, the proxy with egress, the request's entries. */
-static int argv_add_env(char ***a, const SandboxSpec *spec) {
+/* @dir is one of the entries of the ':'-separated @list. */
+static bool path_list_contains(const char *list, const char *dir) {
+        size_t l = strlen(dir);
+
+        for (const char *p = list;;) {
+                size_t n = strcspn(p, ":");
+
+                if (n == l && strneq(p, dir, l))
+                        return true;
+                if (p[n] == '\0')
+                        return false;
+                p += n + 1;
+        }
+}
+
+/* An NPU launch's PATH: [the environment's bin/:] SANDBOX_NPU_PATH_HEAD [:the toolkit's bin dirs]
+ * [:npu-smi's directory, unless listed already] :/usr/bin:/bin. */
+static char *npu_path(const SandboxSpec *spec) {
+        const SandboxNpu *npu = spec->npu;
+        _cleanup_free_ char *tk_dirs = NULL, *head = NULL, *base = NULL, *smi_dir = NULL;
+        const char *slash;
+
+        if (npu->toolkit_dir) {
+                tk_dirs = CONCAT(":", npu->toolkit_dir, "/bin:", npu->toolkit_dir, "/compiler/ccec_compiler/bin");
+                if (!tk_dirs)
+                        return NULL;
+        }
+        head = CONCAT(spec->env_prefix ? SANDBOX_ENV_PREFIX "/bin:" : "", SANDBOX_NPU_PATH_HEAD, tk_dirs ?: "");
+        base = head ? CONCAT(head, ":/usr/bin:/bin") : NULL;
+        if (!base || !npu->smi)
+                return STEAL(base);
+        slash = strrchr(npu->smi, '/');         /* npu->smi is absolute (spec_npu_valid()) */
+        smi_dir = slash == npu->smi ? strdup("/") : strndup(npu->smi, (size_t) (slash - npu->smi));
+        if (!smi_dir)
+                return NULL;
+        if (path_list_contains(base, smi_dir))
+                return STEAL(base);
+        return CONCAT(head, ":", smi_dir, ":/usr/bin:/bin");
+}
+
+/* The CANN environment (DESIGN.md §9), as the toolkit's set_env.sh states it; LD_LIBRARY_PATH is
+ * set here directly: sandbox_env_name_valid() refuses it to requests and CDI specs. */
+static int argv_add_npu_env(char ***a, const SandboxNpu *npu) {
+        const char *d = npu->driver_dir, *tk = npu->toolkit_dir;
+        _cleanup_free_ char *tk_libs = NULL, *ld = NULL, *opp = NULL, *py = NULL;
         int r;
 
-        r = add(a, "--clearenv",
-                "--setenv", "PATH", spec->env_prefix ? SANDBOX_ENV_PATH : SANDBOX_PATH,
-                "--setenv", "HOME", SANDBOX_WORKSPACE,
-                "--setenv", "LANG", "C.UTF-8",
-                "--setenv", "TMPDIR", "/tmp",
-                "--setenv", "USER", "sandbox",
-                "--setenv", "LOGNAME", "sandbox", NULL);
-        if (r >= 0 && spec->egress_socket)
-                r = add(a, "--setenv", "HTTP_PROXY", SANDBOX_PROXY_URL, "--setenv", "HTTPS_PROXY", SANDBOX_PROXY_URL,
-                        "--setenv", "http_proxy", SANDBOX_PROXY_URL, "--setenv", "https_proxy", SANDBOX_PROXY_URL,
-                        "--setenv", "NO_PROXY", "localhost,127.0.0.1,::1",
-                        "--setenv", "no_proxy", "localhost,127.0.0.1,::1", NULL);
-        for (char *const *e = spec->env; r >= 0 && e && *e; e++) {
+        if (tk) {
+                tk_libs = CONCAT(":", tk, "/lib64:", tk, "/lib64/plugin/opskernel:", tk, "/lib64/plugin/nnengine");
+                opp = CONCAT(tk, "/opp");
+                py = CONCAT(tk, "/python/site-packages:", tk, "/opp/built-in/op_impl/ai_core/tbe");
+                if (!tk_libs || !opp || !py)
+                        return -ENOMEM;
+        }
+        ld = CONCAT(d, "/lib64/common:", d, "/lib64/driver:", d, "/lib64", tk_libs ?: "");
+        if (!ld)
+                return -ENOMEM;
+
+        if (tk) {
+                r = add(a, "--setenv", "ASCEND_HOME_PATH", tk, "--setenv", "ASCEND_TOOLKIT_HOME", tk,
+                        "--setenv", "ASCEND_OPP_PATH", opp, "--setenv", "ASCEND_AICPU_PATH", tk, NULL);
+                if (r < 0)
+                        return r;
+        }
+        r = add(a, "--setenv", "LD_LIBRARY_PATH", ld, NULL);
+        if (r >= 0 && tk)
+                r = add(a, "--setenv", "PYTHONPATH", py, NULL);
+        return r;
+}
+
+/* "NAME=VALUE" entries as --setenv NAME VALUE; -EINVAL for a refused name. */
+static int add_env_entries(char ***a, char *const *env) {
+        int r = 0;
+
+        for (char *const *e = env; r >= 0 && e && *e; e++) {
                 const char *eq = strchr(*e, '=');
                 _cleanup_free_ char *name = NULL;
 
@@ -292,6 +556,39 @@ static int argv_add_env(char ***a, const SandboxSpec *spec) {
                         return -EINVAL;
                 r = add(a, "--setenv", name, eq + 1, NULL);
         }
+        return r;
+}
+
+/* An environment built from nothing: the baseline (PATH the NPU's for an NPU launch), the proxy
+ * with egress, the NPU's variables, the CDI ones, the request's entries last (they win). */
+static int argv_add_env(char ***a, const SandboxSpec *spec) {
+        _cleanup_free_ char *npu_path_value = NULL;
+        const char *path = spec->env_prefix ? SANDBOX_ENV_PATH : SANDBOX_PATH;
+        int r;
+
+        if (spec->npu) {
+                path = npu_path_value = npu_path(spec);
+                if (!npu_path_value)
+                        return -ENOMEM;
+        }
+        r = add(a, "--clearenv",
+                "--setenv", "PATH", path,
+                "--setenv", "HOME", SANDBOX_WORKSPACE,
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox", NULL);
+        if (r >= 0 && spec->egress_socket)
+                r = add(a, "--setenv", "HTTP_PROXY", SANDBOX_PROXY_URL, "--setenv", "HTTPS_PROXY", SANDBOX_PROXY_URL,
+                        "--setenv", "http_proxy", SANDBOX_PROXY_URL, "--setenv", "https_proxy", SANDBOX_PROXY_URL,
+                        "--setenv", "NO_PROXY", "localhost,127.0.0.1,::1",
+                        "--setenv", "no_proxy", "localhost,127.0.0.1,::1", NULL);
+        if (r >= 0 && spec->npu)
+                r = argv_add_npu_env(a, spec->npu);
+        if (r >= 0)
+                r = add_env_entries(a, spec->device_env);
+        if (r >= 0)
+                r = add_env_entries(a, spec->env);
         return r;
 }
 
@@ -318,7 +615,7 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
 
         if (!spec || !probe || !spec->workspace || !spec->argv || !spec->argv[0] || spec->seccomp_fd < 0 ||
             !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge ||
-            !spec_binds_valid(spec, probe))
+            !spec_binds_valid(spec, probe) || !spec_devices_valid(spec))
                 return -EINVAL;
 
         r = argv_add_isolation(&a, probe);

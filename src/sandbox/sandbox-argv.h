@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The bwrap command line for one execution or provisioning step: a pure function of
- * (configuration, request, probes), with an environment's prefix (DESIGN.md §14) and the extra
- * binds the provisioning sandbox needs. Calls util/ only.
+ * (configuration, request, probes), with an environment's prefix (DESIGN.md §14), the extra
+ * binds the provisioning sandbox needs, and the devices of an NPU launch or a CDI spec (§9).
+ * Calls util/ only.
  */
 #pragma once
 
@@ -44,6 +45,34 @@ typedef struct SandboxBind {
         bool writable;           /* --bind, else --ro-bind */
 } SandboxBind;
 
+/* A device node bound from the host (bwrap --dev-bind SOURCE DEST), after the fresh --dev /dev. */
+typedef struct SandboxDevice {
+        const char *source;     /* host path (absolute); the caller has checked it is a device node */
+        const char *dest;       /* under /dev/, normalised, not one of the entries bwrap's --dev makes */
+} SandboxDevice;
+
+/*
+ * An NPU launch (DESIGN.md §9): chips bound renumbered from 0, management nodes, the CANN tree.
+ * The trees (driver, toolkit, npu-smi, install info) are bound read-only at the same path as on the
+ * host, except those at or under /usr: the sandbox already sees the host's /usr read-only, so they
+ * are not bound again. The others must be valid bind destinations (sandbox_bind_dest_valid()), not
+ * under SANDBOX_ENV_PREFIX when an environment is used; a tree at or under another one is not
+ * bound twice. No path may hold ':' (they are joined into PATH and LD_LIBRARY_PATH).
+ */
+typedef struct SandboxNpu {
+        const char *device_root;        /* host directory holding davinciN and the management nodes ("/dev") */
+        const unsigned *chips;          /* host logic ids, strictly ascending (else -EINVAL); ≥ 1 */
+        size_t n_chips;
+        char *const *mgmt_nodes;        /* names present under device_root: "davinci_manager", "devmm_svm",
+                                         * "hisi_hdc" (others, or one twice: -EINVAL); NULL = none */
+        const char *driver_dir;         /* host driver tree ("/usr/local/Ascend/driver"), required */
+        const char *toolkit_dir;        /* CANN toolkit ("/usr/local/Ascend/ascend-toolkit/latest"), NULL = none */
+        const char *smi;                /* host path of npu-smi, NULL = none */
+        const char *install_info;       /* "/etc/ascend_install.info" when present on the host, else NULL */
+} SandboxNpu;
+/* What an NPU launch's PATH has after the environment's bin/ (if any), before the toolkit's. */
+#define SANDBOX_NPU_PATH_HEAD "/usr/local/bin:/usr/local/sbin"
+
 typedef struct SandboxSpec {
         const char *workspace;    /* host path of the workspace directory */
         const char *cwd;          /* relative to /workspace ("" = top), already validated */
@@ -75,13 +104,32 @@ typedef struct SandboxSpec {
          * everything is mounted (--remount-ro /): only the writable binds, /tmp and /workspace can
          * be written. Used for the provisioning sandbox. */
         bool root_read_only;
+        /* Devices (DESIGN.md §9). An NPU launch (@npu set) has no egress (-EINVAL with
+         * egress_socket/bridge) and keeps its private network namespace. Its device nodes come
+         * right after --dev /dev, then the CDI @devices; its trees after the extra binds, then the
+         * CDI @device_binds (read-only: writable is -EINVAL; destinations as
+         * sandbox_bind_dest_valid(), not under SANDBOX_ENV_PREFIX with an environment), then the
+         * environment's prefix. Environment: the baseline (PATH is the NPU one for an NPU launch),
+         * the NPU's variables (ASCEND_*, LD_LIBRARY_PATH, PYTHONPATH), @device_env, and last the
+         * request's @env, which may therefore override the NPU's and the CDI's variables (but not
+         * LD_LIBRARY_PATH, reserved): the payload could change its own environment anyway, so
+         * this is not a boundary. */
+        const SandboxNpu *npu;          /* NULL = not an NPU launch */
+        const SandboxDevice *devices;   /* CDI device nodes (dest under /dev/, normalised) */
+        size_t n_devices;
+        const SandboxBind *device_binds;/* CDI mounts: read-only; dest as sandbox_bind_dest_valid() */
+        size_t n_device_binds;
+        char *const *device_env;        /* CDI env "NAME=VALUE", names as sandbox_env_name_valid() */
 } SandboxSpec;
 
 /*
  * sandbox_argv_build() - the bwrap arguments (without the bwrap path itself, argv[0] is "bwrap"),
- * in the shape of DESIGN.md section 4 (and §14 with an environment). Pure: no I/O.
+ * in the shape of DESIGN.md section 4 (§14 with an environment, §9 with devices). Pure: no I/O.
  * Return: 0, -EINVAL (spec incomplete, a relative path, a refused bind destination, an
- * environment with interpreters to hide and no @hide_file), -ENOMEM.
+ * environment with interpreters to hide and no @hide_file; an NPU launch with egress, chips not
+ * strictly ascending or none, an unknown or repeated management node, a tree path refused; a CDI
+ * device destination not under /dev/, un-normalised, one bwrap's /dev makes, or one used already;
+ * a writable or refused CDI mount; a CDI variable without '=' or with a refused name), -ENOMEM.
  */
 int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char ***ret_argv);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Golden tests of src/sandbox/sandbox-argv.c: the whole bwrap argv per case (with an environment and
- * extra binds too), and the env/cwd/bind validators. */
+/* Golden tests of src/sandbox/sandbox-argv.c: the whole bwrap argv per case (with an environment,
+ * extra binds, an NPU launch and CDI edits too), and the env/cwd/bind validators. */
 
 #include <errno.h>
 #include <setjmp.h>
@@ -1027,6 +1027,582 @@ static void test_cwd_valid(void **state) {
         free(s);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * NPU launches and CDI edits (DESIGN.md §9) */
+
+#define TK "/usr/local/Ascend/ascend-toolkit/latest"
+#define DRV "/usr/local/Ascend/driver"
+
+static const unsigned chips_3_5[] = { 3, 5 };
+static char *mgmt_all[] = { "davinci_manager", "devmm_svm", "hisi_hdc", NULL };
+
+/* The usual host: everything under /usr/local/Ascend, npu-smi in /usr/local/sbin. */
+static SandboxNpu npu_default(void) {
+        return (SandboxNpu) {
+                .device_root = "/dev",
+                .chips = chips_3_5,
+                .n_chips = ELEMENTS(chips_3_5),
+                .mgmt_nodes = mgmt_all,
+                .driver_dir = DRV,
+                .toolkit_dir = TK,
+                .smi = "/usr/local/sbin/npu-smi",
+                .install_info = "/etc/ascend_install.info",
+        };
+}
+
+/* The value of the last --setenv @name in @a, or NULL. */
+static const char *argv_env(char **a, const char *name) {
+        const char *v = NULL;
+
+        for (size_t i = 0; a[i]; i++)
+                if (strcmp(a[i], "--setenv") == 0 && a[i + 1] && strcmp(a[i + 1], name) == 0)
+                        v = a[i + 2];
+        return v;
+}
+
+/* Host chips 3 and 5 (ascending) are davinci0 and davinci1, right after --dev /dev, then the
+ * management nodes; the trees under /usr are not bound again, the install info is; the CANN
+ * environment after the baseline, the request's entries last; no egress, --unshare-all kept. */
+static void test_npu_launch(void **state) {
+        char *env[] = { "MY_VAR=1", NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxNpu npu = npu_default();
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.npu = &npu;
+        spec.env = env;
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--dev-bind", "/dev/davinci3", "/dev/davinci0",
+                "--dev-bind", "/dev/davinci5", "/dev/davinci1",
+                "--dev-bind", "/dev/davinci_manager", "/dev/davinci_manager",
+                "--dev-bind", "/dev/devmm_svm", "/dev/devmm_svm",
+                "--dev-bind", "/dev/hisi_hdc", "/dev/hisi_hdc",
+                "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--ro-bind", "/etc/ascend_install.info", "/etc/ascend_install.info",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/local/sbin:" TK "/bin:" TK "/compiler/ccec_compiler/bin"
+                                    ":/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--setenv", "ASCEND_HOME_PATH", TK,
+                "--setenv", "ASCEND_TOOLKIT_HOME", TK,
+                "--setenv", "ASCEND_OPP_PATH", TK "/opp",
+                "--setenv", "ASCEND_AICPU_PATH", TK,
+                "--setenv", "LD_LIBRARY_PATH", DRV "/lib64/common:" DRV "/lib64/driver:" DRV "/lib64:"
+                                               TK "/lib64:" TK "/lib64/plugin/opskernel:" TK "/lib64/plugin/nnengine",
+                "--setenv", "PYTHONPATH", TK "/python/site-packages:" TK "/opp/built-in/op_impl/ai_core/tbe",
+                "--setenv", "MY_VAR", "1",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        for (char **p = a; *p; p++)
+                assert_string_not_equal(*p, "--share-net");
+        strv_free(a);
+
+        /* One chip, no management nodes, a device root elsewhere: still renumbered from 0. */
+        {
+                static const unsigned chip_7[] = { 7 };
+
+                npu.chips = chip_7;
+                npu.n_chips = 1;
+                npu.mgmt_nodes = NULL;
+                npu.device_root = "/run/fake-dev";
+                a = build_ok(&spec, &probe);
+                assert_int_equal(argv_index(a, "--dev") + 2, argv_index(a, "--dev-bind"));
+                assert_string_equal(a[argv_index(a, "--dev-bind") + 1], "/run/fake-dev/davinci7");
+                assert_string_equal(a[argv_index(a, "--dev-bind") + 2], "/dev/davinci0");
+                assert_string_equal(a[argv_index(a, "--dev-bind") + 3], "--proc");
+                strv_free(a);
+        }
+}
+
+/* Chips must be given strictly ascending (the renumbering is the daemon's, not the caller's order),
+ * at least one; management nodes only the known ones, once; a normalised device root. */
+static void test_npu_refuses_bad_chips_and_nodes(void **state) {
+        static const unsigned descending[] = { 5, 3 }, repeated[] = { 3, 3 }, late_dup[] = { 0, 1, 1 };
+        static const struct { const unsigned *chips; size_t n; const char *what; } bad_chips[] = {
+                { descending, ELEMENTS(descending), "chips {5,3}" },
+                { repeated, ELEMENTS(repeated), "chips {3,3}" },
+                { late_dup, ELEMENTS(late_dup), "chips {0,1,1}" },
+                { chips_3_5, 0, "no chips" },
+                { NULL, 2, "n_chips without chips" },
+        };
+        static char *unknown[] = { "davinci_manager", "nvidia0", NULL };
+        static char *chip_name[] = { "davinci0", NULL };
+        static char *walk[] = { "../hisi_hdc", NULL };
+        static char *twice[] = { "devmm_svm", "hisi_hdc", "devmm_svm", NULL };
+        static char *const *bad_nodes[] = { unknown, chip_name, walk, twice };
+        static const char *const bad_roots[] = { "dev", "/", "/dev/", "/dev/../tmp", "//dev", "" };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+
+        for (size_t i = 0; i < ELEMENTS(bad_chips); i++) {
+                SandboxNpu npu = npu_default();
+                SandboxSpec spec = spec_default();
+
+                npu.chips = bad_chips[i].chips;
+                npu.n_chips = bad_chips[i].n;
+                spec.npu = &npu;
+                assert_refused(&spec, &probe, bad_chips[i].what);
+        }
+        for (size_t i = 0; i < ELEMENTS(bad_nodes); i++) {
+                SandboxNpu npu = npu_default();
+                SandboxSpec spec = spec_default();
+
+                npu.mgmt_nodes = bad_nodes[i];
+                spec.npu = &npu;
+                assert_refused(&spec, &probe, bad_nodes[i][0]);
+        }
+        for (size_t i = 0; i < ELEMENTS(bad_roots); i++) {
+                SandboxNpu npu = npu_default();
+                SandboxSpec spec = spec_default();
+
+                npu.device_root = bad_roots[i];
+                spec.npu = &npu;
+                assert_refused(&spec, &probe, bad_roots[i]);
+        }
+        {
+                SandboxNpu npu = npu_default();
+                SandboxSpec spec = spec_default();
+
+                npu.device_root = NULL;
+                spec.npu = &npu;
+                assert_refused(&spec, &probe, "no device root");
+        }
+}
+
+/* A tree kept outside /usr (a fake one under /tmp, as a test host has): bound read-only at its own
+ * path after --tmpfs /tmp (bwrap makes its mount point in the tmpfs); npu-smi inside the driver
+ * tree is bound with it, not again, and its directory joins PATH. No toolkit: no ASCEND_* and no
+ * PYTHONPATH, LD_LIBRARY_PATH and PATH without the toolkit's directories. */
+static void test_npu_tree_outside_usr_no_toolkit(void **state) {
+        static const unsigned chip_0[] = { 0 };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxNpu npu = {
+                .device_root = "/tmp/fake/dev",
+                .chips = chip_0,
+                .n_chips = 1,
+                .driver_dir = "/tmp/fake/driver",
+                .smi = "/tmp/fake/driver/tools/npu-smi",
+        };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.npu = &npu;
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--disable-userns",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--dev-bind", "/tmp/fake/dev/davinci0", "/dev/davinci0",
+                "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--ro-bind", "/tmp/fake/driver", "/tmp/fake/driver",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/local/sbin:/tmp/fake/driver/tools:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--setenv", "LD_LIBRARY_PATH",
+                "/tmp/fake/driver/lib64/common:/tmp/fake/driver/lib64/driver:/tmp/fake/driver/lib64",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        assert_true(argv_index(a, "/tmp/fake/driver") > argv_index(a, "--tmpfs"));
+        strv_free(a);
+
+        /* Every tree outside /usr: each bound once, in order, a parent before its child would be
+         * (the toolkit here holds the driver: only the toolkit is bound). */
+        npu.toolkit_dir = "/tmp/fake";
+        npu.smi = "/opt/npu/bin/npu-smi";
+        npu.install_info = "/etc/ascend_install.info";
+        a = build_ok(&spec, &probe);
+        {
+                ssize_t i = argv_index(a, "/workspace");
+
+                assert_string_equal(a[i + 1], "--ro-bind");
+                assert_string_equal(a[i + 2], "/tmp/fake");
+                assert_string_equal(a[i + 3], "/tmp/fake");
+                assert_string_equal(a[i + 4], "--ro-bind");
+                assert_string_equal(a[i + 5], "/opt/npu/bin/npu-smi");
+                assert_string_equal(a[i + 6], "/opt/npu/bin/npu-smi");
+                assert_string_equal(a[i + 7], "--ro-bind");
+                assert_string_equal(a[i + 8], "/etc/ascend_install.info");
+                assert_string_equal(a[i + 10], "--chdir");
+        }
+        assert_string_equal(argv_env(a, "PATH"), "/usr/local/bin:/usr/local/sbin:/tmp/fake/bin:"
+                            "/tmp/fake/compiler/ccec_compiler/bin:/opt/npu/bin:/usr/bin:/bin");
+        assert_int_equal(argv_index(a, "/tmp/fake/driver"), -1);
+        strv_free(a);
+
+        /* npu-smi where PATH already looks (/usr/bin, /usr/local/bin): not listed twice. */
+        npu.smi = "/usr/bin/npu-smi";
+        a = build_ok(&spec, &probe);
+        assert_string_equal(argv_env(a, "PATH"), "/usr/local/bin:/usr/local/sbin:/tmp/fake/bin:"
+                            "/tmp/fake/compiler/ccec_compiler/bin:/usr/bin:/bin");
+        strv_free(a);
+        npu.smi = "/usr/local/bin/npu-smi";
+        npu.toolkit_dir = NULL;
+        a = build_ok(&spec, &probe);
+        assert_string_equal(argv_env(a, "PATH"), "/usr/local/bin:/usr/local/sbin:/usr/bin:/bin");
+        assert_null(argv_env(a, "ASCEND_HOME_PATH"));
+        assert_null(argv_env(a, "ASCEND_TOOLKIT_HOME"));
+        assert_null(argv_env(a, "ASCEND_OPP_PATH"));
+        assert_null(argv_env(a, "ASCEND_AICPU_PATH"));
+        assert_null(argv_env(a, "PYTHONPATH"));
+        strv_free(a);
+
+        /* The driver tree under /usr: not bound (the read-only /usr shows it). */
+        npu.driver_dir = DRV;
+        npu.install_info = NULL;
+        a = build_ok(&spec, &probe);
+        assert_int_equal(argv_index(a, DRV), -1);
+        assert_string_equal(a[argv_index(a, "/workspace") + 1], "--chdir");
+        assert_string_equal(argv_env(a, "LD_LIBRARY_PATH"), DRV "/lib64/common:" DRV "/lib64/driver:" DRV "/lib64");
+        strv_free(a);
+}
+
+/* Tree paths the sandbox's shape owns, un-normalised, relative, with ':' (they are joined into
+ * PATH and LD_LIBRARY_PATH), or under the environment's prefix: refused; no driver: refused. */
+static void test_npu_refuses_bad_trees(void **state) {
+        static const char *const bad[] = {
+                "/proc/ascend", "/dev/ascend", "/workspace/driver", "/.sandbox/x", "/etc/passwd",
+                "/usr/../etc/x", "/usr//local", "/usr/local/", "/tmp/./x", "usr/local/Ascend", "",
+                "/", "/tmp/a:b", "/usr/local/Ascend:/workspace", "/bin/npu-smi",
+        };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+
+        for (size_t i = 0; i < ELEMENTS(bad); i++)
+                for (size_t field = 0; field < 4; field++) {
+                        SandboxNpu npu = npu_default();
+                        SandboxSpec spec = spec_default();
+                        const char **f[] = { &npu.driver_dir, &npu.toolkit_dir, &npu.smi, &npu.install_info };
+
+                        *f[field] = bad[i];
+                        spec.npu = &npu;
+                        assert_refused(&spec, &probe, bad[i]);
+                }
+        {
+                SandboxNpu npu = npu_default();
+                SandboxSpec spec = spec_default();
+
+                npu.driver_dir = NULL;
+                spec.npu = &npu;
+                assert_refused(&spec, &probe, "no driver");
+        }
+        {
+                SandboxNpu npu = npu_default();
+                SandboxSpec spec = spec_default();
+
+                npu.toolkit_dir = "/opt/science-env/ascend";
+                spec.npu = &npu;
+                spec.env_prefix = "/e/p";
+                assert_refused(&spec, &probe, "toolkit under the environment");
+                spec.env_prefix = NULL;         /* /opt/science-env/ascend is fine without one */
+                strv_free(build_ok(&spec, &probe));
+        }
+}
+
+/* With an environment: its bin/ first, then the NPU's head; a launch without NPU keeps exactly
+ * today's PATH (SANDBOX_PATH, or SANDBOX_ENV_PATH with an environment). */
+static void test_npu_path_with_environment(void **state) {
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxNpu npu = npu_default();
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.env_prefix = "/var/lib/sandbox-runner/environments/prefixes/python-base";
+        spec.npu = &npu;
+        a = build_ok(&spec, &probe);
+        assert_string_equal(argv_env(a, "PATH"), "/opt/science-env/bin:/usr/local/bin:/usr/local/sbin:"
+                            TK "/bin:" TK "/compiler/ccec_compiler/bin:/usr/bin:/bin");
+        assert_true(argv_index(a, "/opt/science-env") > argv_index(a, "/etc/ascend_install.info"));
+        strv_free(a);
+
+        spec.npu = NULL;
+        a = build_ok(&spec, &probe);
+        assert_string_equal(argv_env(a, "PATH"), SANDBOX_ENV_PATH);
+        assert_string_equal(argv_env(a, "PATH"), "/opt/science-env/bin:/usr/local/bin:/usr/bin:/bin");
+        assert_null(argv_env(a, "LD_LIBRARY_PATH"));
+        strv_free(a);
+
+        spec.env_prefix = NULL;
+        a = build_ok(&spec, &probe);
+        assert_string_equal(argv_env(a, "PATH"), SANDBOX_PATH);
+        assert_string_equal(argv_env(a, "PATH"), "/usr/local/bin:/usr/bin:/bin");
+        for (char **p = a; *p; p++) {
+                assert_string_not_equal(*p, "--dev-bind");
+                assert_null(strstr(*p, "Ascend"));
+        }
+        strv_free(a);
+}
+
+/* An NPU launch gets no egress bridge: with egress it is refused, whatever the policy said. */
+static void test_npu_refuses_egress(void **state) {
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxNpu npu = npu_default();
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.egress_socket = "/run/sandbox-runner/egress/x.sock";
+        spec.bridge = "/usr/libexec/sandbox-runner/sandbox-runner-bridge";
+        a = build_ok(&spec, &probe);            /* the same spec without NPU is fine */
+        strv_free(a);
+        spec.npu = &npu;
+        assert_refused(&spec, &probe, "NPU with egress");
+        spec.bridge = NULL;
+        assert_refused(&spec, &probe, "NPU with an egress socket only");
+        spec.egress_socket = NULL;
+        spec.bridge = "/usr/libexec/sandbox-runner/sandbox-runner-bridge";
+        assert_refused(&spec, &probe, "NPU with a bridge only");
+}
+
+/* CDI without NPU: device nodes after --dev /dev, mounts read-only after the extra binds and before
+ * the environment's prefix, variables after the baseline and before the request's (which win). */
+static void test_cdi_edits(void **state) {
+        const SandboxDevice devices[] = {
+                { "/dev/dri/renderD128", "/dev/dri/renderD128" },
+                { "/dev/vendor-ctl", "/dev/vendor/ctl" },
+        };
+        const SandboxBind device_binds[] = {
+                { "/opt/vendor/lib", "/opt/vendor/lib", false },
+                { "/srv/vendor firmware", "/var/lib/firmware", false },
+        };
+        const SandboxBind binds[] = { { "/srv/data", "/data", false } };
+        char *device_env[] = { "VENDOR_VISIBLE_DEVICES=0,1", "VENDOR_MODE=a=b", NULL };
+        char *env[] = { "VENDOR_MODE=mine", NULL };
+        SandboxProbe probe = { .proc_fresh = false, .disable_userns = false, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        char **a;
+
+        spec.devices = devices;
+        spec.n_devices = ELEMENTS(devices);
+        spec.device_binds = device_binds;
+        spec.n_device_binds = ELEMENTS(device_binds);
+        spec.device_env = device_env;
+        spec.binds = binds;
+        spec.n_binds = ELEMENTS(binds);
+        spec.env = env;
+        spec.env_prefix = "/e/p";
+        a = build_ok(&spec, &probe);
+        assert_argv_equal(a,
+                "bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--unshare-user",
+                "--cap-drop", "ALL", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+                "--ro-bind", "/usr", "/usr",
+                "--symlink", "usr/bin", "/bin",
+                "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+                "--dev", "/dev",
+                "--dev-bind", "/dev/dri/renderD128", "/dev/dri/renderD128",
+                "--dev-bind", "/dev/vendor-ctl", "/dev/vendor/ctl",
+                "--ro-bind", "/proc", "/proc",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--ro-bind", "/srv/data", "/data",
+                "--ro-bind", "/opt/vendor/lib", "/opt/vendor/lib",
+                "--ro-bind", "/srv/vendor firmware", "/var/lib/firmware",
+                "--ro-bind", "/e/p", "/opt/science-env",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/opt/science-env/bin:/usr/local/bin:/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--setenv", "VENDOR_VISIBLE_DEVICES", "0,1",
+                "--setenv", "VENDOR_MODE", "a=b",
+                "--setenv", "VENDOR_MODE", "mine",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
+/* CDI with NPU: the NPU's nodes first, then CDI's (a chip beyond the NPU's count is another node);
+ * the NPU's trees, then CDI's mounts; the NPU's variables, then CDI's, then the request's. */
+static void test_cdi_with_npu(void **state) {
+        const SandboxDevice devices[] = { { "/dev/davinci9", "/dev/davinci2" } };
+        const SandboxBind device_binds[] = { { "/opt/hccn", "/opt/hccn", false } };
+        char *device_env[] = { "HCCN_CONF=/opt/hccn/hccn.conf", NULL };
+        char *env[] = { "MY_VAR=1", NULL };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxNpu npu = npu_default();
+        SandboxSpec spec = spec_default();
+        char **a;
+        ssize_t i;
+
+        npu.mgmt_nodes = NULL;
+        spec.npu = &npu;
+        spec.devices = devices;
+        spec.n_devices = ELEMENTS(devices);
+        spec.device_binds = device_binds;
+        spec.n_device_binds = ELEMENTS(device_binds);
+        spec.device_env = device_env;
+        spec.env = env;
+        a = build_ok(&spec, &probe);
+
+        i = argv_index(a, "--dev");
+        assert_argv_equal(a + i,
+                "--dev", "/dev",
+                "--dev-bind", "/dev/davinci3", "/dev/davinci0",
+                "--dev-bind", "/dev/davinci5", "/dev/davinci1",
+                "--dev-bind", "/dev/davinci9", "/dev/davinci2",
+                "--proc", "/proc",
+                "--ro-bind", "/proc/sys", "/proc/sys",
+                "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+                "--ro-bind-try", "/proc/irq", "/proc/irq",
+                "--ro-bind-try", "/proc/bus", "/proc/bus",
+                "--tmpfs", "/tmp",
+                "--bind", "/var/lib/sandbox-runner/workspaces/agent7-runner1", "/workspace",
+                "--ro-bind", "/etc/ascend_install.info", "/etc/ascend_install.info",
+                "--ro-bind", "/opt/hccn", "/opt/hccn",
+                "--chdir", "/workspace",
+                "--clearenv",
+                "--setenv", "PATH", "/usr/local/bin:/usr/local/sbin:" TK "/bin:" TK "/compiler/ccec_compiler/bin"
+                                    ":/usr/bin:/bin",
+                "--setenv", "HOME", "/workspace",
+                "--setenv", "LANG", "C.UTF-8",
+                "--setenv", "TMPDIR", "/tmp",
+                "--setenv", "USER", "sandbox",
+                "--setenv", "LOGNAME", "sandbox",
+                "--setenv", "ASCEND_HOME_PATH", TK,
+                "--setenv", "ASCEND_TOOLKIT_HOME", TK,
+                "--setenv", "ASCEND_OPP_PATH", TK "/opp",
+                "--setenv", "ASCEND_AICPU_PATH", TK,
+                "--setenv", "LD_LIBRARY_PATH", DRV "/lib64/common:" DRV "/lib64/driver:" DRV "/lib64:"
+                                               TK "/lib64:" TK "/lib64/plugin/opskernel:" TK "/lib64/plugin/nnengine",
+                "--setenv", "PYTHONPATH", TK "/python/site-packages:" TK "/opp/built-in/op_impl/ai_core/tbe",
+                "--setenv", "HCCN_CONF", "/opt/hccn/hccn.conf",
+                "--setenv", "MY_VAR", "1",
+                "--seccomp", "3",
+                "--", "python3", "-c", "print(6*7)");
+        strv_free(a);
+}
+
+/* CDI device destinations outside /dev/, un-normalised, what bwrap's /dev makes, one the NPU part
+ * or another CDI device uses; mounts as extra binds are refused, and writable ones; variables with
+ * a refused name. */
+static void test_cdi_refuses(void **state) {
+        static const char *const bad_dests[] = {
+                "/proc/x", "/dev", "/dev/", "/dev/../etc/x", "/dev//x", "/dev/./x", "dev/x", "relative", "",
+                "/usr/x", "/devices/x", "/dev/null", "/dev/shm", "/dev/shm/x", "/dev/pts/0", "/dev/ptmx",
+                "/dev/fd", "/dev/stdout", "/dev/tty", "/dev/urandom", "/dev/davinci0", "/dev/davinci1",
+                "/dev/hisi_hdc", "/dev/a\nb",
+        };
+        static const char *const good_dests[] = {
+                "/dev/davinci2", "/dev/davinci01", "/dev/nvidia0", "/dev/dri/card0", "/dev/nullx", "/dev/ttyS0",
+                "/dev/hisi_hdc2",
+        };
+        static const char *const bad_mounts[] = {
+                "/proc/x", "/dev", "/dev/x", "/dev/../etc/x", "relative", "/usr/lib/x", "/workspace/x",
+                "/etc/passwd", "/opt/science-env", "/opt/science-env/lib", "/tmp/", "",
+        };
+        static const char *const bad_env[] = {
+                "LD_PRELOAD=/workspace/x.so", "LD_LIBRARY_PATH=/x", "PATH=/x", "HOME=/", "HTTP_PROXY=x",
+                "NOEQUALS", "=x", "1A=x", "A-B=x", "",
+        };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxNpu npu = npu_default();
+        char **a;
+
+        for (size_t i = 0; i < ELEMENTS(bad_dests); i++) {
+                SandboxDevice d = { "/dev/vendor0", bad_dests[i] };
+                SandboxSpec spec = spec_default();
+
+                spec.npu = &npu;
+                spec.devices = &d;
+                spec.n_devices = 1;
+                assert_refused(&spec, &probe, bad_dests[i]);
+        }
+        for (size_t i = 0; i < ELEMENTS(good_dests); i++) {
+                SandboxDevice d = { "/dev/vendor0", good_dests[i] };
+                SandboxSpec spec = spec_default();
+
+                spec.npu = &npu;
+                spec.devices = &d;
+                spec.n_devices = 1;
+                a = build_ok(&spec, &probe);
+                strv_free(a);
+        }
+        {
+                /* Twice the same node; a relative source; a count without an array. */
+                SandboxDevice d[] = { { "/dev/a", "/dev/x" }, { "/dev/b", "/dev/x" } };
+                SandboxSpec spec = spec_default();
+
+                spec.devices = d;
+                spec.n_devices = ELEMENTS(d);
+                assert_refused(&spec, &probe, "a device node twice");
+                d[1].dest = "/dev/y";
+                a = build_ok(&spec, &probe);
+                strv_free(a);
+                d[1].source = "dev/b";
+                assert_refused(&spec, &probe, "relative device source");
+                spec.devices = NULL;
+                assert_refused(&spec, &probe, "n_devices without devices");
+        }
+
+        for (size_t i = 0; i < ELEMENTS(bad_mounts); i++) {
+                SandboxBind b = { "/opt/vendor", bad_mounts[i], false };
+                SandboxSpec spec = spec_default();
+
+                spec.device_binds = &b;
+                spec.n_device_binds = 1;
+                spec.env_prefix = "/e/p";
+                assert_refused(&spec, &probe, bad_mounts[i]);
+        }
+        {
+                SandboxBind b = { "/opt/vendor", "/opt/vendor", true };
+                SandboxSpec spec = spec_default();
+
+                spec.device_binds = &b;
+                spec.n_device_binds = 1;
+                assert_refused(&spec, &probe, "writable CDI mount");
+                b.writable = false;
+                b.source = "opt/vendor";
+                assert_refused(&spec, &probe, "relative CDI mount source");
+                spec.device_binds = NULL;
+                assert_refused(&spec, &probe, "n_device_binds without device_binds");
+        }
+
+        for (size_t i = 0; i < ELEMENTS(bad_env); i++) {
+                char *device_env[] = { "VENDOR_OK=1", (char *) bad_env[i], NULL };
+                SandboxSpec spec = spec_default();
+
+                spec.device_env = device_env;
+                assert_refused(&spec, &probe, bad_env[i]);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fresh_proc_userns_merged),
@@ -1049,6 +1625,15 @@ int main(void) {
                 cmocka_unit_test(test_build_refuses_bad_env),
                 cmocka_unit_test(test_env_name_valid),
                 cmocka_unit_test(test_cwd_valid),
+                cmocka_unit_test(test_npu_launch),
+                cmocka_unit_test(test_npu_refuses_bad_chips_and_nodes),
+                cmocka_unit_test(test_npu_tree_outside_usr_no_toolkit),
+                cmocka_unit_test(test_npu_refuses_bad_trees),
+                cmocka_unit_test(test_npu_path_with_environment),
+                cmocka_unit_test(test_npu_refuses_egress),
+                cmocka_unit_test(test_cdi_edits),
+                cmocka_unit_test(test_cdi_with_npu),
+                cmocka_unit_test(test_cdi_refuses),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
