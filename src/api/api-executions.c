@@ -23,6 +23,7 @@
 #include "execution/replay.h"
 #include "http/http-reply.h"
 #include "http/http-server.h"
+#include "npu/npu-manager.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
 #include "util/string-util.h"
@@ -64,7 +65,8 @@ static void release_environment(void *hold) {
 }
 
 /* Validate and create an execution; on any refusal the reply is sent and NULL returned. */
-static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *body, ExecutionKind kind) {
+static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *body, ExecutionKind kind,
+                                    const unsigned **ret_chips, size_t *ret_n_chips, char *const **ret_devices) {
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_free_ char *why = NULL;
         ExecutionMaxima max = {
@@ -121,6 +123,13 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                 }
         }
 
+        if ((er->n_npu_chips > 0 || er->devices) && !m->npu) {
+                http_reply_error(req, HTTP_ERROR_NPU_UNAVAILABLE, "%s.",
+                                 m->config.npu_enable ? "Chips and devices are unavailable: the NPU manager could not start"
+                                 : "Chips and devices are not enabled on this runner ([NPU] Enable=no)");
+                return NULL;
+        }
+
         if (er->environment) {
                 if (!m->environments) {
                         http_reply_error(req, HTTP_ERROR_SANDBOX_UNAVAILABLE, "Environments are unavailable: %s.",
@@ -142,6 +151,10 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                 }
         }
 
+        /* The request moves into the execution: these stay valid as long as it. */
+        *ret_chips = er->npu_chips;
+        *ret_n_chips = er->n_npu_chips;
+        *ret_devices = er->devices;
         r = execution_new(&m->exec, STEAL(er), &e);
         if (r < 0) {
                 env_hold_release(hold);
@@ -161,18 +174,108 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
         return e;
 }
 
+/* Runs /execute's execution: answered when it ends (or by on_execution_done() if it cannot start). */
+static void execute_go(Manager *m, HttpRequest *req, Execution *e) {
+        http_request_set_userdata(req, e, on_request_gone);
+        http_request_suspend(req);
+        (void) execution_start(e, on_execution_done, req);
+}
+
+static void shell_go(Manager *m, HttpRequest *req, Execution *e);
+
+/* A run that names chips or devices, between its claim and its start. */
+typedef struct DeviceWait {
+        Manager *m;
+        HttpRequest *req;
+        Execution *e;
+} DeviceWait;
+
+static void on_device_wait_request_gone(HttpRequest *req, void *userdata) {
+        DeviceWait *w = userdata;
+
+        execution_free_later(w->e);   /* with it the claim, and its re-probe */
+        free(w);
+}
+
+static void release_claim(void *hold) {
+        npu_claim_free(hold);
+}
+
+static void on_claimed(NpuClaim *c, int error, const char *why, void *userdata) {
+        DeviceWait *w = userdata;
+        Manager *m = w->m;
+        HttpRequest *req = w->req;
+        Execution *e = w->e;
+
+        http_request_set_userdata(req, NULL, NULL);
+        free(w);
+        if (error < 0) {
+                http_reply_error(req, error == -EBUSY ? HTTP_ERROR_NPU_CHIP_UNAVAILABLE : HTTP_ERROR_SANDBOX_UNAVAILABLE,
+                                 "%s.", why ?: "the chips cannot be had");
+                execution_free_later(e);
+                return;
+        }
+        if (execution_is_managed(e))
+                shell_go(m, req, e);
+        else
+                execute_go(m, req, e);
+}
+
+/*
+ * The chips and devices @er asks for, claimed for @e (whose request it is): 0 when there are none;
+ * 1 when the claim is under way (the run starts from on_claimed()); < 0 when the answer is sent.
+ */
+static int claim_devices(Manager *m, HttpRequest *req, Execution *e, const unsigned *chips, size_t n_chips,
+                         char *const *devices) {
+        _cleanup_free_ char *why = NULL;
+        ExecutionDevices d = {};
+        DeviceWait *w;
+        NpuClaim *claim = NULL;
+        int r;
+
+        if (n_chips == 0 && !devices)
+                return 0;
+        w = calloc(1, sizeof(DeviceWait));
+        if (!w) {
+                execution_free_later(e);
+                http_reply_oom(req);
+                return -ENOMEM;
+        }
+        *w = (DeviceWait) { .m = m, .req = req, .e = e };
+        r = npu_manager_claim(m->npu, chips, n_chips, devices, execution_id(e), on_claimed, w, &claim, &why);
+        if (r < 0) {
+                free(w);
+                execution_free_later(e);
+                if (r == -ENOMEM)
+                        http_reply_oom(req);
+                else
+                        http_reply_error(req, r == -EBUSY ? HTTP_ERROR_NPU_CHIP_UNAVAILABLE : HTTP_ERROR_NPU_UNAVAILABLE,
+                                         "%s.", why ?: "the chips or devices cannot be used");
+                return r;
+        }
+        d = (ExecutionDevices) { .hold = claim, .release = release_claim, .npu = npu_claim_npu(claim) };
+        npu_claim_devices(claim, &d.nodes, &d.n_nodes, &d.binds, &d.n_binds, &d.env);
+        execution_set_devices(e, &d);
+        http_request_set_userdata(req, w, on_device_wait_request_gone);
+        http_request_suspend(req);
+        return 1;
+}
+
 void api_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                  const char **params, size_t *lens) {
+        const unsigned *chips;
+        size_t n_chips;
+        char *const *devices;
         Execution *e;
 
         e = prepare_execution(m, req, body, streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL
-                                                                                   : EXECUTION_KIND_EXECUTE);
+                                                                                   : EXECUTION_KIND_EXECUTE,
+                              &chips, &n_chips, &devices);
         if (!e)
                 return;
-        http_request_set_userdata(req, e, on_request_gone);
-        http_request_suspend(req);
-        /* One that cannot start is answered by on_execution_done() all the same. */
-        (void) execution_start(e, on_execution_done, req);
+        if (claim_devices(m, req, e, chips, n_chips, devices) != 0)
+                return;
+        execute_go(m, req, e);
 }
 
 static void reply_execution_failure(HttpRequest *req, Execution *e) {
@@ -186,17 +289,10 @@ static void reply_execution_failure(HttpRequest *req, Execution *e) {
                                  message ?: "unknown error");
 }
 
-void api_shell_create(Manager *m, HttpRequest *req, const Route *route, json_object *body,
-                      const char **params, size_t *lens) {
+static void shell_go(Manager *m, HttpRequest *req, Execution *e) {
         _cleanup_(json_object_putp) json_object *o = NULL;
-        Execution *e;
         int r;
 
-        e = prepare_execution(m, req, body, EXECUTION_KIND_SHELL);
-        if (!e)
-                return;
-        /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
-        execution_set_managed(e);
         r = execution_start(e, NULL, NULL);
         if (r < 0 && execution_finished(e))
                 return reply_execution_failure(req, e);
@@ -208,6 +304,23 @@ void api_shell_create(Manager *m, HttpRequest *req, const Route *route, json_obj
         json_object_object_add(o, "workspaceId", json_object_new_string(execution_workspace(e)));
         json_object_object_add(o, "state", json_object_new_string(execution_finished(e) ? "finished" : "running"));
         http_reply_json(req, 202, o);
+}
+
+void api_shell_create(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                      const char **params, size_t *lens) {
+        const unsigned *chips;
+        size_t n_chips;
+        char *const *devices;
+        Execution *e;
+
+        e = prepare_execution(m, req, body, EXECUTION_KIND_SHELL, &chips, &n_chips, &devices);
+        if (!e)
+                return;
+        /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
+        execution_set_managed(e);
+        if (claim_devices(m, req, e, chips, n_chips, devices) != 0)
+                return;
+        shell_go(m, req, e);
 }
 
 void api_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,

@@ -10,6 +10,7 @@
 #include "api/api-internal.h"
 #include "build-config.h"
 #include "core/manager.h"
+#include "npu/npu-manager.h"
 #include "environment/env-manager.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
@@ -75,6 +76,18 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
                 if (env)
                         json_object_object_add(env, "reason", json_object_new_string(m->environments_error ?: "unavailable"));
                 json_object_object_add(o, "environments", env);
+        }
+
+        if (m->npu)
+                json_object_object_add(o, "npu", npu_manager_health_json(m->npu));
+        else {
+                json_object *npu = json_object_new_object();
+                if (npu) {
+                        json_object_object_add(npu, "enabled", json_object_new_boolean(false));
+                        if (m->config.npu_enable)
+                                json_object_object_add(npu, "reason", json_object_new_string(m->npu_error ?: "unavailable"));
+                }
+                json_object_object_add(o, "npu", npu);
         }
 
         ws = json_object_new_object();

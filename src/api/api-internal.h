@@ -114,3 +114,7 @@ void api_files_list(Manager *m, HttpRequest *req, const Route *route, json_objec
                     const char **params, size_t *lens);
 void api_files_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                       const char **params, size_t *lens);
+
+/* api-npu.c: chips and devices (docs/api.md section 10). */
+void api_npu_chips(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                   const char **params, size_t *lens);

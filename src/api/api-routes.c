@@ -82,6 +82,7 @@ static const Route routes[] = {
         { "DELETE", "/environments/*",          ROUTE_AUTH_BEARER, false, api_environment_delete },
         { "GET",  "/environments/*/revisions",  ROUTE_AUTH_BEARER, false, api_environment_revisions },
         { "PUT",  "/api/quota-settings",        ROUTE_AUTH_BEARER, true,  api_quota_put },
+        { "GET",  "/npu/chips",                 ROUTE_AUTH_BEARER, false, api_npu_chips },
 };
 
 /* ---- request flow ---------------------------------------------------------------------------- */

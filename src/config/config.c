@@ -55,6 +55,7 @@ int config_init(Config *c) {
                 .snapshot_retention = 100,
                 .network_mode = NETWORK_MODE_NONE,
                 .env_setup_timeout_usec = 1800 * USEC_PER_SEC,
+                .npu_probe_timeout_usec = 10 * USEC_PER_SEC,
         };
 
         c->bwrap = strdup("/usr/bin/bwrap");
@@ -62,6 +63,14 @@ int config_init(Config *c) {
         if (!c->bwrap || !c->sandbox_user)
                 return -ENOMEM;
         if (strv_extend(&c->env_bootstrap, "python-base") < 0)
+                return -ENOMEM;
+        c->npu_device_root = strdup("/dev");
+        c->npu_driver_dir = strdup("/usr/local/Ascend/driver");
+        c->npu_toolkit_dir = strdup("/usr/local/Ascend/ascend-toolkit/latest");
+        c->npu_smi = strdup("/usr/local/sbin/npu-smi");
+        if (!c->npu_device_root || !c->npu_driver_dir || !c->npu_toolkit_dir || !c->npu_smi)
+                return -ENOMEM;
+        if (strv_extend(&c->npu_cdi_dirs, "/etc/cdi") < 0 || strv_extend(&c->npu_cdi_dirs, "/var/run/cdi") < 0)
                 return -ENOMEM;
         for (const char *const *p = (const char *const[]) { "numpy", "pandas", "scipy", "matplotlib", NULL }; *p; p++)
                 if (strv_extend(&c->env_python_base_packages, *p) < 0)
@@ -84,6 +93,14 @@ void config_done(Config *c) {
         free(c->env_wheelhouse);
         free(c->env_micromamba);
         free(c->env_micromamba_sha256);
+        free(c->npu_device_root);
+        free(c->npu_driver_dir);
+        free(c->npu_toolkit_dir);
+        free(c->npu_smi);
+        free(c->npu_dcmi_library);
+        c->npu_cdi_dirs = strv_free(c->npu_cdi_dirs);
+        free(c->npu_workloads_file);
+        free(c->npu_repo_dir);
         free(c->token_file);
         free(c->signing_key_file);
         free(c->bwrap);
@@ -399,6 +416,16 @@ static const ConfigKey config_keys[] = {
         K("Environments", "MicromambaSHA256", cp_word, env_micromamba_sha256),
         K("Environments", "SetupTimeoutSec", cp_seconds, env_setup_timeout_usec),
         K("NPU", "Enable", cp_bool, npu_enable),
+        K("NPU", "DeviceRoot", cp_path, npu_device_root),
+        K("NPU", "DriverDirectory", cp_path, npu_driver_dir),
+        K("NPU", "ToolkitDirectory", cp_path, npu_toolkit_dir),
+        K("NPU", "NpuSmi", cp_path, npu_smi),
+        K("NPU", "DcmiLibrary", cp_path, npu_dcmi_library),
+        K("NPU", "ProbeTimeoutSec", cp_seconds, npu_probe_timeout_usec),
+        K("NPU", "CDISpecDirectories", cp_strv, npu_cdi_dirs),
+        K("NPU", "Broker", cp_bool, npu_broker),
+        K("NPU", "WorkloadsFile", cp_path, npu_workloads_file),
+        K("NPU", "RepositoryDirectory", cp_path, npu_repo_dir),
 };
 #undef K
 
@@ -568,6 +595,10 @@ int config_verify(Config *c, char **ret_error) {
                 what = "[Environments] SetupTimeoutSec= must be at least 1s";
         else if (!c->env_micromamba != !c->env_micromamba_sha256)
                 what = "[Environments] Micromamba= and MicromambaSHA256= must be set together";
+        else if (c->npu_probe_timeout_usec < USEC_PER_SEC)
+                what = "[NPU] ProbeTimeoutSec= must be at least 1s";
+        else if (c->npu_broker && (!c->npu_workloads_file || !c->npu_repo_dir))
+                what = "[NPU] Broker=yes needs WorkloadsFile= and RepositoryDirectory=";
         if (!what)
                 return 0;
         if (ret_error && !(*ret_error = strdup(what)))

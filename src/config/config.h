@@ -67,8 +67,18 @@ typedef struct Config {
         char *env_micromamba_sha256;    /* ... and its SHA-256, checked before every use */
         uint64_t env_setup_timeout_usec;
 
-        /* [NPU] */
-        bool npu_enable;
+        /* [NPU] (DESIGN.md §9) */
+        bool npu_enable;                /* chips in sandboxes */
+        char *npu_device_root;          /* where davinciN and the management nodes are ("/dev") */
+        char *npu_driver_dir;           /* the driver tree, read-only in NPU sandboxes */
+        char *npu_toolkit_dir;          /* the CANN toolkit (absent: none) */
+        char *npu_smi;                  /* npu-smi: chip state, and each chip's probe */
+        char *npu_dcmi_library;         /* libdcmi.so (NULL: the driver's, when present) */
+        uint64_t npu_probe_timeout_usec;
+        char **npu_cdi_dirs;            /* CDI spec directories, later ones take precedence */
+        bool npu_broker;                /* the host NPU broker (allowlisted jobs) */
+        char *npu_workloads_file;       /* its allowlist */
+        char *npu_repo_dir;             /* the deployment checkout ${repo:...} resolves under */
 } Config;
 
 /* config_init() - fill in the embedded defaults. Return: 0 or -ENOMEM. */

@@ -26,6 +26,7 @@
 #include "execution/records.h"
 #include "execution/replay.h"
 #include "http/http-server.h"
+#include "npu/npu-manager.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/scope.h"
 #include "util/helper-path.h"
@@ -324,6 +325,8 @@ Manager *manager_free(Manager *m) {
         execution_context_done(&m->exec);
         m->environments = env_manager_free(m->environments);   /* after the runs that held its prefixes */
         free(m->environments_error);
+        m->npu = npu_manager_free(m->npu);                     /* after the runs that held its chips */
+        free(m->npu_error);
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
         free(m->keeper_path);
         safe_close(m->keeper_fd);
@@ -495,11 +498,32 @@ static void manager_setup_environments(Manager *m) {
         }
 }
 
+/* Chips and devices ([NPU] Enable=yes): found and probed after READY, in a child. */
+static void manager_setup_npu(Manager *m) {
+        int r;
+
+        if (!m->config.npu_enable)
+                return;
+        r = npu_manager_new(&(NpuManagerParams) {
+                                    .event = m->event,
+                                    .config = &m->config,
+                                    .state_dir = m->state_dir,
+                                    .bwrap = m->config.bwrap,
+                                    .probe = &m->probe.probe,
+                            },
+                            &m->npu);
+        if (r < 0) {
+                (void) asprintf(&m->npu_error, "%s", strerror(-r));
+                log_error("Chips and devices are unavailable: %s", m->npu_error ?: "out of memory");
+        }
+}
+
 int manager_run(Manager *m) {
         int r;
 
         manager_fill_execution_context(m);
         manager_setup_environments(m);
+        manager_setup_npu(m);
 
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_STARTED,
@@ -512,6 +536,7 @@ int manager_run(Manager *m) {
                    m->socket_activated ? " passed by systemd" : "");
         (void) sd_notifyf(false, "READY=1\nSTATUS=Serving %u socket(s).", http_server_n_listeners(m->http));
         env_manager_start(m->environments);
+        npu_manager_start(m->npu);
 
         r = sd_event_loop(m->event);
 

@@ -67,6 +67,8 @@ typedef struct Manager {
         ExecutionContext exec;           /* what executions depend on: filled by manager_run() */
         struct EnvManager *environments; /* the environments (NULL: their store cannot be used) */
         char *environments_error;        /* ... and why */
+        struct NpuManager *npu;          /* chips and devices ([NPU] Enable=yes), or NULL */
+        char *npu_error;                 /* ... and why not, when enabled */
 } Manager;
 
 /*

@@ -54,6 +54,7 @@ struct Execution {
         Execution *prev, *next;
         ExecutionRequest *req;
         ExecutionEnv env;                /* hold == NULL: no environment */
+        ExecutionDevices devices;        /* hold == NULL: no chips or devices */
         char *id;
         ExecutionPhase phase;
         ExecutionStatus status;

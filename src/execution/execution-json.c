@@ -160,6 +160,22 @@ json_object *execution_to_json(const Execution *e) {
                 }
                 json_object_object_add(o, "environment", env);
         }
+        if (e->req->n_npu_chips > 0) {
+                json_object *npu = json_object_new_object(), *chips = json_object_new_array();
+                for (size_t i = 0; chips && i < e->req->n_npu_chips; i++)
+                        json_object_array_add(chips, json_object_new_int64(e->req->npu_chips[i]));
+                if (npu)
+                        json_object_object_add(npu, "chips", chips);
+                else
+                        json_object_put(chips);
+                json_object_object_add(o, "npu", npu);
+        }
+        if (e->req->devices) {
+                json_object *devices = json_object_new_array();
+                for (char **d = e->req->devices; devices && *d; d++)
+                        json_object_array_add(devices, json_object_new_string(*d));
+                json_object_object_add(o, "devices", devices);
+        }
         json_object_object_add(o, "status", json_object_new_string(
                         finished ? execution_status_to_string(e->status) : "running"));
         if (finished && e->status == EXECUTION_STATUS_EXITED)

@@ -270,7 +270,8 @@ static int launch_prepare_files(Execution *e, LaunchFiles *f) {
         _cleanup_free_ char *seccomp_error = NULL;
         int r;
 
-        r = seccomp_program_for_variant(e->egress ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE,
+        r = seccomp_program_for_variant(e->devices.npu ? SECCOMP_VARIANT_NPU :
+                                        e->egress ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE,
                                         &f->seccomp_fd, &seccomp_error);
         if (r < 0)
                 return execution_fail(e, r, "could not build the seccomp filter: %s", seccomp_error ?: strerror(-r));
@@ -315,6 +316,12 @@ static int launch_prepare_argv(Execution *e, LaunchFiles *f) {
                 .hide_file = e->env.hold ? e->env.hide_file : NULL,
                 .binds = e->env.hold && e->env.r ? &etc_r : NULL,
                 .n_binds = e->env.hold && e->env.r ? 1 : 0,
+                .npu = e->devices.npu,
+                .devices = e->devices.nodes,
+                .n_devices = e->devices.n_nodes,
+                .device_binds = e->devices.binds,
+                .n_device_binds = e->devices.n_binds,
+                .device_env = e->devices.env,
         };
         r = sandbox_argv_build(&spec, c->probe, &f->argv);
         if (r < 0)
@@ -540,8 +547,9 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
                 execution_write_record(e);
         }
 
-        /* The permission epoch: the network policy in force now, kept for the whole run. */
-        {
+        /* The permission epoch: the network policy in force now, kept for the whole run. A run
+         * with chips gets none: no bridge, its network namespace stays empty (DESIGN.md §9). */
+        if (!e->devices.npu) {
                 const char *reason = NULL;
                 int k = egress_epoch_acquire(c->egress, &e->egress, &reason);
                 if (k < 0)

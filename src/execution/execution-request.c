@@ -33,6 +33,8 @@ ExecutionRequest *execution_request_free(ExecutionRequest *r) {
         free(r->stdin_data);
         free(r->cwd);
         free(r->environment);
+        free(r->npu_chips);
+        strv_free(r->devices);
         free(r);
         return NULL;
 }
@@ -51,7 +53,7 @@ static int bad(char **ret_why, const char *fmt, ...) {
 static bool known_key(ExecutionKind kind, const char *key) {
         static const char *const common[] = {
                 "executionId", "workspaceId", "stdin", "env", "cwd", "timeoutMs", "limits", "kernelMode",
-                "environment",
+                "environment", "npu", "devices",
         };
         for (size_t i = 0; i < ELEMENTSOF(common); i++)
                 if (streq(key, common[i]))
@@ -328,6 +330,68 @@ static int parse_environment(json_object *body, ExecutionRequest *r, char **ret_
         return r->environment ? 0 : -ENOMEM;
 }
 
+/* "npu": {"chips": [logic id, ...]}: 1 to EXECUTION_NPU_CHIPS_MAX distinct ids (the NPU manager
+ * knows which exist). */
+static int parse_npu(json_object *body, ExecutionRequest *r, char **ret_why) {
+        json_object *npu, *chips;
+        size_t n;
+
+        if (!json_object_object_get_ex(body, "npu", &npu) || json_object_is_type(npu, json_type_null))
+                return 0;
+        if (!json_object_is_type(npu, json_type_object) || json_object_object_length(npu) != 1 ||
+            !json_object_object_get_ex(npu, "chips", &chips) || !json_object_is_type(chips, json_type_array))
+                return bad(ret_why, "'npu' must be an object {\"chips\": [chip logic ids]}");
+        n = json_object_array_length(chips);
+        if (n < 1 || n > EXECUTION_NPU_CHIPS_MAX)
+                return bad(ret_why, "'npu.chips' must name 1 to %u chips", EXECUTION_NPU_CHIPS_MAX);
+        r->npu_chips = calloc(n, sizeof(unsigned));
+        if (!r->npu_chips)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *v = json_object_array_get_idx(chips, i);
+                int64_t id;
+
+                if (!json_object_is_type(v, json_type_int) || (id = json_object_get_int64(v)) < 0 || id > 65535)
+                        return bad(ret_why, "'npu.chips' must hold chip logic ids (integers 0 to 65535)");
+                for (size_t j = 0; j < i; j++)
+                        if (r->npu_chips[j] == (unsigned) id)
+                                return bad(ret_why, "'npu.chips' names chip %u twice", (unsigned) id);
+                r->npu_chips[i] = (unsigned) id;
+        }
+        r->n_npu_chips = n;
+        return 0;
+}
+
+/* "devices": CDI names ("vendor.com/class=name"), checked for shape here, resolved by the NPU manager. */
+static int parse_devices(json_object *body, ExecutionRequest *r, char **ret_why) {
+        json_object *devices;
+        size_t n;
+
+        if (!json_object_object_get_ex(body, "devices", &devices) || json_object_is_type(devices, json_type_null))
+                return 0;
+        if (!json_object_is_type(devices, json_type_array))
+                return bad(ret_why, "'devices' must be an array of CDI device names (\"vendor.com/class=name\")");
+        n = json_object_array_length(devices);
+        if (n < 1 || n > EXECUTION_DEVICES_MAX)
+                return bad(ret_why, "'devices' must name 1 to %u devices", EXECUTION_DEVICES_MAX);
+        for (size_t i = 0; i < n; i++) {
+                json_object *v = json_object_array_get_idx(devices, i);
+                const char *s = json_object_get_string(v), *slash, *eq;
+
+                if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) > 255 ||
+                    strlen(s) != (size_t) json_object_get_string_len(v) ||
+                    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/=:") != strlen(s) ||
+                    !(slash = strchr(s, '/')) || !(eq = strchr(slash, '=')) || slash == s || eq == slash + 1 ||
+                    eq[1] == '\0')
+                        return bad(ret_why, "'devices' entries must be CDI device names (\"vendor.com/class=name\")");
+                if (strv_contains(r->devices, s))
+                        return bad(ret_why, "'devices' names '%s' twice", s);
+                if (strv_extend(&r->devices, s) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 static int parse_cwd(json_object *body, ExecutionRequest *r, char **ret_why) {
         const char *s;
         int k;
@@ -432,6 +496,12 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
         if (k < 0)
                 return k;
         k = parse_environment(body, r, ret_why);
+        if (k < 0)
+                return k;
+        k = parse_npu(body, r, ret_why);
+        if (k < 0)
+                return k;
+        k = parse_devices(body, r, ret_why);
         if (k < 0)
                 return k;
         k = parse_limits(body, max, r, ret_why);

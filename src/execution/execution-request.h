@@ -28,6 +28,8 @@ typedef struct ExecutionMaxima {
 #define EXECUTION_ENV_MAX 256
 #define EXECUTION_ENV_VALUE_MAX (32 * 1024)
 #define EXECUTION_CODE_PATH SANDBOX_CODE_PATH
+#define EXECUTION_NPU_CHIPS_MAX 64
+#define EXECUTION_DEVICES_MAX 32
 
 typedef struct ExecutionRequest {
         char *execution_id;             /* NULL: the caller generates one */
@@ -41,6 +43,9 @@ typedef struct ExecutionRequest {
         size_t stdin_size;
         char *cwd;                      /* relative to /workspace, "" = top */
         char *environment;              /* the environment's name, or NULL (checked by its owner) */
+        unsigned *npu_chips;            /* "npu": {"chips": [...]}: host logic ids, request order, unique */
+        size_t n_npu_chips;
+        char **devices;                 /* "devices": CDI names, unique (checked by the NPU manager) */
         uint64_t timeout_usec;
         uint64_t memory_max;            /* effective, after capping; 0 = none */
         uint64_t tasks_max;

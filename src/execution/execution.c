@@ -222,6 +222,7 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
                         e->scope = scope_free(e->scope);
                 }
                 e->cgroup = cgroup_free(e->cgroup);
+                execution_release_devices(e);   /* nothing of the sandbox is left to use them */
         } else {
                 /* The exit source watches the pidfd: that one stays until the keeper is reaped, and
                  * the scope until then too (see above); the control pipe as well while the keeper
@@ -254,6 +255,17 @@ static void execution_release_resources(Execution *e) {
         execution_release_resources_full(e, true);
 }
 
+static void execution_release_devices(Execution *e) {
+        if (e->devices.hold && e->devices.release)
+                e->devices.release(e->devices.hold);
+        e->devices = (ExecutionDevices) {};
+}
+
+void execution_set_devices(Execution *e, const ExecutionDevices *d) {
+        execution_release_devices(e);
+        e->devices = *d;
+}
+
 void execution_set_environment(Execution *e, const ExecutionEnv *env) {
         if (e->env.hold && e->env.release)
                 e->env.release(e->env.hold);
@@ -267,6 +279,7 @@ Execution *execution_free(Execution *e) {
                 return NULL;
         c = e->ctx;
         execution_release_resources(e);
+        execution_release_devices(e);
         if (e->env.hold && e->env.release)
                 e->env.release(e->env.hold);   /* its prefix may go now, if it is not live */
         e->cgroup = cgroup_free(e->cgroup);   /* one made for a run whose keeper never came */

@@ -41,6 +41,23 @@ typedef struct ExecutionEnv {
 /* execution_set_environment() - before execution_start(): the run takes @env (and its hold). */
 void execution_set_environment(Execution *e, const ExecutionEnv *env);
 
+/* The chips and CDI devices a run uses (DESIGN.md §9), held by their owner (the NPU manager's
+ * claim) until the sandbox is gone. Everything here is the hold's: valid while it is held. */
+typedef struct ExecutionDevices {
+        void *hold;                      /* released with @release once the sandbox is gone */
+        void (*release)(void *hold);
+        const SandboxNpu *npu;           /* chips: NULL = none */
+        const SandboxDevice *nodes;      /* CDI: device nodes, read-only binds, variables */
+        size_t n_nodes;
+        const SandboxBind *binds;
+        size_t n_binds;
+        char *const *env;
+} ExecutionDevices;
+
+/* execution_set_devices() - before execution_start(): the run takes @d (and its hold). A run with
+ * chips gets no egress bridge and the npu seccomp variant, whatever the network policy. */
+void execution_set_devices(Execution *e, const ExecutionDevices *d);
+
 /*
  * execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once.
  * Return: 0 once the run is under way (or waits for its lease, or ended at once without a failure,

@@ -48,6 +48,8 @@ static const struct {
         [HTTP_ERROR_PACKAGE_SPEC_INVALID]          = { "package_spec_invalid",          400 },
         [HTTP_ERROR_SOURCE_OFFLINE_UNSUPPORTED]    = { "source_offline_unsupported",    400 },
         [HTTP_ERROR_CHANNEL_NOT_ALLOWED]           = { "channel_not_allowed",           400 },
+        [HTTP_ERROR_NPU_UNAVAILABLE]               = { "npu_unavailable",               400 },
+        [HTTP_ERROR_NPU_CHIP_UNAVAILABLE]          = { "npu_chip_unavailable",          409 },
 };
 
 const char *http_error_code(HttpError error) {

@@ -44,6 +44,8 @@ typedef enum HttpError {
         HTTP_ERROR_PACKAGE_SPEC_INVALID,          /* 400 package_spec_invalid */
         HTTP_ERROR_SOURCE_OFFLINE_UNSUPPORTED,    /* 400 source_offline_unsupported */
         HTTP_ERROR_CHANNEL_NOT_ALLOWED,           /* 400 channel_not_allowed */
+        HTTP_ERROR_NPU_UNAVAILABLE,               /* 400 npu_unavailable */
+        HTTP_ERROR_NPU_CHIP_UNAVAILABLE,          /* 409 npu_chip_unavailable */
         _HTTP_ERROR_MAX,
         _HTTP_ERROR_INVALID = -EINVAL,
 } HttpError;

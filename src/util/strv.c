@@ -46,3 +46,10 @@ int strv_consume(char ***l, char *value) {
 int strv_extend(char ***l, const char *value) {
         return strv_consume(l, strdup(value));
 }
+
+bool strv_contains(char *const *l, const char *s) {
+        for (char *const *p = l; p && *p; p++)
+                if (strcmp(*p, s) == 0)
+                        return true;
+        return false;
+}
