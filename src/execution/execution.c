@@ -172,6 +172,12 @@ static bool execution_reap_keeper_later(Execution *e) {
         return true;
 }
 
+static void execution_release_devices(Execution *e) {
+        if (e->devices.hold && e->devices.release)
+                e->devices.release(e->devices.hold);
+        e->devices = (ExecutionDevices) {};
+}
+
 /*
  * Everything of the sandbox goes: after this no process of the run exists. The keeper (ours,
  * outside the sandbox: bwrap and the whole pid namespace are gone once it reported) is killed and
@@ -253,12 +259,6 @@ static void execution_release_resources_full(Execution *e, bool wait) {
 
 static void execution_release_resources(Execution *e) {
         execution_release_resources_full(e, true);
-}
-
-static void execution_release_devices(Execution *e) {
-        if (e->devices.hold && e->devices.release)
-                e->devices.release(e->devices.hold);
-        e->devices = (ExecutionDevices) {};
 }
 
 void execution_set_devices(Execution *e, const ExecutionDevices *d) {

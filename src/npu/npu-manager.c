@@ -23,6 +23,7 @@
 #include "util/child-task.h"
 #include "util/io-util.h"
 #include "util/json-util.h"
+#include "util/log-ids.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strv.h"
@@ -318,10 +319,14 @@ static void discovery_log(NpuManager *m) {
                         log_notice("NPU chip %u (%s) is not selectable: %s", m->chips[i].id,
                                    m->chips[i].name ?: "unnamed", m->chips[i].reason ?: "no reason given");
         }
-        log_info("NPU: %zu chip%s under %s, %u selectable (state from %s; management nodes: %s%s%s%s).", m->n_chips,
-                 m->n_chips == 1 ? "" : "s", m->device_root, selectable, m->source ?: "nothing",
-                 strv_length(m->mgmt) > 0 ? m->mgmt[0] : "none", strv_length(m->mgmt) > 1 ? ", " : "",
-                 strv_length(m->mgmt) > 1 ? m->mgmt[1] : "", strv_length(m->mgmt) > 2 ? ", ..." : "");
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_NPU_PROBED,
+                   "SANDBOX_NPU_CHIPS=%zu", m->n_chips,
+                   "SANDBOX_NPU_SELECTABLE=%u", selectable,
+                   "SANDBOX_NPU_SOURCE=%s", m->source ?: "none",
+                   "MESSAGE=NPU: %zu chip%s under %s, %u selectable (state from %s; %zu management node%s).",
+                   m->n_chips, m->n_chips == 1 ? "" : "s", m->device_root, selectable, m->source ?: "nothing",
+                   strv_length(m->mgmt), strv_length(m->mgmt) == 1 ? "" : "s");
 }
 
 static void on_discovered(ChildTask *t, int error, const char *out, void *userdata) {
@@ -541,6 +546,18 @@ static int claim_resolve_devices(NpuClaim *c, char *const *devices, char **ret_w
                 return r;
         if (r < 0)
                 return -EINVAL;
+        /* The nodes are bound writable: each must be a device on this host (a spec naming a
+         * directory such as /dev/shm would hand the sandbox a writable host directory). */
+        for (size_t i = 0; i < c->edits.n_nodes; i++) {
+                struct stat st;
+
+                if (stat(c->edits.nodes[i].host_path, &st) < 0)
+                        return claim_why(ret_why, -EINVAL, "the device node %s of a CDI device is missing: %m",
+                                         c->edits.nodes[i].host_path);
+                if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
+                        return claim_why(ret_why, -EINVAL, "%s, named as a device node by a CDI spec, is not a device",
+                                         c->edits.nodes[i].host_path);
+        }
         c->nodes = calloc(MAX(c->edits.n_nodes, (size_t) 1), sizeof(SandboxDevice));
         c->binds = calloc(MAX(c->edits.n_mounts, (size_t) 1), sizeof(SandboxBind));
         if (!c->nodes || !c->binds)
@@ -627,7 +644,11 @@ static void on_reprobed(ChildTask *t, int error, const char *out, void *userdata
                 }
         }
         if (r < 0) {
-                log_notice("Execution '%s' cannot have its chips: %s", c->holder, why ?: "out of memory");
+                log_struct(LOG_NOTICE,
+                           "MESSAGE_ID=" SR_MESSAGE_NPU_CHIP_UNAVAILABLE,
+                           "SANDBOX_EXECUTION_ID=%s", c->holder,
+                           "SANDBOX_REASON=%s", why ?: "out of memory",
+                           "MESSAGE=Execution '%s' cannot have its chips: %s", c->holder, why ?: "out of memory");
                 claim_unhold(c);
         }
         c->done(c, r, why, c->userdata);

@@ -905,6 +905,63 @@ static void test_refuse_env(void **state) {
         check_refusals("env", cases, ELEMENTS(cases), &maxima);
 }
 
+/* "npu" and "devices" (DESIGN.md §9): the shape here, what exists is the NPU manager's. */
+static void test_devices(void **state) {
+        ExecutionRequest *er;
+
+        er = parse_ok("{\"argv\": [\"true\"], \"npu\": {\"chips\": [5, 3, 0]}}", EXECUTION_KIND_EXECUTE, &maxima);
+        assert_int_equal(er->n_npu_chips, 3);
+        assert_int_equal(er->npu_chips[0], 5);
+        assert_int_equal(er->npu_chips[1], 3);
+        assert_int_equal(er->npu_chips[2], 0);
+        assert_null(er->devices);
+        execution_request_free(er);
+
+        er = parse_ok("{\"command\": \"true\", \"devices\": [\"nvidia.com/gpu=0\", \"example.com/fake=dev-0:a\"]}",
+                      EXECUTION_KIND_SHELL, &maxima);
+        assert_int_equal(er->n_npu_chips, 0);
+        assert_null(er->npu_chips);
+        assert_int_equal(strv_length(er->devices), 2);
+        assert_string_equal(er->devices[0], "nvidia.com/gpu=0");
+        assert_string_equal(er->devices[1], "example.com/fake=dev-0:a");
+        execution_request_free(er);
+
+        er = parse_ok("{\"command\": \"true\", \"npu\": null, \"devices\": null}", EXECUTION_KIND_SHELL, &maxima);
+        assert_int_equal(er->n_npu_chips, 0);
+        assert_null(er->devices);
+        execution_request_free(er);
+}
+
+static void test_refuse_devices(void **state) {
+        static const Refusal cases[] = {
+                { X, "{\"argv\": [\"true\"], \"npu\": [0]}", BAD, "npu" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {}}", BAD, "npu" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": [0], \"x\": 1}}", BAD, "npu" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": 0}}", BAD, "npu" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": []}}", BAD, "npu.chips", "1 to 64" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": [1, 1]}}", BAD, "npu.chips", "twice" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": [-1]}}", BAD, "npu.chips" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": [65536]}}", BAD, "npu.chips" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": [\"0\"]}}", BAD, "npu.chips" },
+                { X, "{\"argv\": [\"true\"], \"npu\": {\"chips\": [1.5]}}", BAD, "npu.chips" },
+                { S, "{\"command\": \"true\", \"npu\": {\"chips\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,"
+                     "20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,"
+                     "53,54,55,56,57,58,59,60,61,62,63,64]}}", BAD, "npu.chips", "1 to 64" },
+                { X, "{\"argv\": [\"true\"], \"devices\": \"a.com/b=c\"}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": []}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [1]}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [\"gpu0\"]}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [\"a.com/b\"]}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [\"a.com/b=\"]}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [\"/b=c\"]}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [\"a.com/=c\"]}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [\"a.com/b=c d\"]}", BAD, "devices" },
+                { X, "{\"argv\": [\"true\"], \"devices\": [\"a.com/b=c\", \"a.com/b=c\"]}", BAD, "devices", "twice" },
+        };
+
+        check_refusals("devices", cases, ELEMENTS(cases), &maxima);
+}
+
 static void test_refuse_cwd(void **state) {
         static const Refusal cases[] = {
                 { X, "{\"argv\": [\"pwd\"], \"cwd\": \"../x\"}", BAD, "cwd" },
@@ -1039,6 +1096,8 @@ int main(void) {
                 cmocka_unit_test(test_refuse_sizes),
                 cmocka_unit_test(test_refuse_env),
                 cmocka_unit_test(test_refuse_cwd),
+                cmocka_unit_test(test_devices),
+                cmocka_unit_test(test_refuse_devices),
                 cmocka_unit_test(test_refuse_timeout),
                 cmocka_unit_test(test_refuse_limits),
                 cmocka_unit_test(test_refuse_embedded_nul),
