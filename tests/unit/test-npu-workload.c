@@ -28,6 +28,7 @@
 #include "test-dir.h"
 #include "util/json-util.h"
 #include "util/macro.h"
+#include "util/strv.h"
 
 /* A workload with id "w" and the fields @extra (argv, ...) after chips and timeoutSec. */
 #define WL(extra) "{\"workloads\":[{\"id\":\"w\",\"description\":\"d\",\"chips\":1,\"timeoutSec\":1" extra "}]}"
@@ -46,20 +47,11 @@ static void test_id_valid(void **state) {
                 const char *id;
                 bool ok;
         } cases[] = {
-                { "fold-protein", true },
-                { "a", true },
-                { "0", true },
-                { "a.b_c-d", true },
+                { "fold-protein", true }, { "a", true }, { "0", true }, { "a.b_c-d", true },
                 { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", true },   /* 64 */
                 { "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", false },  /* 65 */
-                { "", false },
-                { "Fold", false },
-                { "-fold", false },
-                { ".fold", false },
-                { "_fold", false },
-                { "fold protein", false },
-                { "fold/protein", false },
-                { "fold\n", false },
+                { "", false }, { "Fold", false }, { "-fold", false }, { ".fold", false }, { "_fold", false },
+                { "fold protein", false }, { "fold/protein", false }, { "fold\n", false },
                 { "f\xc3\xa9", false },
         };
 
@@ -124,9 +116,7 @@ static void test_parse_good(void **state) {
         assert_null(b->config_fields);
         assert_null(b->env);
         assert_int_equal(b->chips, 16);
-        assert_null(npu_workloads_find(w, "fold"));
-        assert_null(npu_workloads_find(w, NULL));
-        assert_null(npu_workloads_find(NULL, "bench"));
+        assert_true(!npu_workloads_find(w, "fold") && !npu_workloads_find(w, NULL) && !npu_workloads_find(NULL, "bench"));
 }
 
 static void test_parse_bad(void **state) {
@@ -353,32 +343,27 @@ static void symlink_at(const TestDir *d, const char *target, const char *rel) {
  * res/weights/model.bin
  */
 static int setup_tree(void **state) {
+        static const char *const dirs[] = {
+                "repo", "repo/venv", "repo/venv/bin", "repo/tools", "ws", "ws/sub", "ws/adir", "ws/data",
+                "outside", "res", "res/weights", NULL,
+        };
         TestDir *d;
         _cleanup_free_ char *a = NULL, *b = NULL;
 
         (void) test_dir_setup(state);
         d = *state;
-        mkdir_p(d, "repo");
-        mkdir_p(d, "repo/venv");
-        mkdir_p(d, "repo/venv/bin");
-        mkdir_p(d, "repo/tools");
+        STRV_FOREACH(dir, (char **) dirs)
+                mkdir_p(d, *dir);
         put(d, "repo/venv/bin/python", "#!/bin/true\n");
         put(d, "repo/tools/fold.py", "print()\n");
         symlink_at(d, "/etc", "repo/escape");
-        mkdir_p(d, "ws");
-        mkdir_p(d, "ws/sub");
-        mkdir_p(d, "ws/adir");
-        mkdir_p(d, "ws/data");
         put(d, "ws/cfg.json", "{}");
         put(d, "ws/sub/cfg.json", "{\"workspace\": \"..\"}");
         symlink_at(d, "cfg.json", "ws/link-cfg");
         symlink_at(d, "/etc/passwd", "ws/passwd-link");
-        mkdir_p(d, "outside");
         put(d, "outside/secret.json", "{}");
         symlink_at(d, "@outside", "ws/out-link");
         symlink_at(d, "@outside/nothing", "ws/dangling");
-        mkdir_p(d, "res");
-        mkdir_p(d, "res/weights");
         put(d, "res/weights/model.bin", "w");
         symlink_at(d, "@res/weights", "ws/res-link");
         put(d, "ws/hl.json", "{}");
@@ -435,6 +420,14 @@ static json_object *inputs_of(const char *config_path) {
         return o;
 }
 
+/* @got is @prefix, @real and @suffix, one after the other. */
+static void assert_prefixed(const char *got, const char *prefix, const char *real, const char *suffix) {
+        _cleanup_free_ char *expect = NULL;
+
+        assert_true(asprintf(&expect, "%s%s%s", prefix, real, suffix) > 0);
+        assert_string_equal(got, expect);
+}
+
 /* ---- expansion ------------------------------------------------------------------------------------ */
 
 static void test_expand_good(void **state) {
@@ -452,24 +445,14 @@ static void test_expand_good(void **state) {
         assert_int_equal(npu_workload_expand(npu_workloads_find(w, "fold"), repo, ws, in, &p, &why), 0);
         assert_null(why);
 
-        assert_int_equal(asprintf(&expect, "%s/repo/venv/bin/python", real), (int) strlen(real) + 21);
-        assert_string_equal(p.argv[0], expect);
-        expect = mfree(expect);
-        assert_true(asprintf(&expect, "%s/repo/tools/fold.py", real) > 0);
-        assert_string_equal(p.argv[1], expect);
-        expect = mfree(expect);
+        assert_prefixed(p.argv[0], "", real, "/repo/venv/bin/python");
+        assert_prefixed(p.argv[1], "", real, "/repo/tools/fold.py");
         assert_string_equal(p.argv[2], "--config");
-        assert_true(asprintf(&expect, "%s/ws/cfg.json", real) > 0);
-        assert_string_equal(p.argv[3], expect);
-        assert_string_equal(p.config_path, expect);
-        expect = mfree(expect);
-        assert_true(asprintf(&expect, "--tools=%s/repo/tools", real) > 0);
-        assert_string_equal(p.argv[4], expect);
-        expect = mfree(expect);
+        assert_prefixed(p.argv[3], "", real, "/ws/cfg.json");
+        assert_prefixed(p.config_path, "", real, "/ws/cfg.json");
+        assert_prefixed(p.argv[4], "--tools=", real, "/repo/tools");
         assert_null(p.argv[5]);
-        assert_true(asprintf(&expect, "%s/ws", real) > 0);
-        assert_string_equal(p.cwd, expect);
-        expect = mfree(expect);
+        assert_prefixed(p.cwd, "", real, "/ws");
         assert_string_equal(p.env[0], "OMP_NUM_THREADS=8");
         assert_null(p.env[1]);
         assert_int_equal(p.chips, 2);
@@ -499,12 +482,11 @@ static void test_expand_forms(void **state) {
         _cleanup_(npu_workloads_freep) NpuWorkloads *w = tree_workloads(d);
         _cleanup_(json_object_putp) json_object *in = inputs_of("link-cfg"), *sub = inputs_of("sub/cfg.json");
         _cleanup_(npu_job_plan_done) NpuJobPlan p = {};
-        _cleanup_free_ char *repo = at(d, "repo"), *ws = at(d, "ws"), *real = realpath(d->path, NULL), *expect = NULL;
+        _cleanup_free_ char *repo = at(d, "repo"), *ws = at(d, "ws"), *real = realpath(d->path, NULL);
 
         put(d, "ws/cfg.json", "{}");
         assert_int_equal(npu_workload_expand(npu_workloads_find(w, "eq"), repo, ws, in, &p, NULL), 0);
-        assert_true(asprintf(&expect, "--config=%s/ws/cfg.json", real) > 0);
-        assert_string_equal(p.argv[1], expect);
+        assert_prefixed(p.argv[1], "--config=", real, "/ws/cfg.json");
         assert_int_equal(npu_job_plan_use_config_copy(&p, "/job/c.json"), 0);
         assert_string_equal(p.argv[1], "--config=/job/c.json");
         assert_string_equal(p.config_json, "{}");
@@ -771,7 +753,6 @@ static void test_load(void **state) {
                             *fifo = at(d, "allow.fifo"), *big = at(d, "big-allow.json"), *text = NULL;
         NpuWorkloads *w = NULL;
         char *why = NULL;
-        FILE *f;
 
         put(d, "allow.json", WID(",\"id\":\"x\"") "\n");
         assert_int_equal(npu_workloads_load(good, &w, &why), 0);
@@ -789,13 +770,11 @@ static void test_load(void **state) {
         assert_int_equal(npu_workloads_load(fifo, &w, &why), -EBADMSG);
         why = mfree(why);
 
-        f = fopen(big, "we");
-        assert_non_null(f);
-        text = calloc(1, NPU_WORKLOADS_MAX_BYTES + 1);
+        text = malloc(NPU_WORKLOADS_MAX_BYTES + 2);
         assert_non_null(text);
         memset(text, ' ', NPU_WORKLOADS_MAX_BYTES + 1);
-        assert_int_equal(fwrite(text, 1, NPU_WORKLOADS_MAX_BYTES + 1, f), NPU_WORKLOADS_MAX_BYTES + 1);
-        assert_int_equal(fclose(f), 0);
+        text[NPU_WORKLOADS_MAX_BYTES + 1] = '\0';
+        put(d, "big-allow.json", text);
         assert_int_equal(npu_workloads_load(big, &w, &why), -EBADMSG);
         assert_non_null(strstr(why, "larger than 1 MiB"));
         free(why);
