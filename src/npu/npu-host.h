@@ -54,7 +54,7 @@ void npu_host_nodes_done(NpuHostNodes *n);
  * out of bounds (more than NPU_SMI_CHIPS_MAX chips, duplicate logic ids, a name that is not
  * printable ASCII) is passed over with the reason logged at debug level, and @smi (NULL or "":
  * "npu-smi", looked up in $PATH) is run as `@smi info -m` then `@smi info` with
- * npu_run_capture(), both within @timeout_usec together, and the outputs parsed.
+ * npu_run_capture(), both within @timeout_usec together (0: no timeout), and the outputs parsed.
  * @ret and *@ret_source ("dcmi" or "npu-smi", static) are written only on success.
  * Return: 0; -ENOENT/-EACCES when @smi cannot be executed, -ETIMEDOUT when it did not finish in
  * time, -EIO when it exited with another status than 0 or died of a signal, -EFBIG when it printed
@@ -73,7 +73,8 @@ int npu_host_read_state(const char *smi, const char *driver_dir, const char *dcm
  * the group at @timeout_usec (0: no timeout). The child is reaped; one that does not die within a
  * second of SIGKILL (stuck in a driver) is left behind.
  * Return: 0 when it exited, with *@ret_out (NUL-terminated, allocated) and *@ret_len, *@ret_status
- * (its exit status, or -1 when a signal ended it) and *@ret_err (its stderr's last line, or NULL);
+ * (its exit status, or -1 when a signal ended it or, with SIGCHLD ignored, its status was lost) and
+ * *@ret_err (its stderr's last line, or NULL);
  * -ENOENT, -EACCES... when argv[0] cannot be executed, -ETIMEDOUT when the timeout killed it,
  * -EFBIG when its stdout went past NPU_RUN_OUTPUT_MAX (it is killed), each with *@ret_err saying
  * so; -ENOMEM, or -errno of pipe(), fork() and the like, with *@ret_err untouched.

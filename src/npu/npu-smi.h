@@ -31,7 +31,8 @@ typedef struct NpuSmiChip {
         unsigned npu_id;        /* "NPU ID" (the card) */
         unsigned chip_id;       /* "Chip ID" (index on the card) */
         char *name;             /* "Ascend 910B3" as printed by `info -m` (trimmed) */
-        char *health;           /* from `npu-smi info`: "OK", "Warning", "Alarm", "Critical", "UNKNOWN"...; NULL = not in the table */
+        char *health;           /* from `npu-smi info`: "OK", "Warning", "Alarm", "Critical", "UNKNOWN"...;
+                                 * NULL = not in the table */
         char *bus_id;           /* from `npu-smi info`, NULL if absent */
         unsigned n_processes;   /* processes listed on this chip by `npu-smi info` */
 } NpuSmiChip;
