@@ -125,8 +125,8 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
 
         if ((er->n_npu_chips > 0 || er->devices) && !m->npu) {
                 http_reply_error(req, HTTP_ERROR_NPU_UNAVAILABLE, "%s.",
-                                 m->config.npu_enable ? "Chips and devices are unavailable: the NPU manager could not start"
-                                 : "Chips and devices are not enabled on this runner ([NPU] Enable=no)");
+                                 !m->config.npu_enable ? "Chips and devices are not enabled on this runner ([NPU] Enable=no)"
+                                 : m->npu_error ?: "Chips and devices are unavailable");
                 return NULL;
         }
 

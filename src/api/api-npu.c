@@ -18,8 +18,8 @@ void api_npu_chips(Manager *m, HttpRequest *req, const Route *route, json_object
 
         if (!m->npu)
                 return http_reply_error(req, HTTP_ERROR_NPU_UNAVAILABLE, "%s.",
-                                        m->config.npu_enable ? "The NPU manager could not start"
-                                        : "Chips and devices are not enabled on this runner ([NPU] Enable=no)");
+                                        !m->config.npu_enable ? "Chips and devices are not enabled on this runner ([NPU] Enable=no)"
+                                        : m->npu_error ?: "Chips and devices are unavailable");
         o = npu_manager_chips_json(m->npu);
         if (!o)
                 return http_reply_oom(req);

@@ -504,6 +504,14 @@ static void manager_setup_npu(Manager *m) {
 
         if (!m->config.npu_enable)
                 return;
+        /* The probes are sandboxes: none where executions are refused (no usable sandbox, or
+         * started as root without the sandbox user, where a probe would run as root). */
+        if (m->identity_error || !m->probe.usable) {
+                (void) asprintf(&m->npu_error, "chips are not probed: %s",
+                                m->identity_error ?: m->probe.reason ?: "no sandbox can be built on this host");
+                log_warning("Chips and devices are unavailable: %s", m->npu_error ?: "out of memory");
+                return;
+        }
         r = npu_manager_new(&(NpuManagerParams) {
                                     .event = m->event,
                                     .config = &m->config,

@@ -228,7 +228,6 @@ static void execution_release_sandbox_full(Execution *e, bool wait) {
                         e->scope = scope_free(e->scope);
                 }
                 e->cgroup = cgroup_free(e->cgroup);
-                execution_release_devices(e);   /* nothing of the sandbox is left to use them */
         } else {
                 /* The exit source watches the pidfd: that one stays until the keeper is reaped, and
                  * the scope until then too (see above); the control pipe as well while the keeper
@@ -641,6 +640,7 @@ void execution_advance(Execution *e) {
 
         /* DONE: the lease and the rest go; the record, the journal entry and the answer. */
         execution_release_resources_full(e, false);
+        execution_release_devices(e);   /* no process of the sandbox is left to use them */
         e->phase = EXECUTION_DONE;
         execution_conclude(e);
 }

@@ -167,6 +167,9 @@ int npu_probe_chip(const char *bwrap, const SandboxProbe *probe, const SandboxNp
         int r;
 
         *ret_why = NULL;
+        /* Never as root: the daemon drops to its user before anything runs (a safety net). */
+        if (geteuid() == 0)
+                return why(ret_why, -EPERM, "the probe of chip %u would run as root; refused", id);
         if (!base->smi)
                 return why(ret_why, -ENOENT, "no npu-smi is configured ([NPU] NpuSmi=): chips cannot be probed");
         if (asprintf(&workspace, "%s/probe-XXXXXX", scratch_dir) < 0)

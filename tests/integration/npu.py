@@ -30,6 +30,7 @@ import shutil
 import stat
 import sys
 import threading
+import time
 import traceback
 
 sys.dont_write_bytecode = True
@@ -67,6 +68,15 @@ class Ctx(EnvClient):
             f.write("".join("%d\n" % i for i in ids))
         os.chmod(tmp, 0o644)
         os.rename(tmp, path)
+
+    def signed(self, method, path, body):
+        """(status, JSON answer) of a signed request (bearer + signature)."""
+        raw = json.dumps(body).encode()
+        ts = int(time.time())
+        h = [self.bearer(), ("Content-Type", "application/json"), ("X-Sandbox-Timestamp", str(ts)),
+             ("X-Sandbox-Signature", L.signature(self.d.key, ts, method, path, raw))]
+        r = L.http(self.d.port, method, path, h, raw, timeout=self.budget.bound(10.0))
+        return r.status, (json.loads(r.body.decode()) if r.body else None)
 
     def chips(self):
         st, j = self.req("GET", "/npu/chips")
@@ -114,7 +124,8 @@ def build_host(root):
     os.makedirs(cdi_run)
     good = {"cdiVersion": "0.6.0", "kind": "example.com/fake",
             "devices": [{"name": "dev0", "containerEdits": {
-                "deviceNodes": [{"path": "/dev/fake0", "hostPath": os.path.join(dev, "davinci_manager")}],
+                # The registry takes device nodes from the host's /dev only: /dev/null stands in.
+                "deviceNodes": [{"path": "/dev/fake0", "hostPath": "/dev/null"}],
                 "mounts": [{"hostPath": data, "containerPath": "/opt/fake-data", "options": ["ro", "nosuid", "bind"]}],
                 "env": ["FAKE_DEVICE=dev0"]}}],
             "containerEdits": {"env": ["FAKE_VENDOR=example"]}}
@@ -166,6 +177,7 @@ def sc(nr, *a):
     return 0 if r >= 0 else ctypes.get_errno()
 out = {"dev": sorted(os.listdir("/dev")), "env": dict(os.environ), "uid": os.getuid()}
 out["ino"] = {n: os.stat("/dev/" + n).st_ino for n in out["dev"] if n.startswith("davinci")}
+out["rdev"] = {n: os.stat("/dev/" + n).st_rdev for n in out["dev"] if n == "fake0"}
 out["chr"] = {n: __import__("stat").S_ISCHR(os.stat("/dev/" + n).st_mode) for n in out["dev"]
               if n.startswith("davinci") or n in ("devmm_svm", "hisi_hdc", "fake0")}
 out["getent"] = subprocess.run(["getent", "passwd", str(os.getuid())], capture_output=True, text=True).stdout
@@ -304,7 +316,8 @@ def case_held(ctx, res):
         res.check(st == 409 and j.get("error") == "npu_chip_unavailable" and ex in j.get("message", ""),
                   "another run: 409 naming the holder, got %d %s" % (st, j))
     finally:
-        st, _ = ctx.req("POST", "/shell-executions/%s/cancel" % ex, body={})
+        st, _ = ctx.signed("POST", "/shell-executions/%s/cancel" % ex, {})
+        res.eq("cancel", st, 202)
     deadline = now() + 30
     while now() < deadline:
         chips, _ = ctx.chips()
@@ -325,6 +338,7 @@ def case_cdi(ctx, res):
     o, _ = inside(ctx, res, {"devices": ["example.com/fake=dev0"]})
     if o:
         res.check("fake0" in o["dev"] and o["chr"].get("fake0"), "/dev/fake0 is a character device: %r" % o["dev"])
+        res.eq("/dev/fake0 is the spec's host node", o["rdev"].get("fake0"), os.stat("/dev/null").st_rdev)
         res.eq("mounted data", o.get("data"), "fake device data\n")
         res.eq("the mount is read-only", o.get("data_write"), 30)   # EROFS
         res.eq("FAKE_DEVICE", o["env"].get("FAKE_DEVICE"), "dev0")
