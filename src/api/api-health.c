@@ -10,6 +10,7 @@
 #include "api/api-internal.h"
 #include "build-config.h"
 #include "core/manager.h"
+#include "npu/npu-broker.h"
 #include "npu/npu-manager.h"
 #include "environment/env-manager.h"
 #include "egress/egress-epochs.h"
@@ -78,8 +79,20 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
                 json_object_object_add(o, "environments", env);
         }
 
-        if (m->npu)
-                json_object_object_add(o, "npu", npu_manager_health_json(m->npu));
+        if (m->npu) {
+                json_object *npu = npu_manager_health_json(m->npu), *broker = NULL;
+                if (m->broker)
+                        broker = npu_broker_health_json(m->broker);
+                else if (m->config.npu_broker && (broker = json_object_new_object())) {
+                        json_object_object_add(broker, "enabled", json_object_new_boolean(false));
+                        json_object_object_add(broker, "reason", json_object_new_string(m->broker_error ?: "unavailable"));
+                }
+                if (npu && broker)
+                        json_object_object_add(npu, "broker", broker);
+                else
+                        json_object_put(broker);
+                json_object_object_add(o, "npu", npu);
+        }
         else {
                 json_object *npu = json_object_new_object();
                 if (npu) {

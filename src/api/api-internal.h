@@ -118,3 +118,17 @@ void api_files_delete(Manager *m, HttpRequest *req, const Route *route, json_obj
 /* api-npu.c: chips and devices (docs/api.md section 10). */
 void api_npu_chips(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                    const char **params, size_t *lens);
+void api_npu_workloads(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                       const char **params, size_t *lens);
+void api_npu_job_create(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                        const char **params, size_t *lens);
+void api_npu_jobs_list(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                       const char **params, size_t *lens);
+void api_npu_job_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                     const char **params, size_t *lens);
+void api_npu_job_log(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                     const char **params, size_t *lens);
+void api_npu_job_result(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                        const char **params, size_t *lens);
+void api_npu_job_cancel(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                        const char **params, size_t *lens);

@@ -83,6 +83,13 @@ static const Route routes[] = {
         { "GET",  "/environments/*/revisions",  ROUTE_AUTH_BEARER, false, api_environment_revisions },
         { "PUT",  "/api/quota-settings",        ROUTE_AUTH_BEARER, true,  api_quota_put },
         { "GET",  "/npu/chips",                 ROUTE_AUTH_BEARER, false, api_npu_chips },
+        { "GET",  "/npu/workloads",             ROUTE_AUTH_BEARER, false, api_npu_workloads },
+        { "POST", "/npu/jobs",                  ROUTE_AUTH_SIGNED, true,  api_npu_job_create },
+        { "GET",  "/npu/jobs",                  ROUTE_AUTH_BEARER, false, api_npu_jobs_list },
+        { "GET",  "/npu/jobs/*",                ROUTE_AUTH_BEARER, false, api_npu_job_get },
+        { "GET",  "/npu/jobs/*/log",            ROUTE_AUTH_BEARER, false, api_npu_job_log },
+        { "GET",  "/npu/jobs/*/result",         ROUTE_AUTH_BEARER, false, api_npu_job_result },
+        { "POST", "/npu/jobs/*/cancel",         ROUTE_AUTH_SIGNED, true,  api_npu_job_cancel },
 };
 
 /* ---- request flow ---------------------------------------------------------------------------- */

@@ -599,6 +599,8 @@ int config_verify(Config *c, char **ret_error) {
                 what = "[NPU] ProbeTimeoutSec= must be at least 1s";
         else if (c->npu_broker && (!c->npu_workloads_file || !c->npu_repo_dir))
                 what = "[NPU] Broker=yes needs WorkloadsFile= and RepositoryDirectory=";
+        else if (c->npu_broker && !c->npu_enable)
+                what = "[NPU] Broker=yes needs Enable=yes (the jobs' chips are probed and held as executions' are)";
         if (!what)
                 return 0;
         if (ret_error && !(*ret_error = strdup(what)))

@@ -26,6 +26,7 @@
 #include "execution/records.h"
 #include "execution/replay.h"
 #include "http/http-server.h"
+#include "npu/npu-broker.h"
 #include "npu/npu-manager.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/scope.h"
@@ -325,6 +326,8 @@ Manager *manager_free(Manager *m) {
         execution_context_done(&m->exec);
         m->environments = env_manager_free(m->environments);   /* after the runs that held its prefixes */
         free(m->environments_error);
+        m->broker = npu_broker_free(m->broker);                /* its jobs hold chips */
+        free(m->broker_error);
         m->npu = npu_manager_free(m->npu);                     /* after the runs that held its chips */
         free(m->npu_error);
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
@@ -523,6 +526,25 @@ static void manager_setup_npu(Manager *m) {
         if (r < 0) {
                 (void) asprintf(&m->npu_error, "%s", strerror(-r));
                 log_error("Chips and devices are unavailable: %s", m->npu_error ?: "out of memory");
+                return;
+        }
+        if (!m->config.npu_broker)
+                return;
+        r = npu_broker_new(&(NpuBrokerParams) {
+                                   .event = m->event,
+                                   .bus = m->bus,
+                                   .config = &m->config,
+                                   .state_dir = m->state_dir,
+                                   .npu = m->npu,
+                                   .busy_ref = on_execution_busy_ref,
+                                   .busy_unref = on_execution_busy_unref,
+                                   .userdata = m,
+                           },
+                           &m->broker, &m->broker_error);
+        if (r < 0) {
+                if (!m->broker_error)
+                        (void) asprintf(&m->broker_error, "%s", strerror(-r));
+                log_error("The NPU broker is unavailable: %s", m->broker_error ?: "out of memory");
         }
 }
 

@@ -69,6 +69,8 @@ typedef struct Manager {
         char *environments_error;        /* ... and why */
         struct NpuManager *npu;          /* chips and devices ([NPU] Enable=yes), or NULL */
         char *npu_error;                 /* ... and why not, when enabled */
+        struct NpuBroker *broker;        /* the host NPU broker ([NPU] Broker=yes), or NULL */
+        char *broker_error;              /* ... and why not, when enabled */
 } Manager;
 
 /*

@@ -710,6 +710,29 @@ int npu_manager_claim(NpuManager *m, const unsigned *chips, size_t n_chips, char
         return 0;
 }
 
+int npu_manager_pick(NpuManager *m, unsigned n, unsigned *ret, char **ret_why) {
+        unsigned found = 0, selectable = 0;
+
+        *ret_why = NULL;
+        if (m->phase != NPU_PHASE_READY)
+                return claim_why(ret_why, -EINVAL, m->phase == NPU_PHASE_FAILED ? "no chip can be used: %s" :
+                                 "the chips are still being probed%s; retry in a moment", m->error ?: "");
+        for (size_t i = 0; i < m->n_chips; i++) {
+                if (!m->chips[i].selectable)
+                        continue;
+                selectable++;
+                if (!m->chips[i].held_by && found < n)
+                        ret[found++] = m->chips[i].id;
+        }
+        if (found == n)
+                return 0;
+        if (selectable < n)
+                return claim_why(ret_why, -EINVAL, "the workload needs %u chip%s and this host has %u selectable",
+                                 n, n == 1 ? "" : "s", selectable);
+        return claim_why(ret_why, -EBUSY, "the workload needs %u chip%s and only %u of the selectable ones are free",
+                         n, n == 1 ? "" : "s", found);
+}
+
 NpuClaim *npu_claim_free(NpuClaim *c) {
         if (!c)
                 return NULL;

@@ -59,6 +59,12 @@ typedef void (*NpuClaimDoneFn)(NpuClaim *c, int error, const char *why, void *us
  */
 int npu_manager_claim(NpuManager *m, const unsigned *chips, size_t n_chips, char *const *devices,
                       const char *holder, NpuClaimDoneFn done, void *userdata, NpuClaim **ret, char **ret_why);
+/*
+ * npu_manager_pick() - @n chips for a broker job: the lowest selectable ones that no run holds,
+ * ascending, into @ret. Return: 0, or -EINVAL / -EBUSY (as npu_manager_claim()) with *ret_why.
+ */
+int npu_manager_pick(NpuManager *m, unsigned n, unsigned *ret, char **ret_why);
+
 /* npu_claim_free() - release the chips (a re-probe still running is stopped, @done not called). */
 NpuClaim *npu_claim_free(NpuClaim *c);
 static inline void npu_claim_freep(NpuClaim **c) {

@@ -60,6 +60,9 @@ class Ctx(EnvClient):
         self.cdi = os.path.join(root, "cdi")
         self.cdi_run = os.path.join(root, "cdi-run")
         self.inodes = {}
+        self.repo = os.path.join(os.path.dirname(root), "checkout")
+        self.weights = os.path.join(os.path.dirname(root), "weights")
+        self.workloads = os.path.join(os.path.dirname(root), "workloads.json")
 
     def claim(self, ids):
         path = os.path.join(self.driver, "fake", "claimed")
@@ -150,11 +153,46 @@ def build_host(root):
     return inodes
 
 
+# The "model" of the broker's workloads: reads its config, writes into run_dir, says what it saw.
+FOLD = r'''
+import json, os, sys, time
+cfg = json.load(open(sys.argv[sys.argv.index("--config") + 1]))
+print("fold: config", sys.argv[sys.argv.index("--config") + 1], flush=True)
+print("fold: uid", os.getuid(), "chips", os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), flush=True)
+print("fold: weights", open(os.path.join(cfg["weights"], "w.txt")).read().strip(), flush=True)
+os.makedirs(cfg["run_dir"], exist_ok=True)
+with open(os.path.join(cfg["run_dir"], "model.pdb"), "w") as f:
+    f.write("MODEL of " + open(cfg["target_pdb"]).read())
+time.sleep(float(cfg.get("sleep", 0)))
+print("fold: done", flush=True)
+'''
+
+
+def build_broker(ctx):
+    """The deployment checkout, the weights (a resource root) and the allowlist."""
+    os.makedirs(os.path.join(ctx.repo, "tools"))
+    with open(os.path.join(ctx.repo, "tools", "fold.py"), "w") as f:
+        f.write(FOLD)
+    os.symlink("/etc/passwd", os.path.join(ctx.repo, "tools", "escape.py"))
+    os.makedirs(ctx.weights)
+    with open(os.path.join(ctx.weights, "w.txt"), "w") as f:
+        f.write("weights-v1\n")
+    wl = {"workloads": [
+        {"id": "fold", "description": "Fold a protein on one chip",
+         "argv": ["/usr/bin/python3", "-I", "${repo:tools/fold.py}", "--config", "${input:configPath}"],
+         "chips": 1, "timeoutSec": 120, "configPathFields": ["workspace", "run_dir", "target_pdb", "weights"],
+         "resourceRoots": [ctx.weights], "env": {"OMP_NUM_THREADS": "2"}},
+        {"id": "escape", "description": "A workload whose script is a symlink out of the checkout",
+         "argv": ["/usr/bin/python3", "${repo:tools/escape.py}"], "chips": 1, "timeoutSec": 10}]}
+    with open(ctx.workloads, "w") as f:
+        json.dump(wl, f)
+
+
 def config_text(ctx):
     return ("[NPU]\nEnable=yes\nDeviceRoot=%s\nDriverDirectory=%s\nToolkitDirectory=%s\nNpuSmi=%s\n"
-            "CDISpecDirectories=%s %s\nProbeTimeoutSec=30\n"
+            "CDISpecDirectories=%s %s\nProbeTimeoutSec=30\nBroker=yes\nWorkloadsFile=%s\nRepositoryDirectory=%s\n"
             "[Environments]\nBootstrap=\n[Runner]\nIdleExitSec=0\n[Execution]\nAllowUnscoped=yes\nDefaultTimeoutSec=60\n"
-            % (ctx.dev, ctx.driver, ctx.toolkit, ctx.smi, ctx.cdi, ctx.cdi_run))
+            % (ctx.dev, ctx.driver, ctx.toolkit, ctx.smi, ctx.cdi, ctx.cdi_run, ctx.workloads, ctx.repo))
 
 
 def wait_probed(ctx, res):
@@ -370,6 +408,165 @@ def case_disabled(ctx, res):
         d2.cleanup()
 
 
+# ---- the host NPU broker (child mode: the daemon is started by hand) ----
+
+SESSION = "npu-sess-a"
+OTHER = "npu-sess-b"
+
+
+def put_file(ctx, ws, path, data):
+    st, j = ctx.req("PUT", "/workspaces/%s/files/%s" % (ws, path), raw=data)
+    if st != 201:
+        raise AssertionError("upload %s: %d %s" % (path, st, j))
+
+
+def fold_config(ctx, **over):
+    ws = ctx.d.workspace_path(SESSION)
+    cfg = {"workspace": ws, "run_dir": "out/run1", "target_pdb": "target.pdb",
+           "weights": ctx.weights, "sleep": 0}
+    cfg.update(over)
+    return json.dumps(cfg).encode()
+
+
+def wait_job(ctx, job, session=SESSION, states=("succeeded", "failed", "cancelled", "interrupted"), t=60):
+    deadline = now() + t
+    j = None
+    while now() < deadline:
+        st, j = ctx.req("GET", "/npu/jobs/%s?session_id=%s" % (job, session))
+        if st == 200 and j.get("state") in states:
+            return j
+        ctx.budget.expired.wait(0.2)
+    raise AssertionError("job %s did not reach %s: %s" % (job, states, j))
+
+
+@case("broker: workloads listed without host paths; allowlist only; template escapes refused (403)")
+def case_broker_refusals(ctx, res):
+    st, j = ctx.req("GET", "/npu/workloads")
+    ids = [w.get("id") for w in (j or {}).get("workloads", [])]
+    res.check(st == 200 and ids == ["fold", "escape"], "GET /npu/workloads: %d %s" % (st, j))
+    res.check(ctx.repo not in json.dumps(j) and "argv" not in json.dumps(j), "no host path or argv listed")
+    put_file(ctx, SESSION, "target.pdb", b"ATOM 1\n")
+    put_file(ctx, SESSION, "cfg.json", fold_config(ctx))
+    st, j = ctx.execute({"workspaceId": SESSION, "command":
+                         "ln -s /etc/passwd evil.json && mkdir -p sub && ln -s /etc escdir && "
+                         "printf '{\"run_dir\": \"escdir/x\", \"workspace\": \".\", \"target_pdb\": \"target.pdb\"}' > viasym.json"})
+    res.check(st == 200 and j.get("exitCode") == 0, "set-up run: %d %s" % (st, j))
+    put_file(ctx, SESSION, "abs.json", fold_config(ctx, run_dir="/etc/cron.d"))
+    put_file(ctx, SESSION, "up.json", fold_config(ctx, target_pdb="../../../../etc/shadow"))
+    put_file(ctx, OTHER, "x.txt", b"x")
+    for body, status, words in (
+            ({"workloadId": "shell", "sessionId": SESSION}, 400, ["not in the allowlist"]),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "cfg.json"}, "argv": ["sh"]}, 400, ["argv"]),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "cfg.json", "cmd": "id"}}, 400, []),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "../cfg.json"}}, None, ["configPath"]),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "/etc/passwd"}}, None, ["configPath"]),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "evil.json"}}, 403, ["configPath"]),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "abs.json"}}, 403, ["run_dir"]),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "up.json"}}, 403, ["target_pdb"]),
+            ({"workloadId": "fold", "sessionId": SESSION, "inputs": {"configPath": "viasym.json"}}, 403, ["run_dir"]),
+            ({"workloadId": "escape", "sessionId": SESSION}, 403, ["repo"]),
+            ({"workloadId": "fold", "sessionId": "no-such-session", "inputs": {"configPath": "cfg.json"}}, 404, [])):
+        st, j = ctx.signed("POST", "/npu/jobs", body)
+        ok = (st == status if status else st in (400, 403)) and all(w in (j or {}).get("message", "") for w in words)
+        res.check(ok, "%r: expected %s with %r, got %d %s" % (body, status or "400/403", words, st, j))
+    st, j = ctx.req("POST", "/npu/jobs", body={"workloadId": "fold", "sessionId": SESSION})
+    res.check(st == 401, "POST /npu/jobs without a signature: %d" % st)
+    st, j = ctx.req("GET", "/npu/jobs?session_id=%s" % SESSION)
+    res.check(st == 200 and j.get("jobs") == [], "nothing was created by the refusals: %s" % j)
+
+
+@case("broker: a job runs the allowlisted argv (no shell), log, result, its chip held then free; other sessions get 404")
+def case_broker_job(ctx, res):
+    st, j = ctx.signed("POST", "/npu/jobs", {"workloadId": "fold", "sessionId": SESSION,
+                                               "inputs": {"configPath": "cfg.json"}})
+    if not res.check(st == 202 and j.get("state") == "queued" and len(j.get("jobId", "")) == 16,
+                     "POST /npu/jobs: %d %s" % (st, j)):
+        return
+    job = j["jobId"]
+    final = wait_job(ctx, job)
+    res.eq("state", final.get("state"), "succeeded")
+    res.eq("chips", final.get("chips"), [0])
+    res.check("argv" not in final and "cwd" not in final, "no host paths in the job's view: %s" % final)
+    r = L.http(ctx.d.port, "GET", "/npu/jobs/%s/log?session_id=%s&offset=0" % (job, SESSION), [ctx.bearer()], b"")
+    log = r.body.decode()
+    res.check(r.status == 200 and "fold: done" in log and "chips 0" in log and "weights-v1" in log,
+              "log: %d %r" % (r.status, log))
+    res.check("uid 0 " not in log, "the job did not run as root: %r" % log)
+    res.check("/npu-jobs/%s/config.json" % job in log, "the job read the broker's checked copy: %r" % log)
+    res.eq("next offset", r.header("X-Sandbox-Next-Offset"), str(len(r.body)))
+    r2 = L.http(ctx.d.port, "GET", "/npu/jobs/%s/log?session_id=%s&offset=%d" % (job, SESSION, len(r.body)),
+                [ctx.bearer()], b"")
+    res.check(r2.status == 200 and r2.body == b"", "log past the end is empty: %r" % r2.body)
+    st, j = ctx.req("GET", "/npu/jobs/%s/result?session_id=%s" % (job, SESSION))
+    res.check(st == 200 and j.get("exitCode") == 0 and j.get("timedOut") is False, "result: %d %s" % (st, j))
+    out = os.path.join(ctx.d.workspace_path(SESSION), "out", "run1", "model.pdb")
+    res.check(os.path.exists(out) and open(out).read() == "MODEL of ATOM 1\n", "the job's output is in the workspace")
+    chips, _ = ctx.chips()
+    res.check("heldBy" not in chips[0], "chip 0 is free after the job: %r" % chips[0])
+    for path in ("/npu/jobs/%s?session_id=%s", "/npu/jobs/%s/log?session_id=%s", "/npu/jobs/%s/result?session_id=%s"):
+        st, j = ctx.req("GET", path % (job, OTHER))
+        res.check(st == 404 and (j or {}).get("error") == "not_found", "%s of another session: %d %s" % (path, st, j))
+    st, j = ctx.signed("POST", "/npu/jobs/%s/cancel" % job, {"sessionId": OTHER})
+    res.check(st == 404, "cancel from another session: %d %s" % (st, j))
+    st, j = ctx.req("GET", "/npu/jobs?session_id=%s" % OTHER)
+    res.check(st == 200 and j.get("jobs") == [], "another session lists nothing: %s" % j)
+    st, j = ctx.req("GET", "/npu/jobs?session_id=%s" % SESSION)
+    res.check(st == 200 and [x.get("jobId") for x in j.get("jobs", [])] == [job], "the session lists its job: %s" % j)
+
+
+def job_processes(marker):
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+@case("broker: cancel stops the job's processes; the job is cancelled")
+def case_broker_cancel(ctx, res):
+    put_file(ctx, SESSION, "slow.json", fold_config(ctx, run_dir="out/slow", sleep=60))
+    st, j = ctx.signed("POST", "/npu/jobs", {"workloadId": "fold", "sessionId": SESSION,
+                                               "inputs": {"configPath": "slow.json"}})
+    if not res.check(st == 202, "POST: %d %s" % (st, j)):
+        return
+    job = j["jobId"]
+    wait_job(ctx, job, states=("running",))
+    deadline = now() + 20
+    while now() < deadline and not job_processes(job):
+        ctx.budget.expired.wait(0.2)
+    res.check(job_processes(job), "the job's processes run")
+    st, j = ctx.signed("POST", "/npu/jobs/%s/cancel" % job, {"sessionId": SESSION})
+    res.check(st == 202 and j.get("state") == "cancelling", "cancel: %d %s" % (st, j))
+    final = wait_job(ctx, job, t=30)
+    res.eq("state", final.get("state"), "cancelled")
+    res.eq("processes left", job_processes(job), [])
+    st, j = ctx.signed("POST", "/npu/jobs/%s/cancel" % job, {"sessionId": SESSION})
+    res.check(st == 202 and j.get("state") == "finished", "cancel of a finished job: %d %s" % (st, j))
+
+
+@case("broker: a daemon restart marks an active job interrupted (last: it kills the daemon)")
+def case_broker_restart(ctx, res):
+    st, j = ctx.signed("POST", "/npu/jobs", {"workloadId": "fold", "sessionId": SESSION,
+                                               "inputs": {"configPath": "slow.json"}})
+    if not res.check(st == 202, "POST: %d %s" % (st, j)):
+        return
+    job = j["jobId"]
+    wait_job(ctx, job, states=("running",))
+    ctx.d.kill()
+    deadline = now() + 20
+    while now() < deadline and job_processes(job):
+        ctx.budget.expired.wait(0.2)
+    res.eq("the job's processes after the daemon's death", job_processes(job), [])
+    ctx.d.start()
+    j = wait_job(ctx, job, states=("interrupted",), t=20)
+    res.check("restarted" in j.get("error", ""), "the reason: %s" % j)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
@@ -394,6 +591,7 @@ def main():
     d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config="")
     ctx = Ctx(d, budget, os.path.join(d.tmp, "ascend"))
     ctx.inodes = build_host(ctx.root)
+    build_broker(ctx)
     ctx.claim([1])
     with open(d.conf, "w") as f:
         f.write(config_text(ctx))
