@@ -111,6 +111,8 @@ void api_npu_job_create(Manager *m, HttpRequest *req, const Route *route, json_o
                 return http_reply_error(req, HTTP_ERROR_NPU_UNAVAILABLE, "%s.", why ?: "no chips for this job");
         case -EBUSY:
                 return http_reply_error(req, HTTP_ERROR_NPU_CHIP_UNAVAILABLE, "%s.", why ?: "its chips are held");
+        case -EAGAIN:
+                return http_reply_error(req, HTTP_ERROR_WORKSPACE_BUSY, "%s.", why ?: "the workspace is in use");
         case -EINVAL:
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid request: %s.", why ?: "bad field");
         default:

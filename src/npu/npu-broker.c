@@ -28,6 +28,7 @@
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/strv.h"
+#include "workspace/workspace.h"
 
 #define POLL_USEC (500U * 1000U)         /* how often a job's unit is looked at */
 
@@ -43,6 +44,7 @@ struct BrokerJob {
         char *unit;                      /* under systemd: sandbox-runner-npu@<id>.service */
         pid_t pid;                       /* by hand: the runner, our child */
         sd_event_source *child_source, *poll_source;
+        int lease_fd;                    /* the session workspace's write lease, for the job's life */
         bool cancelled;
 };
 
@@ -101,6 +103,7 @@ static BrokerJob *job_free(BrokerJob *j) {
         j->child_source = sd_event_source_disable_unref(j->child_source);
         j->poll_source = sd_event_source_disable_unref(j->poll_source);
         j->claim = npu_claim_free(j->claim);
+        j->lease_fd = safe_close(j->lease_fd);
         if (j->prev)
                 j->prev->next = j->next;
         else if (b->jobs == j)
@@ -340,6 +343,7 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
         _cleanup_(npu_job_plan_done) NpuJobPlan plan = {};
         _cleanup_free_ char *workspace = NULL, *copy = NULL, *holder = NULL;
         _cleanup_free_ unsigned *chips = NULL;
+        _cleanup_close_ int ws_fd = -EBADF, lease_fd = -EBADF;
         char id[NPU_JOB_ID_LEN + 1];
         const NpuWorkload *w = NULL;
         const char *session = NULL, *reason = NULL;
@@ -355,8 +359,16 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
                 return r;
         if (asprintf(&workspace, "%s/workspaces/%s", b->state_dir, session) < 0)
                 return -ENOMEM;
-        if (stat(workspace, &st) < 0 || !S_ISDIR(st.st_mode))
+        ws_fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ws_fd < 0 || fstat(ws_fd, &st) < 0)
                 return why(ret_why, -ENOENT, "session '%s' has no workspace (a run or an upload makes it)", session);
+        /* The workspace's write lease, from before the checks to the job's end: no run, upload or
+         * restore of the session can change what was checked (swap a checked directory for a
+         * symlink) while the job runs. */
+        lease_fd = workspace_lease_try(ws_fd);
+        if (lease_fd < 0)
+                return why(ret_why, -EAGAIN, "session '%s''s workspace is in use (a run, an upload or another job); "
+                           "retry when it is free", session);
         if (!b->npu)
                 return why(ret_why, -ENODEV, "the broker's jobs need chips, and chips are unavailable here");
         chips = calloc(w->chips, sizeof(unsigned));
@@ -381,7 +393,7 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
         j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (BrokerJob) { .broker = b, .chips = STEAL(chips), .n_chips = w->chips };
+        *j = (BrokerJob) { .broker = b, .chips = STEAL(chips), .n_chips = w->chips, .lease_fd = STEAL_FD(lease_fd) };
         memcpy(j->id, id, sizeof(id));
         j->next = b->jobs;
         if (b->jobs)

@@ -540,6 +540,11 @@ def case_broker_cancel(ctx, res):
     while now() < deadline and not job_processes(job):
         ctx.budget.expired.wait(0.2)
     res.check(job_processes(job), "the job's processes run")
+    # The job holds the session workspace's write lease: nothing of the session changes what was
+    # checked while it runs (another job, an upload: refused or waiting).
+    st, j = ctx.signed("POST", "/npu/jobs", {"workloadId": "fold", "sessionId": SESSION,
+                                               "inputs": {"configPath": "cfg.json"}})
+    res.check(st == 423 and j.get("error") == "workspace_busy", "a second job of the session: %d %s" % (st, j))
     st, j = ctx.signed("POST", "/npu/jobs/%s/cancel" % job, {"sessionId": SESSION})
     res.check(st == 202 and j.get("state") == "cancelling", "cancel: %d %s" % (st, j))
     final = wait_job(ctx, job, t=30)
