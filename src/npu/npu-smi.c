@@ -26,6 +26,19 @@ typedef struct Slice {
         size_t n;
 } Slice;
 
+
+/* span_dup() - @n bytes of @p as a string. Not strndup(): the input is not NUL-terminated and
+ * need not be (the fuzz target hands out the bare buffer), so nothing past @n may be read. */
+static char *span_dup(const char *p, size_t n) {
+        char *t = malloc(n + 1);
+
+        if (!t)
+                return NULL;
+        memcpy(t, p, n);
+        t[n] = '\0';
+        return t;
+}
+
 static bool is_blank(char c) {
         return c == ' ' || c == '\t';
 }
@@ -132,7 +145,7 @@ static int fail_quoting(char **ret_why, unsigned line, const char *what, Slice s
 
         if (!ret_why)
                 return -EBADMSG;
-        raw = strndup(s.p, MIN(s.n, (size_t) 80));
+        raw = span_dup(s.p, MIN(s.n, (size_t) 80));
         if (!raw)
                 return -ENOMEM;
         quoted = str_escape_log(raw, 64);
@@ -621,9 +634,9 @@ static int info_commit(NpuSmiChips *chips, const InfoChip *found) {
         for (size_t i = 0; i < n; i++) {
                 if (found[i].line == 0)
                         continue;
-                s[2 * i] = strndup(found[i].health.p, found[i].health.n);
+                s[2 * i] = span_dup(found[i].health.p, found[i].health.n);
                 if (found[i].bus_id.n > 0)
-                        s[2 * i + 1] = strndup(found[i].bus_id.p, found[i].bus_id.n);
+                        s[2 * i + 1] = span_dup(found[i].bus_id.p, found[i].bus_id.n);
                 if (!s[2 * i] || (found[i].bus_id.n > 0 && !s[2 * i + 1])) {
                         for (size_t j = 0; j < 2 * n; j++)
                                 free(s[j]);

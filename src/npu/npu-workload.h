@@ -8,7 +8,7 @@
  * placeholders. Pure but for the file system reads of npu_workloads_load() and
  * npu_workload_expand() (realpath(), the config file); no logging.
  *
- * Allowlist format (docs/npu-workloads.md holds the operator's version of this):
+ * Allowlist format (docs/npu.md section 6.2 holds the operator's version of this):
  *
  *   { "workloads": [ {
  *       "id": "fold-protein",                  [a-z0-9][a-z0-9._-]{0,63}, unique; required
