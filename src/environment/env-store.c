@@ -26,6 +26,7 @@
 #include "util/strv.h"
 
 #define DIR_MODE 0750
+#define ENV_STORE_JSON_FLAGS (JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE)
 #define FILE_MODE 0640
 
 /* ---- helpers (env-store-internal.h shares two with env-store-wheel.c) ---------------------------- */
@@ -60,51 +61,6 @@ int env_store_mkdir_open(int dfd, const char *name, mode_t mode) {
         int r = mkdir_mode_at(dfd, name, mode);
 
         return r < 0 ? r : open_dir_at(dfd, name);
-}
-
-/* Write @size bytes to @name of @dfd atomically: a temporary file, fsync(), rename(), fsync(@dfd). */
-static int write_atomic_at(int dfd, const char *name, const void *data, size_t size, mode_t mode) {
-        _cleanup_free_ char *tmp = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
-        r = env_store_random_name(ENV_STORE_TMP_PREFIX, &tmp);
-        if (r < 0)
-                return r;
-        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-        if (fd < 0)
-                return negative_errno();
-        r = loop_write(fd, data, size);
-        if (r >= 0 && fchmod(fd, mode) < 0)
-                r = negative_errno();
-        if (r >= 0 && fsync(fd) < 0)
-                r = negative_errno();
-        if (r >= 0 && renameat(dfd, tmp, dfd, name) < 0)
-                r = negative_errno();
-        if (r < 0) {
-                (void) unlinkat(dfd, tmp, 0);
-                return r;
-        }
-        return fsync(dfd) < 0 ? negative_errno() : 0;
-}
-
-static int write_json_at(int dfd, const char *name, json_object *o) {
-        _cleanup_free_ char *buf = NULL;
-        const char *text;
-        size_t n;
-
-        text = json_object_to_json_string_length(o, 
-                                                  JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                  JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-        if (!text)
-                return -ENOMEM;
-        /* json-c's buffer holds the text; a copy adds the final newline. */
-        buf = malloc(n + 1);
-        if (!buf)
-                return -ENOMEM;
-        memcpy(buf, text, n);
-        buf[n] = '\n';
-        return write_atomic_at(dfd, name, buf, n + 1, FILE_MODE);
 }
 
 static int read_json_at(int dfd, const char *name, json_object **ret) {
@@ -250,7 +206,7 @@ const char *env_store_root(EnvStore *s) {
 int env_store_write_catalog(EnvStore *s, json_object *catalog) {
         if (!json_object_is_type(catalog, json_type_object))
                 return -EINVAL;
-        return write_json_at(s->root_fd, "catalog.json", catalog);
+        return json_write_file_atomic_at(s->root_fd, "catalog.json", catalog, ENV_STORE_JSON_FLAGS, FILE_MODE);
 }
 
 int env_store_list(EnvStore *s, char ***ret_names) {
@@ -316,7 +272,7 @@ static int save_at(int env_fd, const EnvMeta *m) {
         o = env_meta_to_json(m);
         if (!o)
                 return -ENOMEM;
-        return write_json_at(env_fd, "meta.json", o);
+        return json_write_file_atomic_at(env_fd, "meta.json", o, ENV_STORE_JSON_FLAGS, FILE_MODE);
 }
 
 int env_store_save(EnvStore *s, const EnvMeta *m) {
@@ -354,7 +310,7 @@ int env_store_save_setup(EnvStore *s, const EnvMeta *wanted, const char *setup_i
         fd = open_dir_at(s->envs_fd, wanted->name);
         if (fd < 0)
                 return fd;
-        r = write_json_at(fd, "setup.json", o);
+        r = json_write_file_atomic_at(fd, "setup.json", o, ENV_STORE_JSON_FLAGS, FILE_MODE);
         if (r < 0)
                 return r;
         return fsync(s->envs_fd) < 0 ? negative_errno() : 0;
@@ -445,7 +401,7 @@ static int publish_record(int env_fd, unsigned revision, json_object *record) {
         if (rev_fd < 0)
                 return rev_fd;
         (void) snprintf(file, sizeof(file), "%u.json", revision);
-        return write_json_at(rev_fd, file, record);
+        return json_write_file_atomic_at(rev_fd, file, record, ENV_STORE_JSON_FLAGS, FILE_MODE);
 }
 
 int env_store_publish_upto(EnvStore *s, const char *name, const char *setup_id, unsigned revision,

@@ -96,28 +96,9 @@ int http_json_parse(const char *body, size_t size, json_object **ret, const char
                 *ret_why = "the request body is too large";
                 return -EBADMSG;
         }
-        /* What json-c's strict mode still lets through: raw control characters inside strings
-         * (JSON allows them only as whitespace between tokens) and single-quoted names. This
-         * only follows string boundaries; the parsing itself is json-c's. */
-        for (size_t i = 0, in_string = 0; i < size; i++) {
-                unsigned char c = (unsigned char) body[i];
-
-                if (c < 0x20 && (in_string || (c != '\t' && c != '\n' && c != '\r'))) {
-                        *ret_why = "raw control characters are not allowed in JSON (escape them)";
-                        return -EBADMSG;
-                }
-                if (in_string) {
-                        if (c == '\\')
-                                i++;
-                        else if (c == '"')
-                                in_string = 0;
-                } else if (c == '"')
-                        in_string = 1;
-                else if (c == '\'') {
-                        *ret_why = "JSON strings and names must use double quotes";
-                        return -EBADMSG;
-                }
-        }
+        r = json_text_check_strict(body, size, ret_why);
+        if (r < 0)
+                return r;
 
         tok = json_tokener_new_ex(HTTP_JSON_MAX_DEPTH + 1);
         if (!tok)

@@ -27,6 +27,7 @@
 #include "util/json-util.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 #include "workspace/workspace.h"
 
@@ -67,17 +68,6 @@ struct NpuBroker {
         void (*busy_unref)(void *userdata);
         void *userdata;
 };
-
-static int why(char **ret_why, int error, const char *fmt, ...) _printf_(3, 4);
-static int why(char **ret_why, int error, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(ret_why, fmt, ap) < 0)
-                *ret_why = NULL;
-        va_end(ap);
-        return error;
-}
 
 static void job_set_state(BrokerJob *j, NpuJobState state, const NpuJobResult *result, const char *error) {
         NpuJobUpdate u = {
@@ -224,7 +214,7 @@ static int job_start_unit(BrokerJob *j, char **ret_why) {
         if (r >= 0)
                 r = sd_bus_call(b->bus, m, 0, &error, NULL);
         if (r < 0) {
-                (void) why(ret_why, r, "its devices cannot be set on %s: %s", j->unit, error.message ?: strerror(-r));
+                (void) set_message(ret_why, r, "its devices cannot be set on %s: %s", j->unit, error.message ?: strerror(-r));
                 sd_bus_error_free(&error);
                 return r;
         }
@@ -235,7 +225,7 @@ static int job_start_unit(BrokerJob *j, char **ret_why) {
         if (r >= 0)
                 r = sd_bus_call(b->bus, m, 0, &error, NULL);
         if (r < 0) {
-                (void) why(ret_why, r, "%s cannot be started: %s", j->unit, error.message ?: strerror(-r));
+                (void) set_message(ret_why, r, "%s cannot be started: %s", j->unit, error.message ?: strerror(-r));
                 sd_bus_error_free(&error);
                 return r;
         }
@@ -250,12 +240,12 @@ static int job_start_child(BrokerJob *j, char **ret_why) {
         pid_t parent = getpid();
 
         if (!b->runner)
-                return why(ret_why, -ENOENT, "sandbox-runner-npu is not installed next to the daemon");
+                return set_message(ret_why, -ENOENT, "sandbox-runner-npu is not installed next to the daemon");
         if (asprintf(&dir, "%s/%s", b->jobs_dir, j->id) < 0)
                 return -ENOMEM;
         j->pid = fork();
         if (j->pid < 0)
-                return why(ret_why, -errno, "cannot start the job's runner: %m");
+                return set_message(ret_why, -errno, "cannot start the job's runner: %m");
         if (j->pid == 0) {
                 sigset_t none;
 
@@ -307,27 +297,27 @@ static int submit_parse(NpuBroker *b, json_object *body, const NpuWorkload **ret
         const char *id;
 
         if (!json_object_is_type(body, json_type_object))
-                return why(ret_why, -EINVAL, "the body must be a JSON object");
+                return set_message(ret_why, -EINVAL, "the body must be a JSON object");
         json_object_object_foreach(body, key, val) {
                 (void) val;
                 if (!streq(key, "workloadId") && !streq(key, "sessionId") && !streq(key, "inputs"))
-                        return why(ret_why, -EINVAL, "unknown field '%.64s' (workloadId, sessionId, inputs)", key);
+                        return set_message(ret_why, -EINVAL, "unknown field '%.64s' (workloadId, sessionId, inputs)", key);
         }
         if (!json_object_object_get_ex(body, "workloadId", &v) || !json_object_is_type(v, json_type_string))
-                return why(ret_why, -EINVAL, "'workloadId' must be a string");
+                return set_message(ret_why, -EINVAL, "'workloadId' must be a string");
         id = json_object_get_string(v);
         *ret_w = npu_workloads_find(b->workloads, id);
         if (!*ret_w)
-                return why(ret_why, -EINVAL, "workload '%.64s' is not in the allowlist (GET /npu/workloads)",
+                return set_message(ret_why, -EINVAL, "workload '%.64s' is not in the allowlist (GET /npu/workloads)",
                            npu_workload_id_valid(id) ? id : "(invalid)");
         if (!json_object_object_get_ex(body, "sessionId", &v) || !json_object_is_type(v, json_type_string) ||
             !npu_session_id_valid(json_object_get_string(v)))
-                return why(ret_why, -EINVAL, "'sessionId' must be a session's id (its workspace's id)");
+                return set_message(ret_why, -EINVAL, "'sessionId' must be a session's id (its workspace's id)");
         *ret_session = json_object_get_string(v);
         *ret_inputs = NULL;
         if (json_object_object_get_ex(body, "inputs", &v) && !json_object_is_type(v, json_type_null)) {
                 if (!json_object_is_type(v, json_type_object))
-                        return why(ret_why, -EINVAL, "'inputs' must be an object");
+                        return set_message(ret_why, -EINVAL, "'inputs' must be an object");
                 *ret_inputs = v;
         }
         return 0;
@@ -361,16 +351,16 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
                 return -ENOMEM;
         ws_fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (ws_fd < 0 || fstat(ws_fd, &st) < 0)
-                return why(ret_why, -ENOENT, "session '%s' has no workspace (a run or an upload makes it)", session);
+                return set_message(ret_why, -ENOENT, "session '%s' has no workspace (a run or an upload makes it)", session);
         /* The workspace's write lease, from before the checks to the job's end: no run, upload or
          * restore of the session can change what was checked (swap a checked directory for a
          * symlink) while the job runs. */
         lease_fd = workspace_lease_try(ws_fd);
         if (lease_fd < 0)
-                return why(ret_why, -EAGAIN, "session '%s''s workspace is in use (a run, an upload or another job); "
+                return set_message(ret_why, -EAGAIN, "session '%s''s workspace is in use (a run, an upload or another job); "
                            "retry when it is free", session);
         if (!b->npu)
-                return why(ret_why, -ENODEV, "the broker's jobs need chips, and chips are unavailable here");
+                return set_message(ret_why, -ENODEV, "the broker's jobs need chips, and chips are unavailable here");
         chips = calloc(w->chips, sizeof(unsigned));
         if (!chips)
                 return -ENOMEM;
@@ -417,8 +407,8 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
                             }, NULL, &reason);
         if (r < 0) {
                 job_free(j);
-                return r == -EINVAL ? why(ret_why, -EINVAL, "the job cannot be made: %s", reason ?: "invalid")
-                                    : why(ret_why, r, "the job cannot be stored: %s", strerror(-r));
+                return r == -EINVAL ? set_message(ret_why, -EINVAL, "the job cannot be made: %s", reason ?: "invalid")
+                                    : set_message(ret_why, r, "the job cannot be stored: %s", strerror(-r));
         }
         r = npu_manager_claim(b->npu, j->chips, j->n_chips, NULL, holder, on_claimed, j, &claim, ret_why);
         if (r < 0) {
@@ -540,11 +530,11 @@ int npu_broker_new(const NpuBrokerParams *p, NpuBroker **ret, char **ret_error) 
         b->runner = find_helper("npu", "sandbox-runner-npu");
         r = npu_workloads_load(p->config->npu_workloads_file, &b->workloads, &load_why);
         if (r < 0)
-                return why(ret_error, r, "the workload allowlist %s cannot be used: %s", p->config->npu_workloads_file,
+                return set_message(ret_error, r, "the workload allowlist %s cannot be used: %s", p->config->npu_workloads_file,
                            load_why ?: strerror(-r));
         b->jobs_fd = npu_jobs_open(p->state_dir);
         if (b->jobs_fd < 0)
-                return why(ret_error, b->jobs_fd, "the job store %s cannot be opened: %s", b->jobs_dir,
+                return set_message(ret_error, b->jobs_fd, "the job store %s cannot be opened: %s", b->jobs_dir,
                            strerror(-b->jobs_fd));
         if (npu_host_scan_nodes(b->device_root, &nodes) >= 0)
                 b->mgmt = STEAL(nodes.mgmt);

@@ -22,56 +22,12 @@
 #include "util/strv.h"
 
 /* Temporary names start with this: readers never look at them, npu_jobs_recover() removes them. */
-#define TMP_PREFIX ".#"
+#define TMP_PREFIX ATOMIC_TMP_PREFIX
 #define DIR_MODE 0700
 #define FILE_MODE 0600
+#define JOB_JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
 /* ---- files ------------------------------------------------------------------------------------- */
-
-/* Write @size bytes to @name of @dfd atomically: a temporary file, fsync(), rename(), fsync(@dfd). */
-static int write_atomic_at(int dfd, const char *name, const void *data, size_t size) {
-        char tmp[sizeof(TMP_PREFIX) + NPU_JOB_ID_LEN];
-        _cleanup_close_ int fd = -EBADF;
-        int r;
-
-        /* A random name: the daemon and the runner write different files of one directory. */
-        memcpy(tmp, TMP_PREFIX, strlen(TMP_PREFIX));
-        r = npu_job_id_new(tmp + strlen(TMP_PREFIX));
-        if (r < 0)
-                return r;
-        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, FILE_MODE);
-        if (fd < 0)
-                return negative_errno();
-        r = loop_write(fd, data, size);
-        if (r >= 0 && fsync(fd) < 0)
-                r = negative_errno();
-        if (r >= 0 && renameat(dfd, tmp, dfd, name) < 0)
-                r = negative_errno();
-        if (r < 0) {
-                (void) unlinkat(dfd, tmp, 0);
-                return r;
-        }
-        return fsync(dfd) < 0 ? negative_errno() : 0;
-}
-
-static int write_json_at(int dfd, const char *name, json_object *o) {
-        _cleanup_free_ char *buf = NULL;
-        const char *text;
-        size_t n;
-
-        if (!o)
-                return -ENOMEM;
-        text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-        if (!text)
-                return -ENOMEM;
-        /* json-c's buffer holds the text; a copy adds the final newline. */
-        buf = malloc(n + 1);
-        if (!buf)
-                return -ENOMEM;
-        memcpy(buf, text, n);
-        buf[n] = '\n';
-        return write_atomic_at(dfd, name, buf, n + 1);
-}
 
 static int read_json_at(int dfd, const char *name, json_object **ret) {
         _cleanup_free_ char *data = NULL;
@@ -139,7 +95,7 @@ int npu_job_load_at(int job_fd, NpuJob **ret, const char **ret_reason) {
 static int job_save_at(int job_fd, const NpuJob *j) {
         _cleanup_(json_object_putp) json_object *o = npu_job_to_json(j);
 
-        return write_json_at(job_fd, NPU_JOB_FILE, o);
+        return json_write_file_atomic_at(job_fd, NPU_JOB_FILE, o, JOB_JSON_FLAGS, FILE_MODE);
 }
 
 int npu_jobs_load(int dir_fd, const char *id, NpuJob **ret) {
@@ -216,7 +172,7 @@ static int create_fill(int dir_fd, const char *tmp, const NpuJobSpec *spec, cons
         if (fd < 0)
                 return fd;
         if (spec->config) {
-                r = write_atomic_at(fd, NPU_JOB_CONFIG_FILE, spec->config, spec->config_size);
+                r = write_file_atomic_at(fd, NPU_JOB_CONFIG_FILE, spec->config, spec->config_size, FILE_MODE);
                 if (r < 0)
                         return r;
         }
@@ -563,7 +519,7 @@ int npu_jobs_read_log(int dir_fd, const char *id, const char *session_id, uint64
 int npu_job_write_result_at(int job_fd, const NpuJobResult *res) {
         _cleanup_(json_object_putp) json_object *o = npu_job_result_to_json(res);
 
-        return write_json_at(job_fd, NPU_JOB_RESULT_FILE, o);
+        return json_write_file_atomic_at(job_fd, NPU_JOB_RESULT_FILE, o, JOB_JSON_FLAGS, FILE_MODE);
 }
 
 int npu_job_load_result_at(int job_fd, NpuJobResult *ret) {
@@ -609,7 +565,7 @@ int npu_job_write_started_at(int job_fd, pid_t pid, uint64_t started_ms) {
                         return -ENOMEM;
                 }
         }
-        return write_json_at(job_fd, NPU_JOB_STARTED_FILE, o);
+        return json_write_file_atomic_at(job_fd, NPU_JOB_STARTED_FILE, o, JOB_JSON_FLAGS, FILE_MODE);
 }
 
 int npu_job_load_started_at(int job_fd, pid_t *ret_pid, uint64_t *ret_started_ms) {

@@ -26,6 +26,7 @@
 #include "util/log-ids.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 
 #define REASON_MAX 300
@@ -490,17 +491,6 @@ json_object *npu_manager_health_json(NpuManager *m) {
 
 /* ---- claims ---- */
 
-static int claim_why(char **ret_why, int error, const char *fmt, ...) _printf_(3, 4);
-static int claim_why(char **ret_why, int error, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(ret_why, fmt, ap) < 0)
-                *ret_why = NULL;
-        va_end(ap);
-        return error;
-}
-
 static int cmp_unsigned(const void *a, const void *b) {
         unsigned x = *(const unsigned *) a, y = *(const unsigned *) b;
 
@@ -512,20 +502,20 @@ static int claim_check_chips(NpuManager *m, const unsigned *chips, size_t n, cha
         if (n == 0)
                 return 0;
         if (m->phase == NPU_PHASE_IDLE || m->phase == NPU_PHASE_PROBING)
-                return claim_why(ret_why, -EINVAL, "the chips are still being probed; retry in a moment");
+                return set_message(ret_why, -EINVAL, "the chips are still being probed; retry in a moment");
         if (m->phase == NPU_PHASE_FAILED)
-                return claim_why(ret_why, -EINVAL, "no chip can be used: %s", m->error ?: "the discovery failed");
+                return set_message(ret_why, -EINVAL, "no chip can be used: %s", m->error ?: "the discovery failed");
         for (size_t i = 0; i < n; i++) {
                 NpuChip *c = chip_find(m, chips[i]);
 
                 if (!c)
-                        return claim_why(ret_why, -EINVAL, "chip %u does not exist (no %s/davinci%u, or it is not "
+                        return set_message(ret_why, -EINVAL, "chip %u does not exist (no %s/davinci%u, or it is not "
                                          "a character device)", chips[i], m->device_root, chips[i]);
                 if (!c->selectable)
-                        return claim_why(ret_why, -EINVAL, "chip %u is not selectable: %s", c->id,
+                        return set_message(ret_why, -EINVAL, "chip %u is not selectable: %s", c->id,
                                          c->reason ?: "its probe failed");
                 if (c->held_by)
-                        return claim_why(ret_why, -EBUSY, "chip %u is held by execution '%s'", c->id,
+                        return set_message(ret_why, -EBUSY, "chip %u is held by execution '%s'", c->id,
                                          c->held_by->holder);
         }
         return 0;
@@ -540,7 +530,7 @@ static int claim_resolve_devices(NpuClaim *c, char *const *devices, char **ret_w
                 return 0;
         r = cdi_registry_load(c->manager->cdi_dirs, &reg);
         if (r < 0)
-                return claim_why(ret_why, -EINVAL, "the CDI specs cannot be read: %s", strerror(-r));
+                return set_message(ret_why, -EINVAL, "the CDI specs cannot be read: %s", strerror(-r));
         r = cdi_registry_resolve(reg, devices, &c->edits, ret_why);
         if (r == -ENOMEM)
                 return r;
@@ -552,10 +542,10 @@ static int claim_resolve_devices(NpuClaim *c, char *const *devices, char **ret_w
                 struct stat st;
 
                 if (stat(c->edits.nodes[i].host_path, &st) < 0)
-                        return claim_why(ret_why, -EINVAL, "the device node %s of a CDI device is missing: %m",
+                        return set_message(ret_why, -EINVAL, "the device node %s of a CDI device is missing: %m",
                                          c->edits.nodes[i].host_path);
                 if (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode))
-                        return claim_why(ret_why, -EINVAL, "%s, named as a device node by a CDI spec, is not a device",
+                        return set_message(ret_why, -EINVAL, "%s, named as a device node by a CDI spec, is not a device",
                                          c->edits.nodes[i].host_path);
         }
         c->nodes = calloc(MAX(c->edits.n_nodes, (size_t) 1), sizeof(SandboxDevice));
@@ -680,7 +670,7 @@ int npu_manager_claim(NpuManager *m, const unsigned *chips, size_t n_chips, char
         qsort(c->chips, n_chips, sizeof(unsigned), cmp_unsigned);
         for (size_t i = 1; i < n_chips; i++)
                 if (c->chips[i] == c->chips[i - 1])
-                        return claim_why(ret_why, -EINVAL, "chip %u is named twice", c->chips[i]);
+                        return set_message(ret_why, -EINVAL, "chip %u is named twice", c->chips[i]);
         c->n_chips = n_chips;
         r = claim_check_chips(m, c->chips, n_chips, ret_why);
         if (r < 0)
@@ -715,7 +705,7 @@ int npu_manager_pick(NpuManager *m, unsigned n, unsigned *ret, char **ret_why) {
 
         *ret_why = NULL;
         if (m->phase != NPU_PHASE_READY)
-                return claim_why(ret_why, -EINVAL, m->phase == NPU_PHASE_FAILED ? "no chip can be used: %s" :
+                return set_message(ret_why, -EINVAL, m->phase == NPU_PHASE_FAILED ? "no chip can be used: %s" :
                                  "the chips are still being probed%s; retry in a moment", m->error ?: "");
         for (size_t i = 0; i < m->n_chips; i++) {
                 if (!m->chips[i].selectable)
@@ -727,9 +717,9 @@ int npu_manager_pick(NpuManager *m, unsigned n, unsigned *ret, char **ret_why) {
         if (found == n)
                 return 0;
         if (selectable < n)
-                return claim_why(ret_why, -EINVAL, "the workload needs %u chip%s and this host has %u selectable",
+                return set_message(ret_why, -EINVAL, "the workload needs %u chip%s and this host has %u selectable",
                                  n, n == 1 ? "" : "s", selectable);
-        return claim_why(ret_why, -EBUSY, "the workload needs %u chip%s and only %u of the selectable ones are free",
+        return set_message(ret_why, -EBUSY, "the workload needs %u chip%s and only %u of the selectable ones are free",
                          n, n == 1 ? "" : "s", found);
 }
 

@@ -24,6 +24,7 @@
 #include "util/fd-util.h"
 #include "util/fs-util.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 
 #define PROBE_OUTPUT_MAX (64U * 1024U)
@@ -31,17 +32,6 @@
 static const char passwd_data[] = SANDBOX_PASSWD_DATA;
 static const char group_data[] = SANDBOX_GROUP_DATA;
 static const char hosts_data[] = SANDBOX_HOSTS_DATA;
-
-static int why(char **ret_why, int error, const char *fmt, ...) _printf_(3, 4);
-static int why(char **ret_why, int error, const char *fmt, ...) {
-        va_list ap;
-
-        va_start(ap, fmt);
-        if (vasprintf(ret_why, fmt, ap) < 0)
-                *ret_why = NULL;
-        va_end(ap);
-        return error;
-}
 
 static uint64_t now_ms(void) {
         struct timespec ts;
@@ -126,13 +116,13 @@ static int probe_run(const char *bwrap, char **argv, const int fds[4], unsigned 
         pid_t pid;
 
         if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return why(ret_why, -errno, "cannot make a pipe: %m");
+                return set_message(ret_why, -errno, "cannot make a pipe: %m");
         pid = fork();
         if (pid < 0) {
                 r = -errno;
                 safe_close(pipefd[0]);
                 safe_close(pipefd[1]);
-                return why(ret_why, r, "cannot fork: %s", strerror(-r));
+                return set_message(ret_why, r, "cannot fork: %s", strerror(-r));
         }
         if (pid == 0)
                 probe_exec(bwrap, argv, fds, pipefd[1]);
@@ -144,16 +134,16 @@ static int probe_run(const char *bwrap, char **argv, const int fds[4], unsigned 
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                 ;
         if (r == -ETIME)
-                return why(ret_why, -ETIME, "the probe of chip %u (npu-smi info in a sandbox) did not finish within %"
+                return set_message(ret_why, -ETIME, "the probe of chip %u (npu-smi info in a sandbox) did not finish within %"
                            PRIu64 " s", id, timeout_usec / 1000000U);
         if (r < 0)
-                return why(ret_why, r, "the probe of chip %u could not be read: %s", id, strerror(-r));
+                return set_message(ret_why, r, "the probe of chip %u could not be read: %s", id, strerror(-r));
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
                 return 0;
         if (WIFEXITED(status))
-                return why(ret_why, -EIO, "the probe of chip %u failed: npu-smi info in a sandbox binding it "
+                return set_message(ret_why, -EIO, "the probe of chip %u failed: npu-smi info in a sandbox binding it "
                            "exited with status %d%s%s", id, WEXITSTATUS(status), isempty(last) ? "" : ": ", last ?: "");
-        return why(ret_why, -EIO, "the probe of chip %u failed: its sandbox was killed by signal %d", id,
+        return set_message(ret_why, -EIO, "the probe of chip %u failed: its sandbox was killed by signal %d", id,
                    WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
@@ -169,13 +159,13 @@ int npu_probe_chip(const char *bwrap, const SandboxProbe *probe, const SandboxNp
         *ret_why = NULL;
         /* Never as root: the daemon drops to its user before anything runs (a safety net). */
         if (geteuid() == 0)
-                return why(ret_why, -EPERM, "the probe of chip %u would run as root; refused", id);
+                return set_message(ret_why, -EPERM, "the probe of chip %u would run as root; refused", id);
         if (!base->smi)
-                return why(ret_why, -ENOENT, "no npu-smi is configured ([NPU] NpuSmi=): chips cannot be probed");
+                return set_message(ret_why, -ENOENT, "no npu-smi is configured ([NPU] NpuSmi=): chips cannot be probed");
         if (asprintf(&workspace, "%s/probe-XXXXXX", scratch_dir) < 0)
                 return -ENOMEM;
         if (!mkdtemp(workspace))
-                return why(ret_why, -errno, "cannot make the probe's workspace under %s: %m", scratch_dir);
+                return set_message(ret_why, -errno, "cannot make the probe's workspace under %s: %m", scratch_dir);
 
         npu.chips = &id;
         npu.n_chips = 1;
@@ -193,18 +183,18 @@ int npu_probe_chip(const char *bwrap, const SandboxProbe *probe, const SandboxNp
         };
         r = sandbox_argv_build(&spec, probe, &argv);
         if (r < 0)
-                (void) why(ret_why, r, "cannot build the probe sandbox of chip %u: %s", id, strerror(-r));
+                (void) set_message(ret_why, r, "cannot build the probe sandbox of chip %u: %s", id, strerror(-r));
         else {
                 r = seccomp_program_for_variant(SECCOMP_VARIANT_NPU, &fds[0], &seccomp_error);
                 if (r < 0)
-                        (void) why(ret_why, r, "cannot build the npu seccomp filter: %s", seccomp_error ?: strerror(-r));
+                        (void) set_message(ret_why, r, "cannot build the npu seccomp filter: %s", seccomp_error ?: strerror(-r));
         }
         if (r >= 0) {
                 fds[1] = memfd_new_data("sandbox-passwd", passwd_data, strlen(passwd_data));
                 fds[2] = memfd_new_data("sandbox-group", group_data, strlen(group_data));
                 fds[3] = memfd_new_data("sandbox-hosts", hosts_data, strlen(hosts_data));
                 if (fds[1] < 0 || fds[2] < 0 || fds[3] < 0)
-                        r = why(ret_why, -ENOMEM, "out of memory");
+                        r = set_message(ret_why, -ENOMEM, "out of memory");
         }
         if (r >= 0)
                 r = probe_run(bwrap, argv, fds, id, timeout_usec, ret_why);

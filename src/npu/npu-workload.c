@@ -50,31 +50,16 @@ int npu_json_parse(const char *text, size_t len, int max_depth, const char *what
         _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         enum json_tokener_error err;
+        const char *strict_why = NULL;
         size_t end;
 
         if (len == 0)
                 return npu_refuse(ret_why, -EBADMSG, "%s: empty; a JSON object is required", what);
         if (len > INT32_MAX)
                 return npu_refuse(ret_why, -EBADMSG, "%s: too large", what);
-        /* What json-c's strict mode still lets through: single-quoted strings and raw control
-         * characters inside strings. This follows string boundaries only, as http_json_parse()
-         * does (npu/ does not include http/); the parsing itself is json-c's. */
-        for (size_t i = 0, in_string = 0; i < len; i++) {
-                unsigned char c = (unsigned char) text[i];
-
-                if (c < 0x20 && (in_string || !strchr("\t\n\r", c) || c == '\0'))
-                        return npu_refuse(ret_why, -EBADMSG, "%s: raw control characters are not allowed in JSON",
-                                          what);
-                if (in_string) {
-                        if (c == '\\')
-                                i++;
-                        else if (c == '"')
-                                in_string = 0;
-                } else if (c == '"')
-                        in_string = 1;
-                else if (c == '\'')
-                        return npu_refuse(ret_why, -EBADMSG, "%s: JSON strings and names must use double quotes", what);
-        }
+        /* What json-c's strict mode still lets through (single quotes, raw control characters). */
+        if (json_text_check_strict(text, len, &strict_why) < 0)
+                return npu_refuse(ret_why, -EBADMSG, "%s: %s", what, strict_why);
 
         tok = json_tokener_new_ex(max_depth);
         if (!tok)

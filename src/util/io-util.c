@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -127,4 +129,37 @@ int read_file_limited(int dfd, const char *path, int open_flags, size_t max, Rea
         *ret = buf;
         *ret_size = (size_t) n;
         return 0;
+}
+
+int write_file_atomic_at(int dfd, const char *name, const void *data, size_t size, mode_t mode) {
+        static const char hex[] = "0123456789abcdef";
+        char tmp[sizeof(ATOMIC_TMP_PREFIX) + 16];
+        uint8_t rnd[8];
+        int fd, r;
+
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+                return errno > 0 ? -errno : -EIO;
+        memcpy(tmp, ATOMIC_TMP_PREFIX, strlen(ATOMIC_TMP_PREFIX));
+        for (size_t i = 0; i < sizeof(rnd); i++) {
+                tmp[strlen(ATOMIC_TMP_PREFIX) + 2 * i] = hex[rnd[i] >> 4];
+                tmp[strlen(ATOMIC_TMP_PREFIX) + 2 * i + 1] = hex[rnd[i] & 15];
+        }
+        tmp[sizeof(tmp) - 1] = '\0';
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd < 0)
+                return -errno;
+        r = loop_write(fd, data, size);
+        if (r >= 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        if (r >= 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r >= 0 && errno != EINTR)
+                r = -errno;
+        if (r >= 0 && renameat(dfd, tmp, dfd, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(dfd, tmp, 0);
+                return r;
+        }
+        return fsync(dfd) < 0 ? -errno : 0;
 }

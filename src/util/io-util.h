@@ -32,6 +32,17 @@ static inline int errno_from_ssize(ssize_t n) {
  */
 int loop_write(int fd, const void *buf, size_t n);
 
+/* The prefix of write_file_atomic_at()'s temporary names (a store's clean-up removes them). */
+#define ATOMIC_TMP_PREFIX ".#"
+
+/*
+ * write_file_atomic_at() - @size bytes of @data as @name of @dfd, mode @mode, atomically: a
+ * temporary file ATOMIC_TMP_PREFIX + 16 random hex digits (so concurrent writers of one
+ * directory never meet), fsync(), rename() over @name, fsync(@dfd). On failure the temporary
+ * file is removed and @name is unchanged. Return: 0 or -errno.
+ */
+int write_file_atomic_at(int dfd, const char *name, const void *data, size_t size, mode_t mode);
+
 /* fsync_at() - open @name of @dfd (never following a symlink) and fsync() it. Return: 0 or -errno. */
 int fsync_at(int dfd, const char *name);
 

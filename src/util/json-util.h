@@ -3,7 +3,9 @@
 #pragma once
 
 #include <json-c/json.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util/macro.h"
 
@@ -14,3 +16,18 @@ SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 static inline json_object *json_new_u64(uint64_t v) {
         return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);
 }
+
+/*
+ * json_text_check_strict() - what json-c's strict mode still lets through, refused before it
+ * parses @size bytes of @text: raw control characters inside strings (JSON allows them only as
+ * whitespace between tokens; a NUL anywhere) and single-quoted strings or names. Follows string
+ * boundaries only; the parsing itself is json-c's.
+ * Return: 0, or -EBADMSG with a static reason in *@ret_why.
+ */
+int json_text_check_strict(const char *text, size_t size, const char **ret_why);
+
+/*
+ * json_write_file_atomic_at() - @o as text (json-c's @flags) and a final newline, written as
+ * @name of @dfd with write_file_atomic_at(). Return: 0, -ENOMEM (also for a NULL @o) or -errno.
+ */
+int json_write_file_atomic_at(int dfd, const char *name, json_object *o, int flags, mode_t mode);

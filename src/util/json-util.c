@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* json-c helpers of the tree (json-util.h). */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/io-util.h"
+#include "util/json-util.h"
+
+int json_text_check_strict(const char *text, size_t size, const char **ret_why) {
+        for (size_t i = 0, in_string = 0; i < size; i++) {
+                unsigned char c = (unsigned char) text[i];
+
+                if (c < 0x20 && (in_string || (c != '\t' && c != '\n' && c != '\r'))) {
+                        *ret_why = "raw control characters are not allowed in JSON (escape them)";
+                        return -EBADMSG;
+                }
+                if (in_string) {
+                        if (c == '\\')
+                                i++;
+                        else if (c == '"')
+                                in_string = 0;
+                } else if (c == '"')
+                        in_string = 1;
+                else if (c == '\'') {
+                        *ret_why = "JSON strings and names must use double quotes";
+                        return -EBADMSG;
+                }
+        }
+        return 0;
+}
+
+int json_write_file_atomic_at(int dfd, const char *name, json_object *o, int flags, mode_t mode) {
+        _cleanup_free_ char *buf = NULL;
+        const char *text;
+        size_t n;
+
+        if (!o)
+                return -ENOMEM;
+        text = json_object_to_json_string_length(o, flags, &n);
+        if (!text)
+                return -ENOMEM;
+        /* json-c's buffer holds the text; a copy adds the final newline. */
+        buf = malloc(n + 1);
+        if (!buf)
+                return -ENOMEM;
+        memcpy(buf, text, n);
+        buf[n] = '\n';
+        return write_file_atomic_at(dfd, name, buf, n + 1, mode);
+}
