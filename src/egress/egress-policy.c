@@ -206,15 +206,6 @@ const char *egress_policy_revision(const EgressPolicy *p) {
         return p->revision;
 }
 
-/* Add @value (consumed, may be NULL after an OOM) under @key. Return: 0 or -ENOMEM. */
-static int json_add(json_object *o, const char *key, json_object *value) {
-        if (!value || json_object_object_add(o, key, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static int json_append(json_object *a, const char *s) {
         json_object *v = json_object_new_string(s);
 

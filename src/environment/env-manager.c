@@ -156,14 +156,6 @@ static json_object *packages_json(unsigned revision, EnvStore *store, const char
         return a;
 }
 
-static json_object *strv_json(char *const *l) {
-        json_object *a = json_object_new_array();
-
-        for (char *const *s = l; a && s && *s; s++)
-                json_object_array_add(a, json_object_new_string(*s));
-        return a;
-}
-
 /* One environment: the list entry, or (@full) what GET /environments/{name} answers. */
 json_object *env_json(Env *e, bool full) {
         const EnvMeta *spec = e->wanted ?: e->meta ?: e->failed;
@@ -183,9 +175,9 @@ json_object *env_json(Env *e, bool full) {
                 return o;
 
         json_object *source = json_object_new_object(), *wheels = json_object_new_array();
-        json_object_object_add(o, "requested", strv_json(spec->packages));
+        json_object_object_add(o, "requested", json_strv_new(spec->packages));
         if (spec->debian_packages)
-                json_object_object_add(o, "debianPackages", strv_json(spec->debian_packages));
+                json_object_object_add(o, "debianPackages", json_strv_new(spec->debian_packages));
         for (size_t i = 0; wheels && i < spec->n_wheels; i++) {
                 json_object *w = json_object_new_object();
                 if (!w)
@@ -204,7 +196,7 @@ json_object *env_json(Env *e, bool full) {
         }
         json_object_object_add(o, "source", source);
         if (spec->channels)
-                json_object_object_add(o, "channels", strv_json(spec->channels));
+                json_object_object_add(o, "channels", json_strv_new(spec->channels));
         if (e->setup_id)
                 json_object_object_add(o, "setupId", json_object_new_string(e->setup_id));
         return o;
@@ -565,10 +557,10 @@ static int write_catalog(EnvManager *m) {
         json_object_object_add(o, "preset", json_object_new_string(c->env_preset ?: "upstream"));
         json_object_object_add(o, "indexUrl", c->env_index_url ? json_object_new_string(c->env_index_url) : NULL);
         json_object_object_add(o, "wheelhouse", c->env_wheelhouse ? json_object_new_string(c->env_wheelhouse) : NULL);
-        json_object_object_add(o, "channels", strv_json(c->env_channels));
-        json_object_object_add(o, "mirrors", strv_json(c->env_mirrors));
+        json_object_object_add(o, "channels", json_strv_new(c->env_channels));
+        json_object_object_add(o, "mirrors", json_strv_new(c->env_mirrors));
         json_object_object_add(o, "micromamba", c->env_micromamba ? json_object_new_string(c->env_micromamba) : NULL);
-        json_object_object_add(o, "bootstrap", strv_json(c->env_bootstrap));
+        json_object_object_add(o, "bootstrap", json_strv_new(c->env_bootstrap));
         return env_store_write_catalog(m->store, o);
 }
 

@@ -116,32 +116,6 @@ static int json_add_string(json_object *o, const char *key, const char *value) {
         return 0;
 }
 
-static int json_add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static json_object *strv_to_json(char *const *l) {
-        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
-
-        if (!a)
-                return NULL;
-        for (size_t i = 0; l && l[i]; i++) {
-                json_object *v = json_object_new_string(l[i]);
-
-                if (!v || json_object_array_add(a, v) < 0) {
-                        json_object_put(v);
-                        return NULL;
-                }
-        }
-        return STEAL(a);
-}
-
 static json_object *wheels_to_json(const EnvWheel *w, size_t n) {
         _cleanup_(json_object_putp) json_object *a = json_object_new_array();
 
@@ -168,13 +142,13 @@ json_object *env_meta_to_json(const EnvMeta *m) {
         if (json_add_string(o, "name", m->name) < 0 ||
             json_add_string(o, "kind", kind) < 0 ||
             json_add(o, "base", json_object_new_boolean(m->base)) < 0 ||
-            json_add(o, "packages", strv_to_json(m->packages)) < 0 ||
-            json_add(o, "debianPackages", strv_to_json(m->debian_packages)) < 0 ||
+            json_add(o, "packages", json_strv_new(m->packages)) < 0 ||
+            json_add(o, "debianPackages", json_strv_new(m->debian_packages)) < 0 ||
             json_add(o, "wheels", wheels_to_json(m->wheels, m->n_wheels)) < 0 ||
             (m->index_url && json_add_string(o, "indexUrl", m->index_url) < 0) ||
             (m->preset && json_add_string(o, "preset", m->preset) < 0) ||
             json_add(o, "offline", json_object_new_boolean(m->offline)) < 0 ||
-            json_add(o, "channels", strv_to_json(m->channels)) < 0 ||
+            json_add(o, "channels", json_strv_new(m->channels)) < 0 ||
             json_add(o, "revision", json_new_u64(m->revision)) < 0)
                 return NULL;
         return STEAL(o);

@@ -229,31 +229,6 @@ int npu_job_validate(const NpuJob *j, const char **ret_reason) {
         return 0;
 }
 
-static int add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static json_object *strv_to_json(char *const *l) {
-        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
-
-        if (!a)
-                return NULL;
-        for (char *const *s = l; s && *s; s++) {
-                json_object *v = json_object_new_string(*s);
-                if (!v || json_object_array_add(a, v) < 0) {
-                        json_object_put(v);
-                        return NULL;
-                }
-        }
-        return STEAL(a);
-}
-
 static json_object *env_to_json(char *const *env) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
 
@@ -263,7 +238,7 @@ static json_object *env_to_json(char *const *env) {
                 size_t l = env_name_len(*e);
                 _cleanup_free_ char *name = l > 0 ? strndup(*e, l) : NULL;
 
-                if (!name || add(o, name, json_object_new_string(*e + l + 1)) < 0)
+                if (!name || json_add(o, name, json_object_new_string(*e + l + 1)) < 0)
                         return NULL;
         }
         return STEAL(o);
@@ -290,30 +265,30 @@ json_object *npu_job_to_json(const NpuJob *j) {
 
         if (!o)
                 return NULL;
-        r = r ?: add(o, "jobId", json_object_new_string(j->id));
-        r = r ?: add(o, "workloadId", json_object_new_string(j->workload_id ?: ""));
-        r = r ?: add(o, "sessionId", json_object_new_string(j->session_id ?: ""));
-        r = r ?: add(o, "argv", strv_to_json(j->argv));
-        r = r ?: add(o, "env", env_to_json(j->env));
-        r = r ?: add(o, "cwd", json_object_new_string(j->cwd ?: ""));
-        r = r ?: add(o, "chips", chips_to_json(j->chips, j->n_chips));
-        r = r ?: add(o, "timeoutSec", json_new_u64(j->timeout_sec));
-        r = r ?: add(o, "state", json_object_new_string(npu_job_state_to_string(j->state) ?: "invalid"));
-        r = r ?: add(o, "createdAt", json_new_u64(j->created_ms));
+        r = r ?: json_add(o, "jobId", json_object_new_string(j->id));
+        r = r ?: json_add(o, "workloadId", json_object_new_string(j->workload_id ?: ""));
+        r = r ?: json_add(o, "sessionId", json_object_new_string(j->session_id ?: ""));
+        r = r ?: json_add(o, "argv", json_strv_new(j->argv));
+        r = r ?: json_add(o, "env", env_to_json(j->env));
+        r = r ?: json_add(o, "cwd", json_object_new_string(j->cwd ?: ""));
+        r = r ?: json_add(o, "chips", chips_to_json(j->chips, j->n_chips));
+        r = r ?: json_add(o, "timeoutSec", json_new_u64(j->timeout_sec));
+        r = r ?: json_add(o, "state", json_object_new_string(npu_job_state_to_string(j->state) ?: "invalid"));
+        r = r ?: json_add(o, "createdAt", json_new_u64(j->created_ms));
         if (j->started_ms > 0)
-                r = r ?: add(o, "startedAt", json_new_u64(j->started_ms));
+                r = r ?: json_add(o, "startedAt", json_new_u64(j->started_ms));
         if (j->finished_ms > 0)
-                r = r ?: add(o, "finishedAt", json_new_u64(j->finished_ms));
+                r = r ?: json_add(o, "finishedAt", json_new_u64(j->finished_ms));
         if (j->exit_code >= 0)
-                r = r ?: add(o, "exitCode", json_object_new_int(j->exit_code));
+                r = r ?: json_add(o, "exitCode", json_object_new_int(j->exit_code));
         if (j->signal > 0)
-                r = r ?: add(o, "signal", json_object_new_int(j->signal));
+                r = r ?: json_add(o, "signal", json_object_new_int(j->signal));
         if (j->error)
-                r = r ?: add(o, "error", json_object_new_string(j->error));
+                r = r ?: json_add(o, "error", json_object_new_string(j->error));
         if (j->unit)
-                r = r ?: add(o, "unit", json_object_new_string(j->unit));
+                r = r ?: json_add(o, "unit", json_object_new_string(j->unit));
         if (j->pid > 0)
-                r = r ?: add(o, "pid", json_object_new_int64(j->pid));
+                r = r ?: json_add(o, "pid", json_object_new_int64(j->pid));
         return r < 0 ? NULL : STEAL(o);
 }
 
@@ -528,7 +503,7 @@ void npu_job_result_done(NpuJobResult *r) {
 /* @key: @v when @set, else JSON null. */
 static int add_int_or_null(json_object *o, const char *key, bool set, int64_t v) {
         if (set)
-                return add(o, key, json_object_new_int64(v));
+                return json_add(o, key, json_object_new_int64(v));
         return json_object_object_add(o, key, NULL) < 0 ? -ENOMEM : 0;
 }
 
@@ -540,12 +515,12 @@ json_object *npu_job_result_to_json(const NpuJobResult *res) {
                 return NULL;
         r = r ?: add_int_or_null(o, "exitCode", res->exit_code >= 0, res->exit_code);
         r = r ?: add_int_or_null(o, "signal", res->signal > 0, res->signal);
-        r = r ?: add(o, "timedOut", json_object_new_boolean(res->timed_out));
+        r = r ?: json_add(o, "timedOut", json_object_new_boolean(res->timed_out));
         r = r ?: add_int_or_null(o, "startedAt", res->started_ms > 0,
                                  (int64_t) MIN(res->started_ms, (uint64_t) INT64_MAX));
-        r = r ?: add(o, "finishedAt", json_new_u64(res->finished_ms));
+        r = r ?: json_add(o, "finishedAt", json_new_u64(res->finished_ms));
         if (res->error)
-                r = r ?: add(o, "error", json_object_new_string(res->error));
+                r = r ?: json_add(o, "error", json_object_new_string(res->error));
         return r < 0 ? NULL : STEAL(o);
 }
 

@@ -49,3 +49,27 @@ int json_write_file_atomic_at(int dfd, const char *name, json_object *o, int fla
         buf[n] = '\n';
         return write_file_atomic_at(dfd, name, buf, n + 1, mode);
 }
+
+int json_add(json_object *o, const char *key, json_object *v) {
+        if (!v || json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+json_object *json_strv_new(char *const *l) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (char *const *s = l; s && *s; s++) {
+                json_object *v = json_object_new_string(*s);
+
+                if (!v || json_object_array_add(a, v) < 0) {
+                        json_object_put(v);
+                        return NULL;
+                }
+        }
+        return STEAL(a);
+}

@@ -31,3 +31,9 @@ int json_text_check_strict(const char *text, size_t size, const char **ret_why);
  * @name of @dfd with write_file_atomic_at(). Return: 0, -ENOMEM (also for a NULL @o) or -errno.
  */
 int json_write_file_atomic_at(int dfd, const char *name, json_object *o, int flags, mode_t mode);
+
+/* json_add() - add @v (consumed; NULL after an OOM counts as one) under @key. Return: 0 or -ENOMEM. */
+int json_add(json_object *o, const char *key, json_object *v);
+
+/* json_strv_new() - a JSON array of the strings of @l (which may be NULL). Return: NULL on OOM. */
+json_object *json_strv_new(char *const *l);
