@@ -20,6 +20,7 @@
 
 #include "build-config.h"
 #include "config/config.h"
+#include "util/macro.h"
 
 #define USEC 1000000ULL
 #define MIB (1024 * 1024)
@@ -453,6 +454,11 @@ static void test_error_bad_values(void **state) {
                 { "Environments", "Wheelhouse", "relative/dir" },
                 { "Environments", "SetupTimeoutSec", "forever" },
                 { "Environments", "IndexCA", "relative.pem" },
+                { "NPU", "DeviceRoot", "relative/dev" },
+                { "NPU", "NpuSmi", "npu-smi" },
+                { "NPU", "ProbeTimeoutSec", "soon" },
+                { "NPU", "Broker", "maybe" },
+                { "NPU", "WorkloadsFile", "w.json" },
                 /* percentages */
                 { "Execution", "CPUQuota", "100" },
                 { "Execution", "CPUQuota", "%" },
@@ -724,6 +730,59 @@ static void test_good_npu(void **state) {
         assert_true(c->npu_enable);
         assert_parse_ok(c, "[NPU]\nEnable=0\n");
         assert_false(c->npu_enable);
+
+        /* The defaults: the canonical Ascend paths, both CDI directories, no broker. */
+        assert_string_equal(c->npu_device_root, "/dev");
+        assert_string_equal(c->npu_driver_dir, "/usr/local/Ascend/driver");
+        assert_string_equal(c->npu_toolkit_dir, "/usr/local/Ascend/ascend-toolkit/latest");
+        assert_string_equal(c->npu_smi, "/usr/local/sbin/npu-smi");
+        assert_null(c->npu_dcmi_library);
+        assert_int_equal(strv_len(c->npu_cdi_dirs), 2);
+        assert_string_equal(c->npu_cdi_dirs[0], "/etc/cdi");
+        assert_string_equal(c->npu_cdi_dirs[1], "/var/run/cdi");
+        assert_int_equal(c->npu_probe_timeout_usec, 10 * USEC_PER_SEC);
+        assert_false(c->npu_broker);
+
+        assert_parse_ok(c, "[NPU]\nDeviceRoot=/srv/fake/dev\nDriverDirectory=/opt/d\nToolkitDirectory=\n"
+                           "NpuSmi=/opt/d/npu-smi\nDcmiLibrary=/opt/d/libdcmi.so\nProbeTimeoutSec=3s\n"
+                           "CDISpecDirectories=/run/cdi-a /run/cdi-b /run/cdi-c\nBroker=yes\n"
+                           "WorkloadsFile=/etc/w.json\nRepositoryDirectory=/srv/checkout\n");
+        assert_string_equal(c->npu_device_root, "/srv/fake/dev");
+        assert_string_equal(c->npu_driver_dir, "/opt/d");
+        assert_null(c->npu_toolkit_dir);
+        assert_string_equal(c->npu_smi, "/opt/d/npu-smi");
+        assert_string_equal(c->npu_dcmi_library, "/opt/d/libdcmi.so");
+        assert_int_equal(c->npu_probe_timeout_usec, 3 * USEC_PER_SEC);
+        assert_int_equal(strv_len(c->npu_cdi_dirs), 5);   /* appended to the defaults, as every list */
+        assert_string_equal(c->npu_cdi_dirs[4], "/run/cdi-c");
+        assert_true(c->npu_broker);
+        assert_string_equal(c->npu_workloads_file, "/etc/w.json");
+        assert_string_equal(c->npu_repo_dir, "/srv/checkout");
+        assert_parse_ok(c, "[NPU]\nCDISpecDirectories=\nCDISpecDirectories=/x\n");
+        assert_int_equal(strv_len(c->npu_cdi_dirs), 1);
+}
+
+static void test_verify_npu(void **state) {
+        Config *c = *state;
+        char *error = NULL;
+
+        assert_parse_ok(c, "[NPU]\nProbeTimeoutSec=100ms\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "ProbeTimeoutSec="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[NPU]\nProbeTimeoutSec=1s\nBroker=yes\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "needs WorkloadsFile= and RepositoryDirectory="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[NPU]\nWorkloadsFile=/etc/w.json\nRepositoryDirectory=/srv/c\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "Broker=yes needs Enable=yes"));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[NPU]\nEnable=yes\n");
+        assert_int_equal(config_verify(c, &error), 0);
 }
 
 static void test_good_syntax(void **state) {
@@ -966,6 +1025,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_good_environments, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_verify_environments, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_npu, setup_config, teardown_config),
+                cmocka_unit_test_setup_teardown(test_verify_npu, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_syntax, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_load_order, setup_load, teardown_load),
                 cmocka_unit_test_setup_teardown(test_load_missing_optional, setup_load, teardown_load),
