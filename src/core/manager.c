@@ -167,6 +167,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         if (m->stopping)
                 return sd_event_exit(m->event, 0);
         m->stopping = true;
+        npu_broker_stop(m->broker);   /* its jobs' busy references go with them */
         if (m->busy == 0)
                 return sd_event_exit(m->event, 0);
 

@@ -25,6 +25,7 @@
 #include "util/fd-util.h"
 #include "util/helper-path.h"
 #include "util/json-util.h"
+#include "util/log-ids.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/string-util.h"
@@ -39,6 +40,8 @@ struct BrokerJob {
         NpuBroker *broker;
         BrokerJob *next, *prev;
         char id[NPU_JOB_ID_LEN + 1];
+        char *workload;
+        char *session;
         unsigned *chips;
         size_t n_chips;
         NpuClaim *claim;
@@ -84,6 +87,47 @@ static void job_set_state(BrokerJob *j, NpuJobState state, const NpuJobResult *r
                                   npu_job_state_to_string(state));
 }
 
+static char *chips_text(const BrokerJob *j) {
+        char *t = strdup("");
+
+        for (size_t i = 0; t && i < j->n_chips; i++) {
+                char *n = NULL;
+                if (asprintf(&n, "%s%s%u", t, i > 0 ? "," : "", j->chips[i]) < 0)
+                        n = NULL;
+                free(t);
+                t = n;
+        }
+        return t;
+}
+
+static void job_log_started(const BrokerJob *j) {
+        _cleanup_free_ char *chips = chips_text(j), *as = NULL;
+
+        if (!j->unit && asprintf(&as, "a child of the daemon (pid %i)", (int) j->pid) < 0)
+                as = NULL;
+        log_struct(LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_NPU_JOB_STARTED,
+                   "SANDBOX_NPU_JOB=%s", j->id,
+                   "SANDBOX_NPU_WORKLOAD=%s", j->workload,
+                   "SANDBOX_SESSION=%s", j->session,
+                   "SANDBOX_NPU_CHIPS=%s", chips ?: "",
+                   "SANDBOX_UNIT=%s", j->unit ?: as ?: "a child of the daemon",
+                   "MESSAGE=NPU job %s (workload %s, session %s) started on chip(s) %s as %s.", j->id, j->workload,
+                   j->session, chips ?: "?", j->unit ?: as ?: "a child of the daemon");
+}
+
+static void job_log_finished(const BrokerJob *j, NpuJobState state, const char *reason) {
+        log_struct(state == NPU_JOB_FAILED ? LOG_WARNING : LOG_INFO,
+                   "MESSAGE_ID=" SR_MESSAGE_NPU_JOB_FINISHED,
+                   "SANDBOX_NPU_JOB=%s", j->id,
+                   "SANDBOX_NPU_WORKLOAD=%s", j->workload,
+                   "SANDBOX_SESSION=%s", j->session,
+                   "SANDBOX_NPU_JOB_STATE=%s", npu_job_state_to_string(state),
+                   "SANDBOX_REASON=%s", reason ?: "",
+                   "MESSAGE=NPU job %s (workload %s, session %s): %s%s%s.", j->id, j->workload, j->session,
+                   npu_job_state_to_string(state), reason ? ": " : "", reason ?: "");
+}
+
 static BrokerJob *job_free(BrokerJob *j) {
         NpuBroker *b;
 
@@ -106,6 +150,8 @@ static BrokerJob *job_free(BrokerJob *j) {
                 b->busy_unref(b->userdata);
         free(j->unit);
         free(j->chips);
+        free(j->workload);
+        free(j->session);
         return mfree(j);
 }
 
@@ -128,7 +174,7 @@ static void job_finish(BrokerJob *j) {
                         error = "the job ran past the workload's timeout and was stopped";
         }
         job_set_state(j, state, r >= 0 ? &result : NULL, error ?: result.error);
-        log_info("NPU job %s: %s%s%s.", j->id, npu_job_state_to_string(state), error ? ": " : "", error ?: "");
+        job_log_finished(j, state, error ?: result.error);
         npu_job_result_done(&result);
         job_free(j);
 }
@@ -267,14 +313,14 @@ static void on_claimed(NpuClaim *c, int error, const char *reason, void *userdat
 
         if (error < 0) {
                 job_set_state(j, NPU_JOB_FAILED, NULL, reason ?: "its chips cannot be had");
-                log_notice("NPU job %s: failed before it started: %s", j->id, reason ?: "its chips cannot be had");
+                job_log_finished(j, NPU_JOB_FAILED, reason ?: "its chips cannot be had");
                 job_free(j);
                 return;
         }
         r = j->broker->under_systemd && j->broker->bus ? job_start_unit(j, &start_why) : job_start_child(j, &start_why);
         if (r < 0) {
                 job_set_state(j, NPU_JOB_FAILED, NULL, start_why ?: strerror(-r));
-                log_warning("NPU job %s: cannot start: %s", j->id, start_why ?: strerror(-r));
+                job_log_finished(j, NPU_JOB_FAILED, start_why ?: strerror(-r));
                 if (j->pid > 0) {
                         (void) kill(j->pid, SIGKILL);
                         (void) waitpid(j->pid, NULL, 0);
@@ -284,10 +330,7 @@ static void on_claimed(NpuClaim *c, int error, const char *reason, void *userdat
                 return;
         }
         job_set_state(j, NPU_JOB_RUNNING, NULL, NULL);
-        if (j->unit)
-                log_info("NPU job %s started as %s.", j->id, j->unit);
-        else
-                log_info("NPU job %s started as a child, pid %i.", j->id, (int) j->pid);
+        job_log_started(j);
 }
 
 /* The request's fields: {"workloadId", "sessionId", "inputs"?}, nothing else. */
@@ -383,7 +426,8 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
         j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        *j = (BrokerJob) { .broker = b, .chips = STEAL(chips), .n_chips = w->chips, .lease_fd = STEAL_FD(lease_fd) };
+        *j = (BrokerJob) { .broker = b, .chips = STEAL(chips), .n_chips = w->chips, .lease_fd = STEAL_FD(lease_fd),
+                           .workload = strdup(w->id), .session = strdup(session) };
         memcpy(j->id, id, sizeof(id));
         j->next = b->jobs;
         if (b->jobs)
@@ -392,6 +436,10 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
         b->n_jobs++;
         if (b->busy_ref)
                 b->busy_ref(b->userdata);
+        if (!j->workload || !j->session) {
+                job_free(j);
+                return -ENOMEM;
+        }
         r = npu_jobs_create(b->jobs_fd, &(NpuJobSpec) {
                                     .id = id,
                                     .workload_id = w->id,
@@ -448,9 +496,40 @@ int npu_broker_cancel(NpuBroker *b, const char *id, const char *session) {
         else {
                 /* Still waiting for its chips' re-probe: it never starts. */
                 job_set_state(j, NPU_JOB_CANCELLED, NULL, NULL);
+                job_log_finished(j, NPU_JOB_CANCELLED, NULL);
                 job_free(j);
         }
         return 1;
+}
+
+void npu_broker_stop(NpuBroker *b) {
+        if (!b)
+                return;
+        while (b->jobs) {
+                BrokerJob *j = b->jobs;
+
+                if (j->unit && b->bus) {
+                        /* Synchronous: an asynchronous call would still wait for polkit when we
+                         * are gone, and systemd drops it with its caller. */
+                        sd_bus_error error = SD_BUS_ERROR_NULL;
+                        int r = sd_bus_call_method(b->bus, SYSTEMD_BUS_SERVICE, SYSTEMD_BUS_PATH, SYSTEMD_BUS_INTERFACE,
+                                                   "StopUnit", &error, NULL, "ss", j->unit, "replace");
+                        if (r < 0)
+                                log_warning("NPU job %s: cannot stop %s: %s", j->id, j->unit,
+                                            error.message ?: strerror(-r));
+                        sd_bus_error_free(&error);
+                } else if (j->pid > 0)
+                        (void) kill(j->pid, SIGTERM);   /* its runner stops the job */
+                job_set_state(j, NPU_JOB_INTERRUPTED, NULL, NPU_JOB_ERROR_INTERRUPTED);
+                job_log_finished(j, NPU_JOB_INTERRUPTED, NPU_JOB_ERROR_INTERRUPTED);
+                if (j->pid > 0) {
+                        /* Reaped here: its child source goes with the job. */
+                        j->child_source = sd_event_source_disable_unref(j->child_source);
+                        (void) waitpid(j->pid, NULL, 0);
+                        j->pid = 0;
+                }
+                job_free(j);
+        }
 }
 
 int npu_broker_jobs_fd(NpuBroker *b) {

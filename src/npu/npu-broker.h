@@ -62,6 +62,13 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
  */
 int npu_broker_cancel(NpuBroker *b, const char *id, const char *session);
 
+/*
+ * npu_broker_stop() - the daemon is stopping: every active job is stopped (its unit, or its
+ * runner gets SIGTERM) and marked interrupted now; its busy reference goes, so the stop does not
+ * wait for it.
+ */
+void npu_broker_stop(NpuBroker *b);
+
 /* The job store's directory fd (npu-jobs.h: list, load, log, result for a session). */
 int npu_broker_jobs_fd(NpuBroker *b);
 

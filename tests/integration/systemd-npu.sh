@@ -35,7 +35,10 @@ box_test_require_root
 BUILD=${1:-${MESON_BUILD_ROOT:-}}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-ID_NPU_PROBED=$(sed -n 's/^#define SR_MESSAGE_NPU_PROBED *"\([0-9a-f]*\)"/\1/p' "$HERE/../../src/util/log-ids.h")
+log_id() { sed -n "s/^#define SR_MESSAGE_$1 *\"\([0-9a-f]*\)\"/\1/p" "$HERE/../../src/util/log-ids.h"; }
+ID_NPU_PROBED=$(log_id NPU_PROBED)
+ID_JOB_STARTED=$(log_id NPU_JOB_STARTED)
+ID_JOB_FINISHED=$(log_id NPU_JOB_FINISHED)
 FAKE=/var/lib/sr-npu-test
 SESSION=npu-box-sess
 BOX_CLIENT_TIMEOUT=60
@@ -50,7 +53,8 @@ step_install() {
                 { echo "sandbox-runner-npu@.service not installed"; return 1; }
         stage_relocate_polkit_rule || return 1
         grep -q 'sandbox-runner-npu@' "$STAGE$RULEFILE" || { echo "the polkit rule has no grant for the job units"; return 1; }
-        [[ -n "$ID_NPU_PROBED" ]] || { echo "no NPU_PROBED id in log-ids.h"; return 1; }
+        [[ -n "$ID_NPU_PROBED" && -n "$ID_JOB_STARTED" && -n "$ID_JOB_FINISHED" ]] ||
+                { echo "no NPU_PROBED, NPU_JOB_STARTED or NPU_JOB_FINISHED id in log-ids.h"; return 1; }
         echo "prefix=$PREFIX confdir=$CONFDIR user=$SERVICE_USER"
 }
 
@@ -227,10 +231,16 @@ step_job_done() {
         [[ -z "$left" ]] || { echo "units left: $left"; return 1; }
         left=$(stray_processes)
         [[ -z "$left" ]] || { echo "processes of $SERVICE_USER other than the daemon: $left"; return 1; }
-        echo "job $JOB succeeded in $unit; no unit and no process left"
+        journal_has "[e for e in L if e.get('MESSAGE_ID') == '$ID_JOB_STARTED' and e.get('SANDBOX_NPU_JOB') == '$JOB' and e.get('SANDBOX_UNIT') == '$unit' and e.get('SANDBOX_NPU_CHIPS') == '0']" ||
+                { echo "no NPU_JOB_STARTED entry for $JOB in $unit on chip 0"; return 1; }
+        journal_has "[e for e in L if e.get('MESSAGE_ID') == '$ID_JOB_FINISHED' and e.get('SANDBOX_NPU_JOB') == '$JOB' and e.get('SANDBOX_NPU_JOB_STATE') == 'succeeded' and e.get('SANDBOX_SESSION') == '$SESSION']" ||
+                { echo "no NPU_JOB_FINISHED entry (succeeded) for $JOB"; return 1; }
+        bx journalctl -x --no-pager MESSAGE_ID="$ID_JOB_FINISHED" | grep -q "allowlisted\|ended in state" ||
+                { echo "no catalog text for NPU_JOB_FINISHED"; return 1; }
+        echo "job $JOB succeeded in $unit; journal: started and finished entries; no unit and no process left"
 }
 
-t "a job runs to the end in its unit: result, log, output in the workspace; the unit is gone, no process left" step_job_done
+t "a job runs to the end in its unit: result, log, output in the workspace, journal entries; the unit is gone, no process left" step_job_done
 
 step_restart() {
         local unit i
@@ -243,10 +253,10 @@ step_restart() {
         client get "/npu/jobs/$JOB?session_id=$SESSION" && r '"job: %s" % d["body"]'
         for ((i = 0; i < 80; i++)); do bx systemctl is-active -q "$unit" || break; sleep 0.25; done
         bx systemctl is-active -q "$unit" && { echo "$unit still active after the restart"; return 1; }
-        echo "interrupted, $unit stopped by the new daemon"
+        echo "interrupted, $unit stopped"
 }
 
-t "a job active across a restart of the service is marked interrupted, and its unit stopped" step_restart
+t "a job active across a restart of the service is marked interrupted (by the stopping daemon, or the next one), its unit stopped" step_restart
 
 step_other_session() {
         client get "/npu/jobs/$JOB?session_id=another-session" || return 1
