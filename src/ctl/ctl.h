@@ -38,10 +38,12 @@ typedef enum VerbFlags {
         VERB_REVISION = 1 << 5,         /* --revision */
         VERB_MULTIPART = 1 << 6,        /* --multipart */
         VERB_ENV_OPTIONS = 1 << 7,      /* the options of env (env.c checks which subcommand takes which) */
+        VERB_WAIT = 1 << 8,             /* --wait (env create/install, npu submit) */
+        VERB_NPU_OPTIONS = 1 << 9,      /* --session, --config (npu.c checks which subcommand takes which) */
 } VerbFlags;
 
 /* How many classes of command options there are (options.c: option_classes[]). */
-#define CTL_OPTION_CLASSES 7
+#define CTL_OPTION_CLASSES 9
 
 /* Every option of the command line, filled by options_parse() and read by the commands. */
 typedef struct CtlOptions {
@@ -55,7 +57,8 @@ typedef struct CtlOptions {
         bool timeout_set;
 
         /* Options of some commands. */
-        bool follow;                    /* shell, logs */
+        bool follow;                    /* shell, logs, env setup, npu submit, npu log */
+        bool wait;                      /* env create, env install, npu submit */
         bool detach;                    /* shell */
         const char *stream;             /* logs: "stdout" (default) or "stderr" */
         uint64_t offset;                /* logs */
@@ -73,6 +76,10 @@ typedef struct CtlOptions {
         size_t n_env;
         const char *cwd;
         const char *environment;        /* --environment: the run's environment (/opt/science-env) */
+        unsigned *npu_chips;            /* --npu: chip logic ids; owned */
+        size_t n_npu_chips;
+        const char **devices;           /* --device: CDI device names, pointing into argv; owned */
+        size_t n_devices;
         const char *stdin_file;
         const char *language;
         const char *code;
@@ -87,8 +94,11 @@ typedef struct CtlOptions {
         size_t n_env_channels;
         const char **env_wheels;        /* create, install: --wheel WORKSPACE:PATH, repeatable */
         size_t n_env_wheels;
-        bool env_wait;                  /* create, install */
         bool env_retry;                 /* setup */
+
+        /* Options of npu (they point into argv). */
+        const char *npu_session;        /* --session: the broker session (a workspace id) */
+        const char *npu_config;         /* --config: submit's configPath, in the session's workspace */
 
         /* The first option of each class given, for "not an option of this command". */
         const char *class_option[CTL_OPTION_CLASSES];
@@ -239,3 +249,7 @@ int verb_policy(const CtlOptions *o, int argc, char *argv[]);
 /* ---- env.c: managed scientific environments ---------------------------------------------------- */
 
 int verb_env(const CtlOptions *o, int argc, char *argv[]);
+
+/* ---- npu.c: accelerators: chips, the host NPU broker's workloads and jobs ---------------------- */
+
+int verb_npu(const CtlOptions *o, int argc, char *argv[]);

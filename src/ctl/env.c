@@ -507,7 +507,7 @@ static int put_env(const CtlOptions *o, const char *name, json_object *body) {
                     &answer);
         if (r != 0)
                 return r;
-        if (!o->env_wait)
+        if (!o->wait)
                 return show_answer(o, answer, first);
         return wait_for(o, name, json_string_field(answer, "setupId"));
 }
@@ -727,7 +727,7 @@ static int check_options(const CtlOptions *o, const char *sub, EnvOptions allowe
                 { ENV_OPT_CREATE, o->env_offline,        "--offline"   },
                 { ENV_OPT_CREATE, o->n_env_channels > 0, "--channel"   },
                 { ENV_OPT_WHEEL,  o->n_env_wheels > 0,   "--wheel"     },
-                { ENV_OPT_WAIT,   o->env_wait,           "--wait"      },
+                { ENV_OPT_WAIT,   o->wait,           "--wait"      },
                 { ENV_OPT_RETRY,  o->env_retry,          "--retry"     },
                 { ENV_OPT_FOLLOW, o->follow,             "--follow"    },
         };

@@ -3,7 +3,8 @@
  * exec and shell: the body of POST /execute and /execute-shell built from the command line (the
  * program's argv or code, the exec options, code and standard input read from files), the signed
  * request, and the run's outcome: its output written out, its exit code the CLI's. shell
- * --follow/--detach hands over to runs.c. It calls request.c, exec-util.c and output.c.
+ * --follow/--detach hands over to runs.c. It calls request.c, exec-util.c, npu-util.c (--npu,
+ * --device) and output.c.
  */
 
 #include <errno.h>
@@ -19,6 +20,7 @@
 
 #include "ctl.h"
 #include "exec-util.h"
+#include "npu-util.h"
 #include "output.h"
 
 /* exec and shell: the daemon's default execution timeout (DefaultTimeoutSec=, 30 s unless
@@ -81,6 +83,38 @@ static int read_input(const char *what, const char *path, char **ret, size_t *re
                 log_error("Cannot read %s: %s", source, strerror(-r));
                 return CTL_EXIT_FAILURE;
         }
+        return 0;
+}
+
+/* --npu and --device: "npu": {"chips": [...]} and "devices": [...]. Returns an exit code. */
+static int add_npu_fields(const CtlOptions *o, json_object *body) {
+        json_object *devices = NULL;
+        size_t bad = 0;
+        int r;
+
+        if (o->n_npu_chips > 0 && json_add(body, "npu", npu_chips_json(o->npu_chips, o->n_npu_chips)) < 0)
+                return log_oom();
+        if (o->n_devices == 0)
+                return 0;
+
+        r = npu_devices_json(o->devices, o->n_devices, &devices, &bad);
+        if (r == -ENOMEM)
+                return log_oom();
+        if (r == -E2BIG) {
+                log_error("--device may be given at most %u times.", NPU_DEVICES_MAX);
+                return CTL_EXIT_USAGE;
+        }
+        if (r < 0) {
+                _cleanup_free_ char *e = output_escaped(o->devices[bad]);
+
+                if (r == -EEXIST)
+                        log_error("--device names '%s' twice.", e ?: "");
+                else
+                        log_error("Invalid --device '%s': expected a CDI device name, vendor.com/class=name.", e ?: "");
+                return CTL_EXIT_USAGE;
+        }
+        if (json_add(body, "devices", devices) < 0)
+                return log_oom();
         return 0;
 }
 
@@ -163,6 +197,10 @@ static int add_common_fields(const CtlOptions *o, json_object *body) {
                 if (json_add_string(body, "environment", o->environment, strlen(o->environment)) < 0)
                         goto oom;
         }
+
+        r = add_npu_fields(o, body);
+        if (r != 0)
+                return r;
 
         if (o->exec_timeout_ms > 0 && json_add_u64(body, "timeoutMs", o->exec_timeout_ms) < 0)
                 goto oom;

@@ -58,8 +58,10 @@ static const Verb verbs[] = {
           "Show the quota settings, or change them: quota set KEY=SIZE..." },
         { "policy",     0, UINT_MAX, 0,                                     verb_policy,
           "Show or change the sandboxes' network policy" },
-        { "env",        1, UINT_MAX, VERB_ENV_OPTIONS | VERB_FOLLOW,        verb_env,
+        { "env",        1, UINT_MAX, VERB_ENV_OPTIONS | VERB_FOLLOW | VERB_WAIT, verb_env,
           "Scientific environments: list, show, create, install, remove, revisions, setup" },
+        { "npu",        0, 2,        VERB_NPU_OPTIONS | VERB_FOLLOW | VERB_WAIT, verb_npu,
+          "Accelerators: chips, workloads; broker jobs: jobs, submit, show, log, result, cancel" },
 };
 
 static void help(FILE *f) {
@@ -82,6 +84,11 @@ static void help(FILE *f) {
                 "%1$s [OPTIONS...] env create NAME --kind KIND [ENV OPTIONS...] [--] [PKG...]\n"
                 "%1$s [OPTIONS...] env install NAME [--wheel WS:PATH]... [--wait] [--] PKG...\n"
                 "%1$s [OPTIONS...] env setup [--follow] [--retry [NAME]]\n"
+                "%1$s [OPTIONS...] npu [chips | workloads]\n"
+                "%1$s [OPTIONS...] npu jobs --session SESSION\n"
+                "%1$s [OPTIONS...] npu submit WORKLOAD --session SESSION [--config PATH] [--wait | --follow]\n"
+                "%1$s [OPTIONS...] npu (show | result | cancel) JOB --session SESSION\n"
+                "%1$s [OPTIONS...] npu log JOB --session SESSION [--follow]\n"
                 "\n"
                 "Query and control the sandbox-runner daemon.\n"
                 "\n"
@@ -118,6 +125,10 @@ static void help(FILE *f) {
                 "     --env=NAME=VALUE      Set an environment variable (repeatable)\n"
                 "     --cwd=DIR             Working directory, relative to /workspace\n"
                 "     --environment=NAME    Run with environment NAME at /opt/science-env\n"
+                "     --npu=ID[,ID...]      Give the run these NPU chips (logic ids, the N of\n"
+                "                           /dev/davinciN; 1 to 64); it sees /dev/davinci0..n-1\n"
+                "     --device=NAME         Give the run the CDI device NAME, vendor.com/class=name\n"
+                "                           (repeatable)\n"
                 "     --stdin-file=FILE     Feed FILE (UTF-8 text; '-': standard input) to the run\n"
                 "     --follow              shell: start a managed run and stream its output;\n"
                 "                           logs: keep reading until the run ends\n"
@@ -141,6 +152,14 @@ static void help(FILE *f) {
                 "     --follow              setup: follow until no setup is pending or building\n"
                 "     --retry               setup: retry the failed setups (or NAME's) first\n"
                 "Package specs that start with '-' go after '--'; the daemon judges them.\n"
+                "\n"
+                "NPU options (npu):\n"
+                "     --session=SESSION     jobs, submit, show, log, result, cancel: the broker\n"
+                "                           session (the workspace whose files the job uses)\n"
+                "     --config=PATH         submit: the job's config file, a path in the workspace\n"
+                "     --wait                submit: wait for the job's end, print its final state;\n"
+                "                           exit 0 only when it succeeded\n"
+                "     --follow              submit, log: print the job's log until the job ended\n"
                 "\n"
                 "exec and shell print the run's output and exit with its exit code (128+N when\n"
                 "killed by signal N, 124 on timeout, 125 on another limit or cancellation).\n"

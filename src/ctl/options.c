@@ -19,6 +19,7 @@
 #include "ctl.h"
 #include "env-util.h"
 #include "exec-util.h"
+#include "npu-util.h"
 #include "output.h"
 #include "transfer.h"
 
@@ -30,18 +31,24 @@ static const struct {
         const char *commands;
 } option_classes[] = {
         { VERB_EXEC_OPTIONS, "exec and shell" },
-        { VERB_FOLLOW,       "shell, logs and env setup" },
+        { VERB_FOLLOW,       "shell, logs, env setup, npu submit and npu log" },
         { VERB_DETACH,       "shell" },
         { VERB_LOG_OPTIONS,  "logs" },
         { VERB_REVISION,     "download" },
         { VERB_MULTIPART,    "upload" },
         { VERB_ENV_OPTIONS,  "env" },
+        { VERB_WAIT,         "env create, env install and npu submit" },
+        { VERB_NPU_OPTIONS,  "npu" },
 };
 _Static_assert(ELEMENTSOF(option_classes) == CTL_OPTION_CLASSES, "option classes");
 
 void ctl_options_done(CtlOptions *o) {
         o->env = mfree(o->env);
         o->n_env = 0;
+        o->npu_chips = mfree(o->npu_chips);
+        o->n_npu_chips = 0;
+        o->devices = mfree(o->devices);
+        o->n_devices = 0;
         o->env_channels = mfree(o->env_channels);
         o->n_env_channels = 0;
         o->env_wheels = mfree(o->env_wheels);
@@ -116,6 +123,8 @@ enum {
         ARG_ENV,
         ARG_CWD,
         ARG_ENVIRONMENT,
+        ARG_NPU,
+        ARG_DEVICE,
         ARG_STDIN_FILE,
         ARG_LANGUAGE,
         ARG_CODE,
@@ -136,9 +145,13 @@ enum {
         ARG_OFFLINE,
         ARG_CHANNEL,
         ARG_WHEEL,
-        ARG_WAIT,
         ARG_RETRY,
         ARG_ENV_LAST = ARG_RETRY,
+        /* env and npu */
+        ARG_WAIT,
+        /* npu */
+        ARG_SESSION,
+        ARG_CONFIG,
 };
 
 static const struct option options[] = {
@@ -159,6 +172,8 @@ static const struct option options[] = {
         { "env",              required_argument, NULL, ARG_ENV              },
         { "cwd",              required_argument, NULL, ARG_CWD              },
         { "environment",      required_argument, NULL, ARG_ENVIRONMENT      },
+        { "npu",              required_argument, NULL, ARG_NPU              },
+        { "device",           required_argument, NULL, ARG_DEVICE           },
         { "stdin-file",       required_argument, NULL, ARG_STDIN_FILE       },
         { "language",         required_argument, NULL, ARG_LANGUAGE         },
         { "code",             required_argument, NULL, ARG_CODE             },
@@ -177,6 +192,8 @@ static const struct option options[] = {
         { "wheel",            required_argument, NULL, ARG_WHEEL            },
         { "wait",             no_argument,       NULL, ARG_WAIT             },
         { "retry",            no_argument,       NULL, ARG_RETRY            },
+        { "session",          required_argument, NULL, ARG_SESSION          },
+        { "config",           required_argument, NULL, ARG_CONFIG           },
         {}
 };
 
@@ -197,6 +214,11 @@ static VerbFlags option_class(int c) {
                 return VERB_REVISION;
         case ARG_MULTIPART:
                 return VERB_MULTIPART;
+        case ARG_WAIT:
+                return VERB_WAIT;
+        case ARG_SESSION:
+        case ARG_CONFIG:
+                return VERB_NPU_OPTIONS;
         default:
                 return 0;       /* a global option */
         }
@@ -259,7 +281,7 @@ static int parse_global_option(CtlOptions *o, int c, const char *value) {
         return 0;
 }
 
-/* The options of logs, shell, download and upload. */
+/* The options of logs, shell, download, upload, npu; --wait of env and npu. */
 static int parse_command_option(CtlOptions *o, int c, const char *value) {
         switch (c) {
         case ARG_FOLLOW:
@@ -282,6 +304,19 @@ static int parse_command_option(CtlOptions *o, int c, const char *value) {
                 break;
         case ARG_MULTIPART:
                 o->multipart = true;
+                break;
+        case ARG_WAIT:
+                o->wait = true;
+                break;
+        case ARG_SESSION:
+                if (isempty(value))
+                        return bad_value(value, "--session needs a session's id (its workspace id).");
+                o->npu_session = value;
+                break;
+        case ARG_CONFIG:
+                if (isempty(value))
+                        return bad_value(value, "--config needs a path in the session's workspace.");
+                o->npu_config = value;
                 break;
         default:
                 abort();
@@ -329,6 +364,36 @@ static int add_env(CtlOptions *o, const char *value) {
         return list_append(&o->env, &o->n_env, value);
 }
 
+/* --npu 5,3: the chips, replacing those of an earlier --npu. */
+static int parse_npu(CtlOptions *o, const char *value) {
+        _cleanup_free_ unsigned *chips = NULL;
+        size_t n = 0, bad = 0;
+        int r;
+
+        r = npu_parse_chips(value, &chips, &n, &bad);
+        switch (r) {
+        case 0:
+                break;
+        case -ENOMEM:
+                log_error("Out of memory.");
+                return r;
+        case -ERANGE:
+                return bad_value(value, "--npu: chip %.*s is above %u, the highest chip logic id.",
+                                 (int) strcspn(value + bad, ","), value + bad, NPU_CHIP_ID_MAX);
+        case -EEXIST:
+                return bad_value(value, "--npu names chip %.*s twice.", (int) strcspn(value + bad, ","), value + bad);
+        case -E2BIG:
+                return bad_value(value, "--npu names more than %u chips.", NPU_CHIPS_MAX);
+        default:
+                return bad_value(value, "--npu expects chip logic ids (the N of /dev/davinciN) separated by "
+                                 "commas, digits only, e.g. --npu=5,3.");
+        }
+        free(o->npu_chips);
+        o->npu_chips = STEAL(chips);
+        o->n_npu_chips = n;
+        return 0;
+}
+
 /* The options of exec and shell. */
 static int parse_exec_option(CtlOptions *o, int c, const char *value) {
         int r;
@@ -368,6 +433,12 @@ static int parse_exec_option(CtlOptions *o, int c, const char *value) {
                         return bad_value(value, "--environment needs an environment's name.");
                 o->environment = value;
                 break;
+        case ARG_NPU:
+                return parse_npu(o, value);
+        case ARG_DEVICE:
+                if (!npu_device_name_valid(value))
+                        return bad_value(value, "--device expects a CDI device name, vendor.com/class=name.");
+                return list_append(&o->devices, &o->n_devices, value);
         case ARG_STDIN_FILE:
                 if (isempty(value))
                         return bad_value(value, "--stdin-file needs a file name ('-' for standard input).");
@@ -425,9 +496,6 @@ static int parse_env_option(CtlOptions *o, int c, const char *value) {
                         return bad_value(value, "--wheel expects WORKSPACE:PATH.");
                 return list_append(&o->env_wheels, &o->n_env_wheels, value);
         }
-        case ARG_WAIT:
-                o->env_wait = true;
-                break;
         case ARG_RETRY:
                 o->env_retry = true;
                 break;

@@ -12,7 +12,8 @@ exists on the test machines. The test builds the host itself:
   - CDI specs (a good one for a fake device: a node and a mount; one with hooks, one with an
     unknown field, one that is not JSON).
 
-    npu.py --daemon BUILD/src/sandbox-runnerd [--run-as self|auto|USER] [--verbose] [--keep-tmp]
+    npu.py --daemon BUILD/src/sandbox-runnerd [--ctl BUILD/src/ctl/sandbox-runnerctl]
+           [--run-as self|auto|USER] [--verbose] [--keep-tmp]
 
 What it shows: only probed chips are selectable (chip 1 claimed at start-up, chip 2 not a 910);
 renumbering (host chips 3 and 0 are /dev/davinci1 and /dev/davinci0, checked by inode); the
@@ -20,14 +21,18 @@ re-probe at launch refusing by name a chip claimed after start-up (409 npu_chip_
 chip held by a run; inside an NPU sandbox exactly the selected nodes, the CANN variables, PATH,
 getent, ptrace/mount/bpf still denied, no interface but lo; a plain sandbox unchanged; CDI
 applied exactly and refused specs listed with reasons; request validation; a daemon without
-[NPU] Enable=yes refusing chips. Output is TAP; nothing is skipped.
+[NPU] Enable=yes refusing chips; the host NPU broker's jobs; the operator CLI sandbox-runnerctl
+(--ctl, by default next to the daemon in the build tree) against the same daemon: npu chips, exec
+--npu/--device, npu submit --wait, npu jobs/log/result. Output is TAP; nothing is skipped.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -63,6 +68,7 @@ class Ctx(EnvClient):
         self.repo = os.path.join(os.path.dirname(root), "checkout")
         self.weights = os.path.join(os.path.dirname(root), "weights")
         self.workloads = os.path.join(os.path.dirname(root), "workloads.json")
+        self.ctl = None                 # sandbox-runnerctl (--ctl)
 
     def claim(self, ids):
         path = os.path.join(self.driver, "fake", "claimed")
@@ -554,6 +560,79 @@ def case_broker_cancel(ctx, res):
     res.check(st == 202 and j.get("state") == "finished", "cancel of a finished job: %d %s" % (st, j))
 
 
+def run_ctl(ctx, *args, timeout=60.0):
+    """sandbox-runnerctl ARGS against the test daemon, its credentials from the daemon's own
+    directory: (exit code, stdout, stderr)."""
+    env = {"PATH": "/usr/bin:/bin", "CREDENTIALS_DIRECTORY": ctx.d.creds}
+    p = subprocess.run([ctx.ctl, "--url", "http://%s:%d" % (L.LOOPBACK, ctx.d.port)] + list(args), env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=ctx.budget.bound(timeout))
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+@case("sandbox-runnerctl: npu chips, exec --npu/--device, npu submit --wait, npu jobs/log/result")
+def case_ctl(ctx, res):
+    if not res.check(ctx.ctl and os.access(ctx.ctl, os.X_OK), "sandbox-runnerctl (--ctl) is there: %r" % ctx.ctl):
+        return
+    rc, out, err = run_ctl(ctx, "npu", "chips", "--json")
+    chips, _ = ctx.chips()
+    try:
+        listed = sorted(c["id"] for c in json.loads(out)["chips"])
+    except (ValueError, KeyError, TypeError) as e:
+        listed = "not the answer (%s): %r" % (e, out[:500])
+    res.check(rc == 0 and listed == sorted(chips), "npu chips --json: rc %d, ids %r, GET /npu/chips has %r; %s"
+              % (rc, listed, sorted(chips), err))
+    rc, out, err = run_ctl(ctx, "npu")
+    lines = out.splitlines()
+    res.check(rc == 0 and lines[:1] and lines[0].split() == ["ID", "NAME", "HEALTH", "SELECTABLE", "HELD-BY", "REASON"]
+              and any(ln.split()[:5] == ["2", "Ascend", "310P3", "OK", "no"] for ln in lines)
+              and "CDI devices: example.com/fake=dev0" in lines,
+              "npu (chips) table: rc %d\n%s%s" % (rc, out, err))
+
+    rc, out, err = run_ctl(ctx, "exec", "--workspace", ctx.workspace, "--npu=3,0", "--", "ls", "/dev")
+    dev = out.split()
+    res.check(rc == 0 and "davinci0" in dev and "davinci1" in dev and "davinci2" not in dev and "davinci3" not in dev,
+              "exec --npu=3,0 -- ls /dev: rc %d, %r %s" % (rc, dev, err))
+    rc, out, err = run_ctl(ctx, "exec", "--workspace", ctx.workspace, "--device=example.com/fake=dev0", "--",
+                           "cat", "/opt/fake-data/weights.txt")
+    res.check(rc == 0 and out == "fake device data\n", "exec --device: rc %d, %r %s" % (rc, out, err))
+    rc, out, err = run_ctl(ctx, "exec", "--npu=2", "--", "true")
+    res.check(rc == 1 and "310P3" in err, "exec --npu=2 (not selectable): rc %d, %s" % (rc, err))
+
+    rc, out, err = run_ctl(ctx, "npu", "submit", "fold", "--session=%s" % SESSION, "--config=cfg.json", "--wait",
+                           timeout=90.0)
+    lines = out.splitlines()
+    job = lines[0] if lines else ""
+    if not res.check(rc == 0 and len(lines) == 2 and len(job) == 16 and lines[1] == "succeeded",
+                     "npu submit --wait: rc %d, %r %s" % (rc, out, err)):
+        return
+    st, j = ctx.req("GET", "/npu/jobs/%s?session_id=%s" % (job, SESSION))
+    res.check(st == 200 and j.get("state") == "succeeded", "the daemon has job %s succeeded: %d %s" % (job, st, j))
+    rc, out, err = run_ctl(ctx, "npu", "jobs", "--session=%s" % SESSION)
+    rows = [ln.split() for ln in out.splitlines()]
+    res.check(rc == 0 and rows[:1] == [["JOB", "WORKLOAD", "STATE", "CHIPS", "CREATED"]]
+              and any(r[:4] == [job, "fold", "succeeded", "0"] for r in rows),
+              "npu jobs lists %s: rc %d\n%s%s" % (job, rc, out, err))
+    rc, out, err = run_ctl(ctx, "npu", "log", job, "--session=%s" % SESSION)
+    res.check(rc == 0 and "fold: done" in out, "npu log: rc %d, %r %s" % (rc, out, err))
+    rc, out, err = run_ctl(ctx, "npu", "result", job, "--session=%s" % SESSION, "--json")
+    res.check(rc == 0 and json.loads(out or "{}").get("exitCode") == 0, "npu result --json: rc %d, %r %s" % (rc, out, err))
+    rc, out, err = run_ctl(ctx, "npu", "show", job, "--session=%s" % OTHER)
+    res.check(rc == 1 and "No job" in err, "npu show from another session: rc %d, %s" % (rc, err))
+    rc, out, err = run_ctl(ctx, "npu", "cancel", job, "--session=%s" % SESSION)
+    res.check(rc == 0 and re.search(r"^state: +finished$", out, re.M), "npu cancel of the ended job: rc %d, %r %s"
+              % (rc, out, err))
+    rc, out, err = run_ctl(ctx, "npu", "workloads")
+    rows = [ln.split(None, 3) for ln in out.splitlines()]
+    res.check(rc == 0 and ["fold", "1", "120s", "Fold a protein on one chip"] in rows,
+              "npu workloads: rc %d\n%s%s" % (rc, out, err))
+    # --follow: the log streamed while the job runs (it sleeps 2 s after its first lines).
+    put_file(ctx, SESSION, "cfg2.json", fold_config(ctx, run_dir="out/run2", sleep=2))
+    rc, out, err = run_ctl(ctx, "npu", "submit", "fold", "--session=%s" % SESSION, "--config=cfg2.json", "--follow",
+                           timeout=90.0)
+    res.check(rc == 0 and out.startswith("fold: config") and out.endswith("fold: done\n") and "succeeded" in err,
+              "npu submit --follow: rc %d, %r %s" % (rc, out, err))
+
+
 @case("broker: a daemon restart marks an active job interrupted (last: it kills the daemon)")
 def case_broker_restart(ctx, res):
     st, j = ctx.signed("POST", "/npu/jobs", {"workloadId": "fold", "sessionId": SESSION,
@@ -575,6 +654,7 @@ def case_broker_restart(ctx, res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
+    ap.add_argument("--ctl", help="sandbox-runnerctl (default: src/ctl/sandbox-runnerctl next to the daemon)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep-tmp", action="store_true")
     T.add_run_as_option(ap)
@@ -597,6 +677,8 @@ def main():
     ctx = Ctx(d, budget, os.path.join(d.tmp, "ascend"))
     ctx.inodes = build_host(ctx.root)
     build_broker(ctx)
+    ctx.ctl = os.path.abspath(args.ctl) if args.ctl else \
+        os.path.join(os.path.dirname(os.path.abspath(args.daemon)), "ctl", "sandbox-runnerctl")
     ctx.claim([1])
     with open(d.conf, "w") as f:
         f.write(config_text(ctx))
