@@ -184,9 +184,24 @@ static const NpuSmiChip *state_find(const NpuSmiChips *s, unsigned id) {
         return NULL;
 }
 
-/* One chip found under the device root: what the state says, and its probe. */
-static json_object *discover_chip(NpuManager *m, unsigned id, const NpuSmiChips *state, const char *state_error) {
-        _cleanup_free_ char *reason = NULL;
+/* Why the state alone rules chip @id out (NULL: it is to be probed). */
+static char *state_refusal(NpuManager *m, unsigned id, const NpuSmiChips *state, const char *state_error) {
+        const NpuSmiChip *s = state_find(state, id);
+        char *reason = NULL;
+
+        if (state_error)
+                (void) asprintf(&reason, "the chips' state cannot be read: %s", state_error);
+        else if (!s)
+                (void) asprintf(&reason, "%s does not list chip %u", m->dcmi_library ? "DCMI" : "npu-smi", id);
+        else if (!npu_chip_name_is_910(s->name))
+                (void) asprintf(&reason, "chip %u is an %s, not of the Ascend 910 series", id, s->name ?: "unknown chip");
+        else if (s->health && !streq(s->health, "OK") && !streq(s->health, "Warning"))
+                (void) asprintf(&reason, "chip %u reports health '%s'", id, s->health);
+        return reason;
+}
+
+/* One chip found under the device root: what the state says, and why it is not selectable. */
+static json_object *discover_chip(unsigned id, const NpuSmiChips *state, char *reason) {
         const NpuSmiChip *s = state_find(state, id);
         json_object *o = json_object_new_object();
 
@@ -197,25 +212,59 @@ static json_object *discover_chip(NpuManager *m, unsigned id, const NpuSmiChips 
                 json_object_object_add(o, "name", json_object_new_string(s->name));
         if (s && s->health)
                 json_object_object_add(o, "health", json_object_new_string(s->health));
-
-        if (state_error)
-                (void) asprintf(&reason, "the chips' state cannot be read: %s", state_error);
-        else if (!s)
-                (void) asprintf(&reason, "%s does not list chip %u", m->dcmi_library ? "DCMI" : "npu-smi", id);
-        else if (!npu_chip_name_is_910(s->name))
-                (void) asprintf(&reason, "chip %u is an %s, not of the Ascend 910 series", id, s->name ?: "unknown chip");
-        else if (s->health && !streq(s->health, "OK") && !streq(s->health, "Warning"))
-                (void) asprintf(&reason, "chip %u reports health '%s'", id, s->health);
-        else {
-                SandboxNpu base = npu_base(m);
-                (void) npu_probe_chip(m->bwrap, m->probe, &base, id, m->scratch_dir, m->probe_timeout_usec, &reason);
-        }
         json_object_object_add(o, "selectable", json_object_new_boolean(!reason));
         if (reason) {
                 reason[MIN(strlen(reason), (size_t) REASON_MAX)] = '\0';
                 json_object_object_add(o, "reason", json_object_new_string(reason));
         }
         return o;
+}
+
+/* Free @n strings of @l (NULL entries among them) and @l. */
+static void reasons_free(char **l, size_t n) {
+        for (size_t i = 0; l && i < n; i++)
+                free(l[i]);
+        free(l);
+}
+
+/* Every chip: refused by its state, or probed (all probes at once). */
+static int discover_chips(NpuManager *m, const NpuHostNodes *nodes, const NpuSmiChips *state, const char *state_error,
+                          json_object *chips) {
+        _cleanup_free_ unsigned *probe_ids = NULL;
+        _cleanup_free_ size_t *probe_of = NULL;
+        char **reasons = NULL, **probe_reasons = NULL;
+        SandboxNpu base = npu_base(m);
+        size_t n_probe = 0;
+        int r = 0;
+
+        reasons = calloc(nodes->n_chips + 1, sizeof(char *));
+        probe_ids = calloc(nodes->n_chips + 1, sizeof(unsigned));
+        probe_of = calloc(nodes->n_chips + 1, sizeof(size_t));
+        if (!reasons || !probe_ids || !probe_of) {
+                free(reasons);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < nodes->n_chips; i++) {
+                reasons[i] = state_refusal(m, nodes->chips[i], state, state_error);
+                if (!reasons[i]) {
+                        probe_of[n_probe] = i;
+                        probe_ids[n_probe++] = nodes->chips[i];
+                }
+        }
+        r = npu_probe_chips(m->bwrap, m->probe, &base, probe_ids, n_probe, m->scratch_dir, m->probe_timeout_usec,
+                            &probe_reasons);
+        for (size_t k = 0; r >= 0 && k < n_probe; k++)
+                reasons[probe_of[k]] = STEAL(probe_reasons[k]);
+        for (size_t i = 0; r >= 0 && i < nodes->n_chips; i++) {
+                json_object *c = discover_chip(nodes->chips[i], state, reasons[i]);
+                if (!c)
+                        r = -ENOMEM;
+                else
+                        json_object_array_add(chips, c);
+        }
+        reasons_free(probe_reasons, n_probe);
+        reasons_free(reasons, nodes->n_chips);
+        return r;
 }
 
 static int discover(int out_fd, void *userdata) {
@@ -248,12 +297,9 @@ static int discover(int out_fd, void *userdata) {
         /* The management nodes are part of every probe's (and launch's) shape. */
         strv_free(m->mgmt);
         m->mgmt = STEAL(nodes.mgmt);
-        for (size_t i = 0; i < nodes.n_chips; i++) {
-                json_object *c = discover_chip(m, nodes.chips[i], &state, state_error);
-                if (!c)
-                        return -ENOMEM;
-                json_object_array_add(chips, c);
-        }
+        r = discover_chips(m, &nodes, &state, state_error, chips);
+        if (r < 0)
+                return r;
 out:
         json_object_object_add(root, "chips", json_object_get(chips));
         json_object_object_add(root, "mgmt", json_object_get(mgmt));
@@ -565,25 +611,32 @@ static int reprobe(int out_fd, void *userdata) {
         NpuClaim *c = userdata;
         NpuManager *m = c->manager;
         _cleanup_(json_object_putp) json_object *failures = json_object_new_array();
+        char **reasons = NULL;
         SandboxNpu base = npu_base(m);
         const char *text;
+        int r;
 
         if (!failures)
                 return -ENOMEM;
+        r = npu_probe_chips(m->bwrap, m->probe, &base, c->chips, c->n_chips, m->scratch_dir, m->probe_timeout_usec,
+                            &reasons);
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < c->n_chips; i++) {
-                _cleanup_free_ char *why = NULL;
                 json_object *o;
 
-                if (npu_probe_chip(m->bwrap, m->probe, &base, c->chips[i], m->scratch_dir, m->probe_timeout_usec,
-                                   &why) >= 0)
+                if (!reasons[i])
                         continue;
                 o = json_object_new_object();
-                if (!o)
+                if (!o) {
+                        reasons_free(reasons, c->n_chips);
                         return -ENOMEM;
+                }
                 json_object_object_add(o, "id", json_object_new_int64(c->chips[i]));
-                json_object_object_add(o, "reason", json_object_new_string(why ?: "its probe failed"));
+                json_object_object_add(o, "reason", json_object_new_string(reasons[i]));
                 json_object_array_add(failures, o);
         }
+        reasons_free(reasons, c->n_chips);
         text = json_object_to_json_string_ext(failures, JSON_C_TO_STRING_PLAIN);
         return loop_write(out_fd, text, strlen(text));
 }

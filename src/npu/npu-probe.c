@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,4 +203,110 @@ int npu_probe_chip(const char *bwrap, const SandboxProbe *probe, const SandboxNp
                 safe_close(fds[i]);
         (void) rm_rf_at(AT_FDCWD, workspace);
         return r;
+}
+
+/* In the forked prober of chip @i: one line "<i> <reason>\n" (no reason: it answered), written
+ * in one write() of at most PIPE_BUF bytes, so the lines of concurrent probers never mix. */
+_Noreturn static void probe_one(const char *bwrap, const SandboxProbe *probe, const SandboxNpu *base,
+                                unsigned id, size_t i, const char *scratch_dir, uint64_t timeout_usec, int out_fd) {
+        _cleanup_free_ char *reason = NULL;
+        char line[512];
+        int k;
+
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (npu_probe_chip(bwrap, probe, base, id, scratch_dir, timeout_usec, &reason) >= 0)
+                k = snprintf(line, sizeof(line), "%zu \n", i);
+        else {
+                for (char *c = reason; c && *c; c++)
+                        if (*c == '\n')
+                                *c = ' ';
+                k = snprintf(line, sizeof(line), "%zu %.400s\n", i, reason ?: "its probe failed");
+        }
+        _exit(write(out_fd, line, (size_t) MIN(k, (int) sizeof(line) - 1)) > 0 ? 0 : 1);
+}
+
+/* Read the probers' lines until every one of them closed the pipe; each line sets its slot. */
+static int probe_collect(int fd, size_t n, char **reasons, bool *answered) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap = n * 512 + 1;
+        ssize_t k;
+
+        buf = malloc(cap);
+        if (!buf)
+                return -ENOMEM;
+        while (len < cap - 1 && (k = read(fd, buf + len, cap - 1 - len)) != 0) {
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                len += (size_t) k;
+        }
+        buf[len] = '\0';
+        for (char *line = buf, *end; (end = strchr(line, '\n')); line = end + 1) {
+                char *rest;
+                unsigned long i;
+
+                *end = '\0';
+                errno = 0;
+                i = strtoul(line, &rest, 10);
+                if (errno != 0 || rest == line || *rest != ' ' || i >= n || answered[i])
+                        continue;
+                answered[i] = true;
+                if (rest[1] != '\0' && !(reasons[i] = strdup(rest + 1)))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int npu_probe_chips(const char *bwrap, const SandboxProbe *probe, const SandboxNpu *base, const unsigned *ids,
+                    size_t n, const char *scratch_dir, uint64_t timeout_usec, char ***ret_reasons) {
+        _cleanup_free_ pid_t *pids = NULL;
+        _cleanup_free_ bool *answered = NULL;
+        char **reasons;
+        int pipefd[2], r = 0;
+
+        reasons = calloc(n + 1, sizeof(char *));
+        pids = calloc(n + 1, sizeof(pid_t));
+        answered = calloc(n + 1, sizeof(bool));
+        if (!reasons || !pids || !answered) {
+                free(reasons);
+                return -ENOMEM;
+        }
+        if (pipe2(pipefd, O_CLOEXEC) < 0) {
+                free(reasons);
+                return -errno;
+        }
+        for (size_t i = 0; i < n; i++) {
+                pids[i] = fork();
+                if (pids[i] == 0) {
+                        safe_close(pipefd[0]);
+                        probe_one(bwrap, probe, base, ids[i], i, scratch_dir, timeout_usec, pipefd[1]);
+                }
+                if (pids[i] < 0) {
+                        r = -errno;
+                        break;
+                }
+        }
+        safe_close(pipefd[1]);
+        if (r >= 0)
+                r = probe_collect(pipefd[0], n, reasons, answered);
+        safe_close(pipefd[0]);
+        for (size_t i = 0; i < n; i++)
+                if (pids[i] > 0) {
+                        if (r < 0)
+                                (void) kill(pids[i], SIGKILL);
+                        while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR)
+                                ;
+                }
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                if (!answered[i] && asprintf(&reasons[i], "the probe of chip %u ended without an answer", ids[i]) < 0)
+                        r = -ENOMEM;
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        free(reasons[i]);
+                free(reasons);
+                return r;
+        }
+        *ret_reasons = reasons;
+        return 0;
 }

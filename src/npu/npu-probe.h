@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sandbox/sandbox-argv.h"
@@ -22,3 +23,12 @@
  */
 int npu_probe_chip(const char *bwrap, const SandboxProbe *probe, const SandboxNpu *base, unsigned id,
                    const char *scratch_dir, uint64_t timeout_usec, char **ret_why);
+
+/*
+ * npu_probe_chips() - npu_probe_chip() of the @n chips @ids at once, each in a forked process of
+ * its own (a host with 16 chips waits for one probe, not 16). *@ret_reasons gets @n entries (a
+ * strv of @n slots): NULL where the chip answered, else why not (a child that died without a
+ * word is a reason too). Blocking, as npu_probe_chip(). Return: 0 or -ENOMEM / -errno of fork().
+ */
+int npu_probe_chips(const char *bwrap, const SandboxProbe *probe, const SandboxNpu *base, const unsigned *ids,
+                    size_t n, const char *scratch_dir, uint64_t timeout_usec, char ***ret_reasons);
