@@ -17,6 +17,7 @@
 
 #include "npu/cdi.h"
 #include "npu/npu-host.h"
+#include "npu/npu-manager-internal.h"
 #include "npu/npu-manager.h"
 #include "npu/npu-probe.h"
 #include "npu/npu-smi.h"
@@ -29,65 +30,12 @@
 #include "util/string-util.h"
 #include "util/strv.h"
 
-#define REASON_MAX 300
-
-typedef enum NpuPhase {
-        NPU_PHASE_IDLE,                  /* not started yet */
-        NPU_PHASE_PROBING,
-        NPU_PHASE_READY,
-        NPU_PHASE_FAILED,
-} NpuPhase;
 
 static const char *const phase_names[] = {
         [NPU_PHASE_IDLE] = "starting",
         [NPU_PHASE_PROBING] = "probing",
         [NPU_PHASE_READY] = "ready",
         [NPU_PHASE_FAILED] = "failed",
-};
-
-typedef struct NpuChip {
-        unsigned id;                     /* the logic id: the N of davinciN */
-        char *name;                      /* "Ascend 910B3", NULL if the state did not say */
-        char *health;
-        bool selectable;                 /* its probe at start-up succeeded */
-        char *reason;                    /* why not selectable */
-        char *last_failure;              /* the last re-probe's failure, if the last one failed */
-        NpuClaim *held_by;
-} NpuChip;
-
-struct NpuManager {
-        sd_event *event;
-        char *bwrap;
-        const SandboxProbe *probe;
-        char *scratch_dir;
-        char *device_root, *driver_dir, *toolkit_dir, *smi, *dcmi_library, *install_info;
-        uint64_t probe_timeout_usec;
-        char **cdi_dirs;
-
-        NpuPhase phase;
-        char *error;                     /* FAILED: why */
-        char *source;                    /* "dcmi" or "npu-smi" */
-        char **mgmt;                     /* the management nodes found */
-        NpuChip *chips;
-        size_t n_chips;
-        ChildTask *discovery;
-        NpuClaim *claims;                /* all claims alive, to unlink them at free */
-};
-
-struct NpuClaim {
-        NpuManager *manager;
-        NpuClaim *next, *prev;
-        char *holder;
-        unsigned *chips;                 /* ascending */
-        size_t n_chips;
-        SandboxNpu npu;
-        CdiEdits edits;
-        SandboxDevice *nodes;            /* views of edits, in the sandbox spec's types */
-        SandboxBind *binds;
-        ChildTask *task;
-        sd_event_source *defer;
-        NpuClaimDoneFn done;
-        void *userdata;
 };
 
 static int free_and_strdup(char **p, const char *s) {
@@ -101,7 +49,7 @@ static int free_and_strdup(char **p, const char *s) {
 }
 
 static char *reason_trim(const char *s) {
-        return s ? strndup(s, REASON_MAX) : NULL;
+        return s ? strndup(s, NPU_REASON_MAX) : NULL;
 }
 
 static NpuChip *chip_find(NpuManager *m, unsigned id) {
@@ -122,17 +70,6 @@ static void chips_free(NpuManager *m) {
         m->n_chips = 0;
 }
 
-/* The launch's shape without its chips, as the configuration and the discovery say. */
-static SandboxNpu npu_base(NpuManager *m) {
-        return (SandboxNpu) {
-                .device_root = m->device_root,
-                .mgmt_nodes = m->mgmt,
-                .driver_dir = m->driver_dir,
-                .toolkit_dir = m->toolkit_dir,
-                .smi = m->smi,
-                .install_info = m->install_info,
-        };
-}
 
 static bool dir_exists(const char *p) {
         struct stat st;
@@ -177,137 +114,6 @@ int npu_manager_new(const NpuManagerParams *p, NpuManager **ret) {
 
 /* ---- discovery (in the child) ---- */
 
-static const NpuSmiChip *state_find(const NpuSmiChips *s, unsigned id) {
-        for (size_t i = 0; i < s->n; i++)
-                if (s->chips[i].logic_id == id)
-                        return &s->chips[i];
-        return NULL;
-}
-
-/* Why the state alone rules chip @id out (NULL: it is to be probed). */
-static char *state_refusal(NpuManager *m, unsigned id, const NpuSmiChips *state, const char *state_error) {
-        const NpuSmiChip *s = state_find(state, id);
-        char *reason = NULL;
-
-        if (state_error)
-                (void) asprintf(&reason, "the chips' state cannot be read: %s", state_error);
-        else if (!s)
-                (void) asprintf(&reason, "%s does not list chip %u", m->dcmi_library ? "DCMI" : "npu-smi", id);
-        else if (!npu_chip_name_is_910(s->name))
-                (void) asprintf(&reason, "chip %u is an %s, not of the Ascend 910 series", id, s->name ?: "unknown chip");
-        else if (s->health && !streq(s->health, "OK") && !streq(s->health, "Warning"))
-                (void) asprintf(&reason, "chip %u reports health '%s'", id, s->health);
-        return reason;
-}
-
-/* One chip found under the device root: what the state says, and why it is not selectable. */
-static json_object *discover_chip(unsigned id, const NpuSmiChips *state, char *reason) {
-        const NpuSmiChip *s = state_find(state, id);
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "id", json_object_new_int64(id));
-        if (s && s->name)
-                json_object_object_add(o, "name", json_object_new_string(s->name));
-        if (s && s->health)
-                json_object_object_add(o, "health", json_object_new_string(s->health));
-        json_object_object_add(o, "selectable", json_object_new_boolean(!reason));
-        if (reason) {
-                reason[MIN(strlen(reason), (size_t) REASON_MAX)] = '\0';
-                json_object_object_add(o, "reason", json_object_new_string(reason));
-        }
-        return o;
-}
-
-/* Free @n strings of @l (NULL entries among them) and @l. */
-static void reasons_free(char **l, size_t n) {
-        for (size_t i = 0; l && i < n; i++)
-                free(l[i]);
-        free(l);
-}
-
-/* Every chip: refused by its state, or probed (all probes at once). */
-static int discover_chips(NpuManager *m, const NpuHostNodes *nodes, const NpuSmiChips *state, const char *state_error,
-                          json_object *chips) {
-        _cleanup_free_ unsigned *probe_ids = NULL;
-        _cleanup_free_ size_t *probe_of = NULL;
-        char **reasons = NULL, **probe_reasons = NULL;
-        SandboxNpu base = npu_base(m);
-        size_t n_probe = 0;
-        int r = 0;
-
-        reasons = calloc(nodes->n_chips + 1, sizeof(char *));
-        probe_ids = calloc(nodes->n_chips + 1, sizeof(unsigned));
-        probe_of = calloc(nodes->n_chips + 1, sizeof(size_t));
-        if (!reasons || !probe_ids || !probe_of) {
-                free(reasons);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < nodes->n_chips; i++) {
-                reasons[i] = state_refusal(m, nodes->chips[i], state, state_error);
-                if (!reasons[i]) {
-                        probe_of[n_probe] = i;
-                        probe_ids[n_probe++] = nodes->chips[i];
-                }
-        }
-        r = npu_probe_chips(m->bwrap, m->probe, &base, probe_ids, n_probe, m->scratch_dir, m->probe_timeout_usec,
-                            &probe_reasons);
-        for (size_t k = 0; r >= 0 && k < n_probe; k++)
-                reasons[probe_of[k]] = STEAL(probe_reasons[k]);
-        for (size_t i = 0; r >= 0 && i < nodes->n_chips; i++) {
-                json_object *c = discover_chip(nodes->chips[i], state, reasons[i]);
-                if (!c)
-                        r = -ENOMEM;
-                else
-                        json_object_array_add(chips, c);
-        }
-        reasons_free(probe_reasons, n_probe);
-        reasons_free(reasons, nodes->n_chips);
-        return r;
-}
-
-static int discover(int out_fd, void *userdata) {
-        NpuManager *m = userdata;
-        _cleanup_(json_object_putp) json_object *root = json_object_new_object(), *chips = json_object_new_array(),
-                                                *mgmt = json_object_new_array();
-        _cleanup_free_ char *state_error = NULL;
-        NpuHostNodes nodes = {};
-        NpuSmiChips state = {};
-        const char *source = NULL, *text;
-        int r;
-
-        if (!root || !chips || !mgmt)
-                return -ENOMEM;
-        r = npu_host_scan_nodes(m->device_root, &nodes);
-        if (r < 0) {
-                json_object_object_add(root, "error", json_object_new_string(strerror(-r)));
-                goto out;
-        }
-        for (char **n = nodes.mgmt; n && *n; n++)
-                json_object_array_add(mgmt, json_object_new_string(*n));
-        if (nodes.n_chips > 0) {
-                r = npu_host_read_state(m->smi, m->driver_dir, m->dcmi_library, m->probe_timeout_usec, &state,
-                                        &source, &state_error);
-                if (r < 0 && !state_error)
-                        state_error = strdup(strerror(-r));
-                if (source)
-                        json_object_object_add(root, "source", json_object_new_string(source));
-        }
-        /* The management nodes are part of every probe's (and launch's) shape. */
-        strv_free(m->mgmt);
-        m->mgmt = STEAL(nodes.mgmt);
-        r = discover_chips(m, &nodes, &state, state_error, chips);
-        if (r < 0)
-                return r;
-out:
-        json_object_object_add(root, "chips", json_object_get(chips));
-        json_object_object_add(root, "mgmt", json_object_get(mgmt));
-        npu_host_nodes_done(&nodes);
-        npu_smi_chips_done(&state);
-        text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
-        return loop_write(out_fd, text, strlen(text));
-}
 
 static int chip_from_json(NpuChip *c, json_object *o) {
         json_object *v;
@@ -400,7 +206,7 @@ void npu_manager_start(NpuManager *m) {
         if (!m || m->phase != NPU_PHASE_IDLE)
                 return;
         m->phase = NPU_PHASE_PROBING;
-        r = child_task_start(m->event, discover, on_discovered, m, &m->discovery);
+        r = child_task_start(m->event, npu_discover, on_discovered, m, &m->discovery);
         if (r < 0) {
                 m->phase = NPU_PHASE_FAILED;
                 (void) asprintf(&m->error, "cannot start the discovery: %s", strerror(-r));
@@ -629,14 +435,14 @@ static int reprobe(int out_fd, void *userdata) {
                         continue;
                 o = json_object_new_object();
                 if (!o) {
-                        reasons_free(reasons, c->n_chips);
+                        npu_reasons_free(reasons, c->n_chips);
                         return -ENOMEM;
                 }
                 json_object_object_add(o, "id", json_object_new_int64(c->chips[i]));
                 json_object_object_add(o, "reason", json_object_new_string(reasons[i]));
                 json_object_array_add(failures, o);
         }
-        reasons_free(reasons, c->n_chips);
+        npu_reasons_free(reasons, c->n_chips);
         text = json_object_to_json_string_ext(failures, JSON_C_TO_STRING_PLAIN);
         return loop_write(out_fd, text, strlen(text));
 }
