@@ -1472,7 +1472,7 @@ while True:
 
 
 @case("7 files: symlink race: w/target swapped file <-> symlink (/etc/shadow, a host file, a host dir) "
-      "during 500 downloads: only the file's content or an error")
+      "during 500 or more downloads: only the file's content or an error")
 def c_files_race(ctx, res):
     ws = "race"
     host_dir = os.path.join(ctx.d.tmp, "race-host")
@@ -1496,7 +1496,7 @@ def c_files_race(ctx, res):
     cmd = 'exec python3 -c "$RACER" %s' % " ".join(shlex.quote(a) for a in (content, "/etc/shadow", "/etc/passwd",
                                                                                 host_file))
     body = {"executionId": eid, "workspaceId": ws, "command": cmd,
-            "env": {"WSTEST_MARK": ctx.mark, "RACER": RACER}, "timeoutMs": 30000}
+            "env": {"WSTEST_MARK": ctx.mark, "RACER": RACER}, "timeoutMs": 60000}
     r, err = ctx.c.json_req("POST", "/shell-executions", body, signed=True)
     if r is None or r.status != 202:
         res.fail("racer: %s" % (r.brief() if r else err))
@@ -1517,7 +1517,11 @@ def c_files_race(ctx, res):
         counts = {}
         bad = []
         t0 = now()
-        for i in range(500):
+        # 500 downloads at least; on a loaded machine the racer may not get the CPU during them, so
+        # more (up to 20 s) until both outcomes were seen: the file's content and a refusal.
+        for i in range(100000):
+            if i >= 500 and (("200 file" in counts and len(counts) > 1) or now() - t0 > 20):
+                break
             if ctx.budget.left() < 5:
                 res.fail("stopped after %d downloads: time budget" % i)
                 break
