@@ -16,6 +16,8 @@ packages=(
         meson ninja-build pkg-config gcc clang libc6-dev
         libsystemd-dev libmicrohttpd-dev libseccomp-dev libjson-c-dev libcap-dev
         libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev scdoc
+        # polkit's pkg-config file: where polkitd reads rules from (meson.build)
+        libpolkit-gobject-1-dev
         # run time
         bubblewrap systemd dbus polkitd
         # environments (DESIGN.md §14): python-base is built offline from these, r-base from R's
@@ -182,6 +184,9 @@ cmd_test() {
         for f in libexec/sandbox-runnerd bin/sandbox-runnerctl; do
                 [ -x "build/dest/usr/local/$f" ] || { echo "missing from the install tree: $f"; rc=1; }
         done
+        # polkitd reads its own datadir only: the rule goes there whatever the prefix.
+        [ -f build/dest/usr/share/polkit-1/rules.d/50-sandbox-runner.rules ] ||
+                { echo "the polkit rule is not where polkitd reads it: $(cd build/dest && find . -name '50-sandbox-runner.rules')"; rc=1; }
 
         summarize "${logs[@]}" || rc=1
         return $rc

@@ -73,7 +73,7 @@ step_install() {
         [[ -x "$BENCH" ]] || { echo "$BENCH not built"; return 1; }
         stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper || return 1
         stage_check_units || return 1
-        stage_relocate_polkit_rule || return 1
+        stage_check_polkit_rule || return 1
         echo "prefix=$PREFIX confdir=$CONFDIR user=$SERVICE_USER polkit rule $RULEFILE (polkit-transient-scopes=$POLKIT_MODE)"
 }
 

@@ -49,7 +49,7 @@
 #                         POLKIT_MODE.  opt NAME: a meson option of the build
 #   stage_path NAME [FIND-TESTS]   the installed path (as seen in the box) of a staged file
 #   stage_check_units     sandbox-runner.{socket,service,slice} are staged
-#   stage_relocate_polkit_rule     the rule where polkitd reads it (RULEFILE)
+#   stage_check_polkit_rule        the rule is installed where polkitd reads it (RULEFILE)
 #
 # Box boot and provisioning
 #   bx CMD...             run CMD in the box (box_run)
@@ -308,17 +308,18 @@ stage_check_units() {
         done
 }
 
-# The polkit rule goes to -Dpolkitrulesdir (default <prefix>/share/polkit-1/rules.d); polkitd
-# reads only /usr/share/polkit-1/rules.d and /etc/polkit-1/rules.d, so a build with another
-# prefix (/usr/local) gets its rule relocated here, as a packager would.  Sets RULEFILE.
-stage_relocate_polkit_rule() {
+# The polkit rule goes to -Dpolkitrulesdir, by default polkit's own datadir (polkit-gobject-1.pc)
+# whatever the prefix: a build for /usr/local installs it where polkitd reads it
+# (/usr/share/polkit-1/rules.d or /etc/polkit-1/rules.d). That is checked here, not repaired (a
+# rule elsewhere made every execution fail with "Interactive authentication required").  Sets
+# RULEFILE.
+stage_check_polkit_rule() {
         local f
         f=$(stage_path "$RULE" -type f) ||
                 { echo "$RULE not installed (polkit-transient-scopes=$POLKIT_MODE)"; return 1; }
         if [[ "$f" != "$RULESDIR/$RULE" && "$f" != "/etc/polkit-1/rules.d/$RULE" ]]; then
-                echo "polkit rule installed as $f, which polkitd does not read: relocated to $RULESDIR/$RULE"
-                mkdir -p "$STAGE$RULESDIR" && mv "$STAGE$f" "$STAGE$RULESDIR/$RULE" || return 1
-                f=$RULESDIR/$RULE
+                echo "polkit rule installed as $f, which polkitd does not read (prefix $PREFIX)"
+                return 1
         fi
         # shellcheck disable=SC2034  # for the tests
         RULEFILE=$f

@@ -8,7 +8,7 @@
 # Installs the meson build into a staging DESTDIR, boots a private systemd with
 # tests/helpers/systemd-box.sh (DESIGN.md section 13: the box's /etc, /usr and /var are overlays
 # on a tmpfs, nothing here touches the host), installs the staged tree into the box (the polkit
-# rule relocated to where polkitd reads it, as systemd-scopes.sh does), and sets up:
+# rule installed where polkitd reads it, as systemd-scopes.sh checks), and sets up:
 #  - a [Network] policy in a drop-in of the build's configuration directory
 #    (Mode=allowlist, Allow=allowed.test *.wild.test, Mirrors=127.0.0.0/8);
 #  - test hosts in the box's own network namespace (its loopback; the box has no other
@@ -149,7 +149,7 @@ step_install() {
         [[ "$EGRESS_EXECSTART" == *"--idle-exit-sec=60"* ]] ||
                 echo "note: the unit's ExecStart has no --idle-exit-sec=60: $EGRESS_EXECSTART"
         # The rule also grants starting and stopping sandbox-runner-egress@<rev>.socket.
-        stage_relocate_polkit_rule || return 1
+        stage_check_polkit_rule || return 1
         echo "prefix=$PREFIX unitdir=$UNITDIR confdir=$CONFDIR user=$SERVICE_USER gateway=$GATEWAY rule=$RULEFILE"
         echo "gateway unit: ExecStart=$EGRESS_EXECSTART"
 }

@@ -44,7 +44,7 @@ box_test_init environments
 step_install() {
         stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper || return 1
         stage_check_units || return 1
-        stage_relocate_polkit_rule || return 1
+        stage_check_polkit_rule || return 1
         local libexec
         libexec=$(opt libexecdir)
         [[ "$libexec" == /* ]] || libexec=$PREFIX/$libexec

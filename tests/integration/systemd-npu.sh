@@ -51,7 +51,7 @@ step_install() {
         stage_check_units || return 1
         stage_path 'sandbox-runner-npu@.service' -path '*/systemd/system/*' >/dev/null ||
                 { echo "sandbox-runner-npu@.service not installed"; return 1; }
-        stage_relocate_polkit_rule || return 1
+        stage_check_polkit_rule || return 1
         grep -q 'sandbox-runner-npu@' "$STAGE$RULEFILE" || { echo "the polkit rule has no grant for the job units"; return 1; }
         [[ -n "$ID_NPU_PROBED" && -n "$ID_JOB_STARTED" && -n "$ID_JOB_FINISHED" ]] ||
                 { echo "no NPU_PROBED, NPU_JOB_STARTED or NPU_JOB_FINISHED id in log-ids.h"; return 1; }

@@ -8,7 +8,7 @@
 # Installs the meson build into a staging DESTDIR, boots a private systemd with
 # tests/helpers/systemd-box.sh (DESIGN.md section 13: the box's /etc, /usr and /var are overlays
 # on a tmpfs, so nothing here touches the host), installs the staged tree into the box (the
-# polkit rule relocated where polkitd reads it, as systemd-scopes.sh does), starts
+# polkit rule installed where polkitd reads it, as systemd-scopes.sh checks), starts
 # sandbox-runner.socket and checks API.md / docs/api.md section 7.5 with signed requests sent
 # from inside the box:
 #  - a managed run `sleep 300` runs in its scope;
@@ -45,7 +45,7 @@ box_test_init recovery
 step_install() {
         stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper || return 1
         stage_check_units || return 1
-        stage_relocate_polkit_rule || return 1
+        stage_check_polkit_rule || return 1
         echo "prefix=$PREFIX confdir=$CONFDIR user=$SERVICE_USER polkit rule $RULEFILE"
 }
 

@@ -52,7 +52,7 @@ step_install() {
         # The daemon starts its keepers from libexecdir, where it is itself.
         [[ "$(dirname "$(stage_path sandbox-runner-keeper -type f)")" == "$(dirname "$(stage_path sandbox-runnerd -type f)")" ]] ||
                 { echo "sandbox-runner-keeper is not installed next to sandbox-runnerd"; return 1; }
-        stage_relocate_polkit_rule || return 1
+        stage_check_polkit_rule || return 1
         echo "prefix=$PREFIX confdir=$CONFDIR user=$SERVICE_USER polkit rule $RULEFILE" \
              "($(grep -o 'mode of this build: [a-z-]*' "$STAGE$RULEFILE"); option polkit-transient-scopes=$POLKIT_MODE)"
 }
