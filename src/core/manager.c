@@ -52,36 +52,38 @@ uint64_t manager_uptime_sec(Manager *m) {
 }
 
 /* $STATE_DIRECTORY may list several directories separated by ':'; the first is ours. */
-static int dir_from_env(const char *env, const char *fallback, mode_t mode, char **ret) {
+static char *dir_from_env(const char *env, const char *fallback) {
         const char *e = getenv(env);
-        char *d;
 
-        if (!isempty(e))
-                d = strndup(e, strcspn(e, ":"));
-        else
-                d = strdup(fallback);
-        if (!d)
+        return isempty(e) ? strdup(fallback) : strndup(e, strcspn(e, ":"));
+}
+
+int manager_directory_paths(char **ret_state, char **ret_runtime) {
+        _cleanup_free_ char *state = dir_from_env("STATE_DIRECTORY", MANAGER_STATE_DIR_DEFAULT);
+        char *runtime = dir_from_env("RUNTIME_DIRECTORY", MANAGER_RUNTIME_DIR_DEFAULT);
+
+        if (!state || !runtime) {
+                free(runtime);
                 return -ENOMEM;
-        if (mkdir(d, mode) < 0 && errno != EEXIST) {
-                int r = negative_errno();
-                free(d);
-                return r;
         }
-        *ret = d;
+        *ret_state = STEAL(state);
+        *ret_runtime = runtime;
         return 0;
 }
 
 int manager_directories(char **ret_state, char **ret_runtime) {
-        _cleanup_free_ char *state = NULL;
+        _cleanup_free_ char *state = NULL, *runtime = NULL;
         int r;
 
-        r = dir_from_env("STATE_DIRECTORY", "/var/lib/sandbox-runner", 0700, &state);
+        r = manager_directory_paths(&state, &runtime);
         if (r < 0)
                 return r;
-        r = dir_from_env("RUNTIME_DIRECTORY", "/run/sandbox-runner", 0755, ret_runtime);
-        if (r < 0)
-                return r;
+        if (mkdir(state, 0700) < 0 && errno != EEXIST)
+                return negative_errno();
+        if (mkdir(runtime, 0755) < 0 && errno != EEXIST)
+                return negative_errno();
         *ret_state = STEAL(state);
+        *ret_runtime = STEAL(runtime);
         return 0;
 }
 
@@ -618,24 +620,11 @@ int manager_probe(Manager *m) {
                    m->probe.reason ? ": " : "", m->probe.reason ?: "");
 
         /* One system bus for the scopes and the egress units. */
-        r = sd_bus_open_system(&m->bus);
-        if (r >= 0)
-                r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
-        if (r >= 0)
-                r = scope_manager_new(m->event, m->bus, &m->scopes);
-        if (r < 0) {
-                if (asprintf(&m->scopes_reason, "cannot connect to the system bus: %s", strerror(-r)) < 0)
-                        return log_oom();
-        } else {
-                r = scope_manager_probe(m->scopes, &m->scopes_reason);
-                if (r == -ENOMEM)
-                        return log_oom();
-                if (r < 0 && !m->scopes_reason &&
-                    asprintf(&m->scopes_reason, "scope probe failed: %s", strerror(-r)) < 0)
-                        return log_oom();
-                m->scopes_available = r >= 0;
-        }
-        m->limits = m->scopes_available ? LIMITS_SYSTEMD_SCOPE : m->cgroups ? LIMITS_CGROUP : LIMITS_RLIMIT;
+        r = scope_manager_open_system(m->event, &m->bus, &m->scopes, &m->scopes_reason);
+        if (r == -ENOMEM)
+                return log_oom();
+        m->scopes_available = r >= 0;
+        m->limits = manager_decide_limits(m->scopes_available, !!m->cgroups);
         log_struct(m->limits != LIMITS_RLIMIT ? LOG_INFO : (m->config.allow_unscoped ? LOG_WARNING : LOG_ERR),
                    "MESSAGE_ID=" SR_MESSAGE_PROBE_RESULT,
                    "SANDBOX_PROBE=scopes",

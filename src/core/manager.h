@@ -73,11 +73,28 @@ typedef struct Manager {
         char *broker_error;              /* ... and why not, when enabled */
 } Manager;
 
+#define MANAGER_STATE_DIR_DEFAULT "/var/lib/sandbox-runner"
+#define MANAGER_RUNTIME_DIR_DEFAULT "/run/sandbox-runner"
+
 /*
- * manager_directories() - $STATE_DIRECTORY and $RUNTIME_DIRECTORY (their first entry), or the
- * defaults, created if missing. Return: 0 or -errno.
+ * manager_directory_paths() - $STATE_DIRECTORY and $RUNTIME_DIRECTORY (their first entry), or the
+ * defaults; nothing is created. Return: 0 or -ENOMEM.
+ */
+int manager_directory_paths(char **ret_state, char **ret_runtime);
+
+/*
+ * manager_directories() - the same, created if missing (0700 and 0755). Return: 0 or -errno.
  */
 int manager_directories(char **ret_state, char **ret_runtime);
+
+/*
+ * manager_decide_limits() - what enforces executions' limits, as start-up decides it: transient
+ * scopes when @scopes_available, else the daemon's own cgroups when it has them, else rlimits
+ * only (executions then run only with [Execution] AllowUnscoped=yes).
+ */
+static inline LimitsMechanism manager_decide_limits(bool scopes_available, bool have_cgroups) {
+        return scopes_available ? LIMITS_SYSTEMD_SCOPE : have_cgroups ? LIMITS_CGROUP : LIMITS_RLIMIT;
+}
 
 /*
  * manager_new() - build the loop and the HTTP server from a loaded config; @api answers the

@@ -205,6 +205,8 @@ const char *json_body(json_object *o, size_t *ret_size);
 /* ---- daemon.c: the daemon's state ------------------------------------------------------------- */
 
 int verb_health(const CtlOptions *o, int argc, char *argv[]);
+/* check: GET /health judged item by item (check-util.h); exit 1 when an item failed. */
+int verb_check(const CtlOptions *o, int argc, char *argv[]);
 int verb_status(const CtlOptions *o, int argc, char *argv[]);
 
 /* ---- execute.c: exec and shell ----------------------------------------------------------------- */

@@ -24,6 +24,8 @@ typedef struct Verb {
 static const Verb verbs[] = {
         { "health",     0, 0,        0,                                     verb_health,
           "Show the daemon's health (no token needed)" },
+        { "check",      0, 0,        0,                                     verb_check,
+          "Judge the daemon's /health item by item: ok, warn or fail, the reason, the fix" },
         { "status",     0, 0,        0,                                     verb_status,
           "Show running executions, counts and probe details" },
         { "exec",       0, UINT_MAX, VERB_EXEC_OPTIONS | VERB_OPTIONS_FIRST, verb_exec,

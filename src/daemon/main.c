@@ -11,9 +11,11 @@
 #include "sandbox/caps.h"
 #include "sandbox/cgroup.h"
 #include "config/config.h"
+#include "util/json-util.h"
 #include "util/log-ids.h"
 #include "util/log.h"
 #include "core/manager.h"
+#include "daemon/preflight.h"
 #include "daemon/privileges.h"
 #include "api/api.h"
 #include "util/macro.h"
@@ -23,6 +25,8 @@ static const char *arg_config = NULL;
 static char **arg_listen = NULL;
 static LogTarget arg_log_target = LOG_TARGET_AUTO;
 static bool arg_keep_caps = false;
+static bool arg_check = false;
+static bool arg_json = false;
 
 static void help(void) {
         printf("%s [OPTIONS...]\n\n"
@@ -34,7 +38,11 @@ static void help(void) {
                "     --listen=ADDRESS       Listen on ADDRESS (IPV4:PORT, [IPV6]:PORT or /path.sock)\n"
                "                            when not socket-activated; repeatable; overrides Listen=\n"
                "     --log-target=TARGET    auto, journal or console (default: auto)\n"
-               "     --keep-caps            Do not drop capabilities (debugging only)\n\n"
+               "     --keep-caps            Do not drop capabilities (debugging only)\n"
+               "     --check                Check what this host lacks, print one line per item\n"
+               "                            (ok, warn or fail, the reason, the fix), start nothing;\n"
+               "                            exit 1 when an item failed\n"
+               "     --json                 With --check: print the report as JSON\n\n"
                "Secrets come from the credentials 'api-token' and 'signing-key' in\n"
                "$CREDENTIALS_DIRECTORY, or from [Auth] TokenFile=/SigningKeyFile=.\n"
                "See sandbox-runnerd(8) and sandbox-runner.conf(5).\n",
@@ -47,6 +55,8 @@ enum {
         ARG_LISTEN,
         ARG_LOG_TARGET,
         ARG_KEEP_CAPS,
+        ARG_CHECK,
+        ARG_JSON,
 };
 
 static int parse_argv(int argc, char *argv[]) {
@@ -57,6 +67,8 @@ static int parse_argv(int argc, char *argv[]) {
                 { "listen",     required_argument, NULL, ARG_LISTEN     },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "keep-caps",  no_argument,       NULL, ARG_KEEP_CAPS  },
+                { "check",      no_argument,       NULL, ARG_CHECK      },
+                { "json",       no_argument,       NULL, ARG_JSON       },
                 {}
         };
         int c, r;
@@ -84,6 +96,12 @@ static int parse_argv(int argc, char *argv[]) {
                 case ARG_KEEP_CAPS:
                         arg_keep_caps = true;
                         break;
+                case ARG_CHECK:
+                        arg_check = true;
+                        break;
+                case ARG_JSON:
+                        arg_json = true;
+                        break;
                 case '?':
                         return -EINVAL;
                 default:
@@ -91,6 +109,10 @@ static int parse_argv(int argc, char *argv[]) {
                 }
         if (optind < argc)
                 return log_error_errno(EINVAL, "This program takes no positional arguments.");
+        if (arg_json && !arg_check)
+                return log_error_errno(EINVAL, "--json is an option of --check.");
+        if (arg_check && arg_listen)
+                return log_error_errno(EINVAL, "--check starts nothing: --listen= does not go with it.");
         return 1;
 }
 
@@ -104,7 +126,7 @@ static int setup_identity(const Config *config, CgroupRoot **ret_cgroups, char *
                           char **ret_identity_error) {
         _cleanup_free_ char *reason = NULL, *state = NULL, *runtime = NULL;
         _cleanup_(identity_done) Identity id = {};
-        bool want_cgroups = sd_booted() <= 0;   /* with systemd: scopes (or nothing) */
+        bool want_cgroups = privileges_own_cgroups_wanted();
         int r;
 
         if (geteuid() != 0) {
@@ -160,6 +182,32 @@ static int setup_identity(const Config *config, CgroupRoot **ret_cgroups, char *
         return 0;
 }
 
+/* --check: the preflight (preflight.h) for the configuration; 0 when no item failed, 1 if one did. */
+static int run_check(Config *config) {
+        _cleanup_(preflight_report_done) PreflightReport report = {};
+        int r;
+
+        r = preflight_run(config, &PREFLIGHT_PATHS_HOST, &report);
+        if (r < 0)
+                return log_error_errno(r, "Failed to run the checks: %m");
+        if (arg_json) {
+                _cleanup_(json_object_putp) json_object *o = NULL;
+
+                r = preflight_report_json(&report, &o);
+                if (r < 0)
+                        return log_oom();
+                if (puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                               JSON_C_TO_STRING_NOSLASHESCAPE)) < 0 ||
+                    fflush(stdout) != 0)
+                        return log_error_errno(EIO, "Failed to write the report.");
+        } else {
+                r = preflight_report_format(&report, stdout);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to write the report: %m");
+        }
+        return preflight_report_ok(&report) ? 0 : 1;
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
         _cleanup_free_ char *error = NULL, *cgroups_reason = NULL, *identity_error = NULL;
@@ -188,6 +236,12 @@ static int run(int argc, char *argv[]) {
                 return r;
         }
         log_set_max_level(config.log_level);
+
+        if (arg_check) {
+                r = run_check(&config);
+                config_done(&config);
+                return r;
+        }
 
         r = secrets_load(&config, &secrets, &error);
         if (r < 0) {
@@ -248,6 +302,8 @@ int main(int argc, char *argv[]) {
 
         r = run(argc, argv);
         arg_listen = strv_free(arg_listen);
+        if (arg_check)          /* 0: nothing failed; 1: an item failed, or the check could not run */
+                return r == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
         if (r < 0)
                 (void) sd_notifyf(false, "ERRNO=%i", -r);
         /* 78 (EX_CONFIG) for what only the operator can fix: the unit does not restart on it. */

@@ -12,11 +12,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <systemd/sd-daemon.h>
 
 #include "sandbox/caps.h"
 #include "util/log.h"
 #include "daemon/privileges.h"
 #include "util/macro.h"
+
+bool privileges_own_cgroups_wanted(void) {
+        /* With systemd: transient scopes (or nothing); without it, cgroups of our own. */
+        return sd_booted() <= 0;
+}
 
 void identity_done(Identity *id) {
         id->name = mfree(id->name);

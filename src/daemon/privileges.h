@@ -23,6 +23,12 @@ typedef struct Identity {
 void identity_done(Identity *id);
 
 /*
+ * privileges_own_cgroups_wanted() - whether start-up looks for cgroups of the daemon's own
+ * (cgroup.h): only on a host not booted with systemd, where no transient scope can be had.
+ */
+bool privileges_own_cgroups_wanted(void);
+
+/*
  * identity_resolve() - look @user (a name or a numeric uid) up in the user database.
  * Return: 0, -ESRCH (no such user), -EPERM (it is uid 0), with *ret_reason for the operator.
  */

@@ -34,23 +34,36 @@ static int read_secret(const char *path, char **ret, size_t *ret_size) {
         return 0;
 }
 
+int secrets_path(const char *credential, const char *configured, char **ret) {
+        const char *dir = getenv("CREDENTIALS_DIRECTORY");
+        char *p = NULL;
+
+        if (!isempty(dir)) {
+                if (asprintf(&p, "%s/%s", dir, credential) < 0)
+                        return -ENOMEM;
+                if (access(p, F_OK) < 0)
+                        p = mfree(p);
+        }
+        if (!p && configured && !(p = strdup(configured)))
+                return -ENOMEM;
+        if (!p)
+                return -ENOKEY;
+        *ret = p;
+        return 0;
+}
+
 static int load_one(const char *credential, const char *configured, const char *what,
                     char **ret, size_t *ret_size, char **ret_error) {
-        _cleanup_free_ char *cred_path = NULL;
-        const char *dir = getenv("CREDENTIALS_DIRECTORY"), *path = NULL;
+        _cleanup_free_ char *path = NULL;
+        const char *dir = getenv("CREDENTIALS_DIRECTORY");
         size_t size;
         char *s;
         int r;
 
-        if (!isempty(dir)) {
-                if (asprintf(&cred_path, "%s/%s", dir, credential) < 0)
-                        return -ENOMEM;
-                if (access(cred_path, F_OK) == 0)
-                        path = cred_path;
-        }
-        if (!path)
-                path = configured;
-        if (!path) {
+        r = secrets_path(credential, configured, &path);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
                 if (asprintf(ret_error,
                              "No %s: neither the credential '%s' ($CREDENTIALS_DIRECTORY%s) nor [Auth] %s= is set. "
                              "Refusing to start without it.",

@@ -24,6 +24,13 @@ typedef struct Secrets {
  * Return: 0; -ENOKEY when a secret is missing, -EINVAL when one is unusable (with *ret_error).
  */
 int secrets_load(const Config *c, Secrets *ret, char **ret_error);
+/*
+ * secrets_path() - the file secrets_load() reads the secret @credential ("api-token",
+ * "signing-key") from: $CREDENTIALS_DIRECTORY/@credential when that exists, else @configured
+ * ([Auth] TokenFile= or SigningKeyFile=; may be NULL).
+ * Return: 0 with *@ret (a new string), -ENOKEY when there is neither, -ENOMEM.
+ */
+int secrets_path(const char *credential, const char *configured, char **ret);
 void secrets_done(Secrets *s);
 
 /* auth_secret_equal() - constant-time comparison, also in the lengths. */

@@ -364,6 +364,35 @@ finish:
         return r;
 }
 
+/* What cgroup_root_prepare() would use, changing nothing: as root the hierarchy (it makes and
+ * chowns the directory then), otherwise only a directory delegated to us already. */
+int cgroup_root_check(bool as_root, char **ret_description, char **ret_reason) {
+        _cleanup_free_ char *v2 = own_cgroup_dir(NULL), *mem = NULL, *pids = NULL, *dir = NULL;
+        const char *where;
+
+        *ret_description = *ret_reason = NULL;
+        if (v2 && v2_has(v2, "cgroup.controllers", CTRL_MEMORY | CTRL_PIDS)) {
+                if (!as_root)
+                        return set_message(ret_reason, -EPERM,
+                                           "cgroup v2: only a daemon started as root sets up its own cgroups");
+                if (access(v2, W_OK) < 0)
+                        return set_message(ret_reason, negative_errno(), "cgroup v2: cannot write %s: %m", v2);
+                return set_message(ret_description, 0, "cgroup v2 under %s/" ROOT_NAME, v2);
+        }
+        mem = own_cgroup_dir("memory");
+        pids = own_cgroup_dir("pids");
+        if (!mem || !pids)
+                return set_message(ret_reason, -EOPNOTSUPP, "no cgroup v1 %s controller is mounted, and cgroup v2 has "
+                                   "no memory and pids controllers", !mem ? "memory" : "pids");
+        where = as_root ? mem : (asprintf(&dir, "%s/" ROOT_NAME "/cgroup.procs", mem) < 0 ? NULL : dir);
+        if (!where)
+                return -ENOMEM;
+        if (access(where, W_OK) < 0)
+                return set_message(ret_reason, negative_errno(), "%s%s is not writable%s", mem, as_root ? "" : "/" ROOT_NAME,
+                                   as_root ? "" : ": it is not delegated to this user");
+        return set_message(ret_description, 0, "cgroup v1 (memory, pids) under %s/" ROOT_NAME, mem);
+}
+
 int cgroup_root_prepare(uid_t uid, gid_t gid, CgroupRoot **ret, char **ret_reason) {
         _cleanup_free_ char *v2 = own_cgroup_dir(NULL);
         CgroupRoot *root;

@@ -28,6 +28,13 @@ typedef struct Cgroup Cgroup;
  */
 int cgroup_root_prepare(uid_t uid, gid_t gid, CgroupRoot **ret, char **ret_reason);
 CgroupRoot *cgroup_root_free(CgroupRoot *r);
+/*
+ * cgroup_root_check() - what cgroup_root_prepare() would find, changing nothing (the preflight):
+ * started as root (@as_root), the hierarchy it would use; otherwise, only our directory when it
+ * is writable already. Return: 0 with *@ret_description ("cgroup v2 under PATH"), or -errno with
+ * *@ret_reason; -ENOMEM.
+ */
+int cgroup_root_check(bool as_root, char **ret_description, char **ret_reason);
 /* cgroup_root_describe() - "cgroup v1 (memory, pids, cpu, cpuacct) under PATH" or the v2 form. */
 const char *cgroup_root_describe(const CgroupRoot *r);
 

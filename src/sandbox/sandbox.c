@@ -194,6 +194,36 @@ int sandbox_probe_interpreters(const char *root, bool usr_merged, char ***ret) {
         return 0;
 }
 
+char *sandbox_bwrap_version(const char *bwrap) {
+        char *argv[] = { (char *) "bwrap", (char *) "--version", NULL };
+        char buf[128], *v = NULL;
+        int pipefd[2];
+        pid_t pid;
+
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return NULL;
+        pid = fork();
+        if (pid == 0) {
+                child_reset_signals();
+                if (dup2(pipefd[1], 1) < 0)
+                        _exit(127);
+                execve(bwrap, argv, bwrap_environ);
+                _exit(127);
+        }
+        safe_close(pipefd[1]);
+        if (pid > 0) {
+                ssize_t n = read(pipefd[0], buf, sizeof(buf) - 1);
+                if (n > 0) {
+                        buf[n] = '\0';
+                        buf[strcspn(buf, "\n")] = '\0';
+                        v = strdup(buf);
+                }
+                (void) waitpid(pid, NULL, 0);
+        }
+        safe_close(pipefd[0]);
+        return v;
+}
+
 int sandbox_probe(const char *bwrap, SandboxProbeReport *ret) {
         static const char *const etc_candidates[] = {
                 "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
@@ -266,32 +296,7 @@ int sandbox_probe(const char *bwrap, SandboxProbeReport *ret) {
                 rep.probe.disable_userns = run_bwrap(bwrap, a, &err_userns) == 0;
         }
 
-        {
-                char *argv[] = { (char *) "bwrap", (char *) "--version", NULL };
-                int pipefd[2];
-                if (pipe2(pipefd, O_CLOEXEC) == 0) {
-                        pid_t pid = fork();
-                        if (pid == 0) {
-                                child_reset_signals();
-                                if (dup2(pipefd[1], 1) < 0)
-                                        _exit(127);
-                                execve(bwrap, argv, bwrap_environ);
-                                _exit(127);
-                        }
-                        safe_close(pipefd[1]);
-                        if (pid > 0) {
-                                char buf[128];
-                                ssize_t n = read(pipefd[0], buf, sizeof(buf) - 1);
-                                if (n > 0) {
-                                        buf[n] = '\0';
-                                        buf[strcspn(buf, "\n")] = '\0';
-                                        rep.bwrap_version = strdup(buf);
-                                }
-                                (void) waitpid(pid, NULL, 0);
-                        }
-                        safe_close(pipefd[0]);
-                }
-        }
+        rep.bwrap_version = sandbox_bwrap_version(bwrap);
 
         *ret = rep;
         return 0;

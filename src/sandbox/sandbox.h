@@ -28,6 +28,9 @@ typedef struct SandboxProbeReport {
  * Return: 0 (see ->usable) or -ENOMEM.
  */
 int sandbox_probe(const char *bwrap, SandboxProbeReport *ret);
+/* sandbox_bwrap_version() - the first line of "@bwrap --version" ("bubblewrap 0.8.0"), or NULL
+ * when it cannot be run or says nothing (or on OOM). */
+char *sandbox_bwrap_version(const char *bwrap);
 void sandbox_probe_report_done(SandboxProbeReport *r);
 
 /*

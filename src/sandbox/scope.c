@@ -450,3 +450,25 @@ finish:
         free(st.message);
         return r < 0 ? r : 0;
 }
+
+int scope_manager_open_system(sd_event *e, sd_bus **ret_bus, ScopeManager **ret, char **ret_reason) {
+        int r;
+
+        *ret_reason = NULL;
+        r = sd_bus_open_system(ret_bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(*ret_bus, e, SD_EVENT_PRIORITY_NORMAL);
+        if (r >= 0)
+                r = scope_manager_new(e, *ret_bus, ret);
+        if (r < 0) {
+                if (asprintf(ret_reason, "cannot connect to the system bus: %s", strerror(-r)) < 0)
+                        return -ENOMEM;
+                return -ENOTCONN;
+        }
+        r = scope_manager_probe(*ret, ret_reason);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 && !*ret_reason && asprintf(ret_reason, "scope probe failed: %s", strerror(-r)) < 0)
+                return -ENOMEM;
+        return r < 0 ? r : 0;
+}

@@ -32,6 +32,17 @@ ScopeManager *scope_manager_free(ScopeManager *sm);
 int scope_manager_probe(ScopeManager *sm, char **ret_reason);
 
 /*
+ * scope_manager_open_system() - what start-up does to learn whether executions get scopes: the
+ * system bus (attached to @e; *@ret_bus is set whenever it could be opened, also when the rest
+ * fails: the egress units use it), a ScopeManager on it (*@ret, set whenever made) and
+ * scope_manager_probe(). The caller owns what is returned, also on failure.
+ * Return: 0 (scopes available); -ENOTCONN (no system bus) or the probe's -errno, with
+ * *@ret_reason ("cannot connect to the system bus: ...", "a test scope could not be created:
+ * <the bus error>"); -ENOMEM.
+ */
+int scope_manager_open_system(sd_event *e, sd_bus **ret_bus, ScopeManager **ret, char **ret_reason);
+
+/*
  * scope_start() - StartTransientUnit(@name) around @pid, asynchronously; @cb runs once the job
  * finished (error 0) or failed. The scope stays referenced until scope_free().
  * Return: 0 or -errno (then @cb is never called).
