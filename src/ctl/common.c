@@ -15,6 +15,7 @@
 
 #include "ctl.h"
 #include "output.h"
+#include "transfer.h"
 
 void log_error(const char *fmt, ...) {
         va_list ap;
@@ -106,4 +107,21 @@ bool json_bool_field(json_object *o, const char *key) {
 
         return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_boolean) &&
                json_object_get_boolean(v);
+}
+
+int log_sink_write(const void *data, size_t size, void *userdata) {
+        LogSink *s = userdata;
+        int r;
+
+        if (s->fd >= 0) {
+                r = transfer_write_all(s->fd, data, size);
+                if (r < 0) {
+                        s->error = r;
+                        log_error("Failed to write to standard %s: %s", s->fd == STDERR_FILENO ? "error" : "output",
+                                  strerror(-r));
+                        return r;
+                }
+        }
+        s->bytes += size;
+        return 0;
 }

@@ -126,6 +126,17 @@ int options_check_verb(const CtlOptions *o, VerbFlags flags, const char *name);
 uint64_t ctl_long_timeout(const CtlOptions *o);
 
 _printf_(1, 2) void log_error(const char *fmt, ...);
+
+/* Where the bytes of a log go (runs' and NPU jobs' logs), and how many there were. */
+typedef struct LogSink {
+        int fd;                 /* -EBADF: discard (only count) */
+        uint64_t bytes;
+        int error;
+} LogSink;
+
+/* log_sink_write() - an HTTP body writer into a LogSink (userdata). Return: 0 or -errno (logged). */
+int log_sink_write(const void *data, size_t size, void *userdata);
+
 /* "Out of memory." Returns CTL_EXIT_FAILURE. */
 int log_oom(void);
 /* Flush standard output, reporting a write error. Returns an exit code. */

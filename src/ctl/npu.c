@@ -152,29 +152,6 @@ static int npu_cancel(const CtlOptions *o, int argc, char *argv[]) {
 
 /* ---- logs and waiting -------------------------------------------------------------------------- */
 
-/* Where the bytes of a job's log go, and how many there were. */
-typedef struct LogSink {
-        int fd;                 /* -EBADF: discard (only count) */
-        uint64_t bytes;
-        int error;
-} LogSink;
-
-static int log_sink_write(const void *data, size_t size, void *userdata) {
-        LogSink *s = userdata;
-        int r;
-
-        if (s->fd >= 0) {
-                r = transfer_write_all(s->fd, data, size);
-                if (r < 0) {
-                        s->error = r;
-                        log_error("Failed to write to standard output: %s", strerror(-r));
-                        return r;
-                }
-        }
-        s->bytes += size;
-        return 0;
-}
-
 /* One GET of the log from @offset into @sink: *@ret_next the next offset, *@ret_finished whether
  * the job had ended. Returns an exit code. */
 static int read_log_chunk(const CtlOptions *o, const char *id, uint64_t offset, LogSink *sink, uint64_t *ret_next,

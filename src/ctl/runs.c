@@ -30,30 +30,6 @@ static char *execution_path(const char *id, const char *suffix) {
         return p;
 }
 
-/* Where the bytes of a log go, and how many there were. */
-typedef struct LogSink {
-        int fd;                 /* -EBADF: discard (only count) */
-        uint64_t bytes;
-        int error;
-} LogSink;
-
-static int log_sink_write(const void *data, size_t size, void *userdata) {
-        LogSink *s = userdata;
-        int r;
-
-        if (s->fd >= 0) {
-                r = transfer_write_all(s->fd, data, size);
-                if (r < 0) {
-                        s->error = r;
-                        log_error("Failed to write to standard %s: %s", s->fd == STDERR_FILENO ? "error" : "output",
-                                  strerror(-r));
-                        return r;
-                }
-        }
-        s->bytes += size;
-        return 0;
-}
-
 /* GET .../logs?stream=@stream&offset=@offset[&follow=1] into @sink. @ret_next: the next offset
  * (X-Sandbox-Next-Offset, or @offset plus what arrived when following). @quiet_404: a missing log
  * (a run still waiting for its workspace has none yet) is not reported; @ret_status says so.

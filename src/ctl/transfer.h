@@ -47,3 +47,4 @@ int transfer_write_all(int fd, const void *p, size_t n);
 void transfer_interrupt_setup(void);
 void transfer_interrupt_unlink(const char *path);
 void transfer_interrupt_message(const char *message);
+
