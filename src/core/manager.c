@@ -98,9 +98,14 @@ static void manager_arm_stop(Manager *m, uint64_t usec);
 static void manager_update_idle(Manager *m) {
         int r;
 
+        if (m->retiring && m->busy == 0 && (!m->http || http_server_n_connections(m->http) == 0)) {
+                log_info("Retired: the last run and connection are done; exiting.");
+                (void) sd_event_exit(m->event, 0);
+                return;
+        }
         if (!m->idle_timer)
                 return;
-        if (m->busy > 0 || (m->http && http_server_n_connections(m->http) > 0)) {
+        if (m->retiring || m->busy > 0 || (m->http && http_server_n_connections(m->http) > 0)) {
                 (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
                 return;
         }
@@ -142,9 +147,39 @@ static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+void manager_retire(Manager *m, const char *why) {
+        if (m->stopping || m->retiring)
+                return;
+        m->retiring = true;
+        log_struct(LOG_NOTICE,
+                   "MESSAGE_ID=" SR_MESSAGE_RETIRING,
+                   "SANDBOX_VERSION=%s", PACKAGE_VERSION,
+                   "SANDBOX_BUSY=%u", m->busy,
+                   "SANDBOX_REASON=%s", why,
+                   "MESSAGE=Retiring (%s): finishing %u run(s), accepting no new connection; the next "
+                   "connection starts the runner anew.", why, m->busy);
+        (void) sd_notifyf(false, "STATUS=Retiring: finishing %u run(s), accepting no new connection.", m->busy);
+        http_server_retire(m->http);
+        env_manager_retire(m->environments);
+        /* No new run takes a keeper: stop those started ahead. */
+        m->exec.keeper_pool = NULL;
+        m->keeper_pool = keeper_pool_free(m->keeper_pool);
+        manager_update_idle(m);
+}
+
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        log_notice("SIGHUP received: reloading is not supported; restart the service to apply configuration changes.");
+        manager_retire(userdata, "SIGHUP: systemctl reload, or a package upgrade");
         return 0;
+}
+
+/* A package upgrade (or meson install) replaced our binary: the helpers and units on disk may no
+ * longer speak our protocols. */
+static bool manager_binary_replaced(void) {
+        static const char suffix[] = " (deleted)";
+        char buf[PATH_MAX];
+        ssize_t l = readlink("/proc/self/exe", buf, sizeof(buf));
+
+        return l >= (ssize_t) strlen(suffix) && memcmp(buf + l - strlen(suffix), suffix, strlen(suffix)) == 0;
 }
 
 static int on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -656,6 +691,13 @@ int manager_probe(Manager *m) {
 }
 
 int manager_can_execute(Manager *m, const char **ret_reason) {
+        if (!m->retiring && !m->stopping && manager_binary_replaced())
+                manager_retire(m, "its binary was replaced on disk");
+        if (m->retiring || m->stopping) {
+                *ret_reason = "the runner is restarting (systemctl reload, or a package upgrade): it finishes the "
+                              "runs in progress and starts no new one; retry, a new connection reaches the new runner";
+                return -ESHUTDOWN;
+        }
         if (m->identity_error) {
                 *ret_reason = m->identity_error;
                 return -EPERM;

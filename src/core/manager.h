@@ -57,6 +57,7 @@ typedef struct Manager {
         uid_t sandbox_uid;               /* the host uid payloads run as (ours) */
         ReplayTable *replay;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
+        bool retiring;                   /* manager_retire(): finishing runs, starting none, then exit */
         char *keeper_path;               /* sandbox-runner-keeper, as /proc/self/fd/<keeper_fd> */
         int keeper_fd;                   /* O_PATH: the file found at start-up */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
@@ -139,6 +140,15 @@ bool manager_workspace_usage(Manager *m, uint64_t *ret_bytes, uint64_t *ret_coun
 
 /* manager_recover() - mark runs a previous daemon left active as interrupted; prune records. */
 int manager_recover(Manager *m);
+
+/*
+ * manager_retire() - a graceful restart (SIGHUP, i.e. "systemctl reload", which a package upgrade
+ * runs; or the daemon's own binary replaced on disk): accept no new connection, start no new
+ * execution, environment setup or NPU job, let those running finish, then exit. Under socket
+ * activation systemd queues the connections that arrive meanwhile and starts the new binary for
+ * them. @why is logged.
+ */
+void manager_retire(Manager *m, const char *why);
 
 /* manager_can_execute() - 0, or -errno with a message saying why executions are refused. */
 int manager_can_execute(Manager *m, const char **ret_reason);

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <nettle/sha2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@ struct EgressEpochs {
         bool under_systemd;
         char *gateway;                   /* sandbox-runner-egress, or NULL when missing */
         char *bridge;                    /* sandbox-runner-bridge, likewise */
+        char build[9];                   /* the build of both: 8 hex digits, part of instance names */
 };
 
 struct EgressEpoch {
@@ -51,6 +53,7 @@ struct EgressEpoch {
         EgressEpoch *next;
         EgressPolicy *policy;
         char *revision;
+        char *instance;                  /* <revision>-<build>: the unit instance and file names */
         char *socket_path;
         char *policy_path;
         unsigned refs;                   /* executions using it, +1 while it is the current one */
@@ -92,7 +95,7 @@ static void epoch_free(EgressEpoch *ep) {
         ep->listen_fd = safe_close(ep->listen_fd);
         if (ep->systemd && ee->bus) {
                 _cleanup_free_ char *unit = NULL;
-                if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) >= 0)
+                if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->instance) >= 0)
                         (void) bus_call_manager_async(ee->bus, NULL, "StopUnit", NULL, NULL, "ss", unit,
                                                       "replace");
         } else if (ep->socket_path)
@@ -101,6 +104,7 @@ static void epoch_free(EgressEpoch *ep) {
                 (void) unlink(ep->policy_path);
         egress_policy_free(ep->policy);
         free(ep->revision);
+        free(ep->instance);
         free(ep->socket_path);
         free(ep->policy_path);
         free(ep);
@@ -223,7 +227,7 @@ static int epoch_start_systemd(EgressEpoch *ep) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
         int r;
 
-        if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->revision) < 0)
+        if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->instance) < 0)
                 return -ENOMEM;
         /* Rare (a policy change or start-up): a synchronous call keeps the socket in place
          * before any sandbox binds it. */
@@ -282,8 +286,9 @@ static int epoch_new(EgressEpochs *ee, EgressPolicy *p, EgressEpoch **ret) {
         ep->revision = strdup(egress_policy_revision(p));
         ep->policy = p;
         if (asprintf(&dir, "%s/egress", ee->runtime_dir) < 0 || !ep->revision ||
-            asprintf(&ep->socket_path, "%s/%s.sock", dir, ep->revision) < 0 ||
-            asprintf(&ep->policy_path, "%s/%s.json", dir, ep->revision) < 0) {
+            asprintf(&ep->instance, "%s-%s", ep->revision, ee->build) < 0 ||
+            asprintf(&ep->socket_path, "%s/%s.sock", dir, ep->instance) < 0 ||
+            asprintf(&ep->policy_path, "%s/%s.json", dir, ep->instance) < 0) {
                 ep->policy = NULL;
                 egress_policy_free(p);
                 epoch_free(ep);
@@ -356,8 +361,9 @@ static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
         return 0;
 }
 
-/* After a crash the runtime directory (preserved) may hold the snapshots and sockets of revisions
- * nobody uses any more: stop their units and remove the files. */
+/* After a crash, or an upgrade, the runtime directory (preserved) may hold the snapshots and
+ * sockets of instances nobody uses any more (other revisions, or the current one's of another
+ * build, whose gateway may still run the old binary): stop their units and remove the files. */
 static void egress_clean_stale(EgressEpochs *ee) {
         _cleanup_free_ char *dir = NULL;
         DIR *d;
@@ -375,7 +381,7 @@ static void egress_clean_stale(EgressEpochs *ee) {
                         continue;
                 memcpy(rev, de->d_name, l - 5);
                 rev[l - 5] = '\0';
-                if (ee->current && streq(rev, ee->current->revision))
+                if (ee->current && streq(rev, ee->current->instance))
                         continue;
                 if (ee->bus) {
                         char unit[128];
@@ -389,6 +395,30 @@ static void egress_clean_stale(EgressEpochs *ee) {
                 (void) unlink(path);
         }
         closedir(d);
+}
+
+/* The build of the gateway and the bridge found: 8 hex digits of the SHA-256 of the version and
+ * of both files. Every instance name carries it, so that a daemon never hands its sandboxes (and
+ * their bridge) to a gateway instance that another build started and that may still run: after a
+ * package upgrade the new daemon starts instances of its own, and egress_clean_stale() stops the
+ * old ones. */
+static void helpers_build(EgressEpochs *ee) {
+        struct sha256_ctx h;
+        uint8_t digest[SHA256_DIGEST_SIZE];
+
+        sha256_init(&h);
+        sha256_update(&h, strlen(PACKAGE_VERSION), (const uint8_t *) PACKAGE_VERSION);
+        for (unsigned i = 0; i < 2; i++) {
+                const char *path = i == 0 ? ee->gateway : ee->bridge;
+                _cleanup_close_ int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -EBADF;
+                uint8_t buf[16384];
+                ssize_t n;
+
+                while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0)
+                        sha256_update(&h, (size_t) n, buf);
+        }
+        sha256_digest(&h, sizeof(digest), digest);
+        (void) snprintf(ee->build, sizeof(ee->build), "%02x%02x%02x%02x", digest[0], digest[1], digest[2], digest[3]);
 }
 
 static const EgressPolicy *current_policy(EgressEpochs *ee) {
@@ -420,6 +450,7 @@ int egress_epochs_new(sd_event *event, sd_bus *bus, const char *state_dir, const
                 return -ENOMEM;
         ee->gateway = find_helper("egress", "sandbox-runner-egress");
         ee->bridge = find_helper("bridge", "sandbox-runner-bridge");
+        helpers_build(ee);
 
         /* Run as a systemd service, the gateway instances are units (the service itself has no
          * network: PrivateNetwork=yes); started by hand, we run them as children. */
@@ -541,7 +572,7 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                 return r;
         /* The same policy (an identical setup before): the same gateway. */
         for (ep = ee->epochs; ep; ep = ep->next)
-                if (streq(ep->revision, egress_policy_revision(p)) && !ep->failed) {
+                if (streq(ep->revision, egress_policy_revision(p)) && !ep->failed) {   /* same build */
                         ep->refs++;
                         *ret = ep;
                         return 0;
@@ -573,6 +604,7 @@ void egress_health(EgressEpochs *ee, json_object *o) {
         json_object_object_add(o, "mode", json_object_new_string(ep ? "allowlist" : "none"));
         if (ep) {
                 json_object_object_add(o, "revision", json_object_new_string(ep->revision));
+                json_object_object_add(o, "instance", json_object_new_string(ep->instance));
                 json_object_object_add(o, "gateway", json_object_new_string(
                                 ep->systemd || ee->under_systemd ? "systemd" : "child"));
                 json_object_object_add(o, "gatewayRunning",

@@ -698,6 +698,11 @@ void env_manager_stop(EnvManager *m) {
                 env_provision_kill(m->provision, "the daemon is stopping");
 }
 
+void env_manager_retire(EnvManager *m) {
+        if (m)
+                m->stopping = true;
+}
+
 EnvManager *env_manager_free(EnvManager *m) {
         if (!m)
                 return NULL;

@@ -70,6 +70,9 @@ static inline void env_manager_freep(EnvManager **m) {
 void env_manager_start(EnvManager *m);
 /* env_manager_stop() - the daemon stops: the running setup is killed (its prefix is not used). */
 void env_manager_stop(EnvManager *m);
+/* env_manager_retire() - the daemon retires: the running setup finishes, queued ones wait for the
+ * next daemon (their setup.json stays). */
+void env_manager_retire(EnvManager *m);
 
 /* The API. JSON results are new references; on a refusal *ret_why says why (the caller frees). */
 json_object *env_manager_list_json(EnvManager *m);

@@ -113,7 +113,7 @@ static int reply_queue(HttpRequest *req, struct MHD_Response *resp, unsigned sta
         (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         (void) MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
         (void) MHD_add_response_header(resp, "X-Request-Id", id);
-        if (close)
+        if (close || req->server->retiring)
                 (void) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
         for (const char *const *h = headers; h && h[0] && h[1]; h += 2)
                 (void) MHD_add_response_header(resp, h[0], h[1]);

@@ -146,6 +146,12 @@ static int on_listener(sd_event_source *es, int fd, uint32_t revents, void *user
 
 /* ---- listeners ------------------------------------------------------------------------------ */
 
+void http_server_retire(HttpServer *s) {
+        s->retiring = true;
+        for (size_t i = 0; i < s->n_listeners; i++)
+                (void) sd_event_source_set_enabled(s->listeners[i], SD_EVENT_OFF);
+}
+
 int http_server_add_listener(HttpServer *s, int fd) {
         sd_event_source **l, *es = NULL;
         int r;

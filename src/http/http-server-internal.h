@@ -34,6 +34,7 @@ struct HttpServer {
         uint64_t n_requests;
         uint64_t next_request_id;
         bool in_run;
+        bool retiring;                    /* http_server_retire(): no accepting, answers close */
 };
 
 struct HttpConnection {

@@ -61,6 +61,13 @@ static inline void http_server_freep(HttpServer **s) {
 
 /* http_server_add_listener() - serve a listening socket; takes ownership of @fd. Return: 0 or -errno. */
 int http_server_add_listener(HttpServer *s, int fd);
+/*
+ * http_server_retire() - accept no more connections (the listening sockets stay open: under socket
+ * activation systemd queues new connections for the next daemon), finish the requests in progress
+ * and close each connection after its next answer ("Connection: close"); idle keep-alive
+ * connections end at their header deadline. For a graceful restart.
+ */
+void http_server_retire(HttpServer *s);
 unsigned http_server_n_connections(const HttpServer *s);
 unsigned http_server_n_listeners(const HttpServer *s);
 uint64_t http_server_n_requests(const HttpServer *s);

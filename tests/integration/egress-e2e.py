@@ -36,6 +36,7 @@ runs as the user 'sandbox-runner' if it exists, else nobody (it is rootless by d
 import argparse
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -755,7 +756,11 @@ def t_old_epoch_gone(ctx, res):
         time.sleep(0.1)
     res.note("%s: %s" % (egress, left))
     res.check(not [n for n in left if n.startswith(revA)], "files of revision A left: %s" % left)
-    res.check("%s.sock" % revB in left, "no socket for revision B: %s" % left)
+    inst = (ctx.health().json() or {}).get("sandboxNetwork", {}).get("instance") or ""
+    res.check(re.fullmatch(revB + "-[0-9a-f]{8}", inst) is not None,
+              "/health instance %r is not <revision B>-<8 hex digits of the build>" % inst)
+    res.check(left == sorted([inst + ".json", inst + ".sock"]),
+              "expected only the socket and snapshot of instance %s: %s" % (inst, left))
     gws = [p for p in L.descendants(ctx.d.pid)
            if (L.cmdline(p) or [b""])[0].endswith(b"sandbox-runner-egress")]
     policies = [next((a for a in (L.cmdline(p) or [])[1:] if a.endswith(b".json")), b"?") for p in gws]

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import subprocess
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +37,7 @@ from execute_lib import HttpError, Result, now, trunc                      # noq
 
 BUDGET = 85.0           # seconds for everything; the watchdog kills the daemon after it
 RUN_TIMEOUT = 12.0      # read timeout of an ordinary execution request
-FINAL = "10 SIGTERM"    # cases that stop the daemon (always run, last)
+FINAL = "10 SIG"        # cases that stop the daemon (SIGTERM, SIGHUP: always run, last)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1374,6 +1375,103 @@ def c_sigterm_busy(ctx, res):
     res.check(not marked, "the payload survived the daemon: %s" % [L.describe_pid(p) for p in marked])
     tail = ctx.d.log_tail(1500)
     res.check("Fatal error" not in tail and rc != -6, "the daemon aborted: %s" % trunc(tail[-400:], 400))
+
+
+def read_answer(sock, timeout):
+    """One whole answer from a kept-open connection, or None (nothing complete within timeout)."""
+    data, t0 = b"", now()
+    while not L._complete(data):
+        left = timeout - (now() - t0)
+        if left <= 0:
+            return None
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            return None
+        if not chunk:
+            break
+        data += chunk
+    return L._parse_response(data, now() - t0) if data else None
+
+
+def keepalive_request(method, path, headers=(), body=b""):
+    """A request that keeps its connection open (build_request() asks to close it)."""
+    return L.build_request(method, path, headers, body).replace(b"Connection: close", b"Connection: keep-alive", 1)
+
+
+@case("10 SIGHUP (reload) while an execution runs -> it finishes, nothing new starts, the daemon exits 0")
+def c_sighup_retire(ctx, res):
+    if not ctx.d.alive():
+        try:
+            ctx.d.start()
+        except (L.DaemonError, OSError) as e:
+            res.fail("could not restart the daemon: %s" % e)
+            return
+    port, mark, box = ctx.d.port, ctx.mark("retire"), {}
+    # A connection opened before the reload, kept open (a client's pool).
+    kept = socket.create_connection((L.LOOPBACK, port), timeout=5)
+    try:
+        kept.sendall(keepalive_request("GET", "/health"))
+        r = read_answer(kept, 5)
+        res.check(r is not None and r.status == 200, "GET /health on the kept connection: %r" % (r and r.brief()))
+        h, raw, _ = ctx.exec_bytes({"workspaceId": "ws-retire", "language": "shell",
+                                    "code": "sleep 2; echo finished", "env": {"SR_TEST_MARK": mark}}, "/execute")
+
+        def client():
+            try:
+                box["r"] = L.http(port, "POST", "/execute", h, raw, timeout=ctx.budget.bound(30))
+            except (OSError, HttpError) as e:
+                box["err"] = "%s: %s" % (type(e).__name__, e)
+        t = threading.Thread(target=client, daemon=True)
+        t.start()
+        deadline = now() + 10.0
+        while now() < deadline and not L.find_marked(mark.encode(), [b"sleep", b"2"]):
+            time.sleep(0.05)
+        if not L.find_marked(mark.encode(), [b"sleep", b"2"]):
+            res.fail("the run did not start within 10 s")
+            return
+        os.kill(ctx.d.pid, signal.SIGHUP)
+        time.sleep(0.3)
+        # A run asked for on the old connection: refused, to be retried; the connection closes.
+        h2, raw2, _ = ctx.exec_bytes({"workspaceId": "ws-retire-2", "language": "shell", "code": "echo no"}, "/execute")
+        kept.sendall(keepalive_request("POST", "/execute", h2, raw2))
+        r = read_answer(kept, 5)
+        if r is None:
+            res.fail("no answer on the kept connection after SIGHUP")
+        else:
+            res.note("kept connection: " + r.brief(300))
+            res.eq("status on the kept connection", r.status, 503)
+            res.eq("error", (r.json() or {}).get("error"), "sandbox_unavailable")
+            res.check("restarting" in ((r.json() or {}).get("message") or ""), "the message does not say why")
+            res.eq("Connection header", (r.header("connection") or "").lower(), "close")
+        # A new connection is not accepted (it waits in the backlog for the next daemon).
+        fresh = socket.create_connection((L.LOOPBACK, port), timeout=5)
+        try:
+            fresh.sendall(L.build_request("GET", "/health"))
+            early = read_answer(fresh, 0.8 if ctx.d.alive() else 0.01)
+            res.check(early is None or not ctx.d.alive(),
+                      "a connection made while retiring was served: %r" % (early and early.brief()))
+        finally:
+            fresh.close()
+        t.join(ctx.budget.bound(30))
+        r = box.get("r")
+        if r is None:
+            res.fail("the run in flight got no answer: %s" % box.get("err"))
+        else:
+            j = r.json() if r.status == 200 else {}
+            res.note("run in flight: " + r.brief(300))
+            res.eq("the run in flight's status", (j or {}).get("status"), "exited")
+            res.eq("its stdout", (j or {}).get("stdout"), "finished\n")
+        try:
+            rc = ctx.d.proc.wait(ctx.budget.bound(15))
+        except subprocess.TimeoutExpired:
+            rc = "still running 15 s after its last run"
+        res.eq("the daemon's exit status", rc, 0)
+        res.check("Retiring (SIGHUP" in ctx.d.log_text(), "no 'Retiring' line in the log: %s" % ctx.d.log_tail(600))
+        res.check(not L.find_marked(mark.encode()), "the payload outlived the daemon")
+    finally:
+        kept.close()
 
 
 # --------------------------------------------------------------------------------------------

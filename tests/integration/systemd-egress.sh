@@ -275,6 +275,7 @@ journal_egress() {
 
 RUN=$$-$RANDOM          # execution ids of this run
 REV=
+INST=
 
 # -----------------------------------------------------------------------------------------
 # Socket activation, health, the gateway's socket unit
@@ -295,6 +296,9 @@ step_health() {
                 echo "note: sandboxNetwork.gateway is not \"systemd\""
         REV=$(jprint 'd["body"]["sandboxNetwork"]["revision"]' <<<"$HEALTH")
         [[ "$REV" =~ ^[0-9a-f]{16}$ ]] || { echo "revision '$REV' is not 16 hex digits"; return 1; }
+        # Units and files are named by the instance: the revision and the build of the helpers.
+        INST=$(jprint 'd["body"]["sandboxNetwork"]["instance"]' <<<"$HEALTH")
+        [[ "$INST" =~ ^${REV}-[0-9a-f]{8}$ ]] || { echo "instance '$INST' is not $REV-<8 hex digits>"; return 1; }
         jtest 'd["body"]["scopes"]["available"] is True' <<<"$HEALTH" ||
                 echo "note: scopes are not available here: the gateway cannot name executions (peer cgroup)"
         client get /api/network-policy || return 1
@@ -306,25 +310,25 @@ step_health() {
 step_egress_socket() {
         local rc=0 s
         bx systemctl status --no-pager --lines=0 'sandbox-runner-egress@*.socket' 2>&1 | grep -vE '^ +(├|└|│)' | head -n 12
-        s=$(unit_state "sandbox-runner-egress@$REV.socket")
-        [[ "$s" == active/listening ]] || { echo "sandbox-runner-egress@$REV.socket is $s"; rc=1; }
-        bx systemctl show -p Listen,SocketUser,SocketMode --value "sandbox-runner-egress@$REV.socket" | paste -sd' '
+        s=$(unit_state "sandbox-runner-egress@$INST.socket")
+        [[ "$s" == active/listening ]] || { echo "sandbox-runner-egress@$INST.socket is $s"; rc=1; }
+        bx systemctl show -p Listen,SocketUser,SocketMode --value "sandbox-runner-egress@$INST.socket" | paste -sd' '
         bx ls -ld /run/sandbox-runner /run/sandbox-runner/egress
         bx ls -l "/run/sandbox-runner/egress/" | sed -n '2,$p'
-        bx test -S "/run/sandbox-runner/egress/$REV.sock" || { echo "no socket /run/sandbox-runner/egress/$REV.sock"; rc=1; }
+        bx test -S "/run/sandbox-runner/egress/$INST.sock" || { echo "no socket /run/sandbox-runner/egress/$INST.sock"; rc=1; }
         # The gateway runs as a dynamic user: the policy snapshot must be readable by others.
         local mode
         mode=$(bx stat -c %a /run/sandbox-runner/egress)
         (( (8#$mode & 8#001) != 0 )) || {
-                echo "/run/sandbox-runner/egress is mode $mode: the gateway (DynamicUser=yes) cannot reach $REV.json"; rc=1; }
-        mode=$(bx stat -c %a "/run/sandbox-runner/egress/$REV.json")
-        (( (8#$mode & 8#004) != 0 )) || { echo "$REV.json is mode $mode: not readable by the gateway"; rc=1; }
-        s=$(unit_state "sandbox-runner-egress@$REV.service")
-        echo "sandbox-runner-egress@$REV.service before any run: $s"
+                echo "/run/sandbox-runner/egress is mode $mode: the gateway (DynamicUser=yes) cannot reach $INST.json"; rc=1; }
+        mode=$(bx stat -c %a "/run/sandbox-runner/egress/$INST.json")
+        (( (8#$mode & 8#004) != 0 )) || { echo "$INST.json is mode $mode: not readable by the gateway"; rc=1; }
+        s=$(unit_state "sandbox-runner-egress@$INST.service")
+        echo "sandbox-runner-egress@$INST.service before any run: $s"
         [[ "$s" == inactive/dead ]] || { echo "the gateway service runs before any connection"; rc=1; }
         local others
         others=$(bx systemctl list-units --all --no-legend --plain 'sandbox-runner-egress@*.socket' | awk 'NF { print $1 }' |
-                 grep -vx "sandbox-runner-egress@$REV.socket")
+                 grep -vx "sandbox-runner-egress@$INST.socket")
         [[ -z "$others" ]] || { echo "other gateway sockets: $others"; rc=1; }
         return $rc
 }
@@ -364,9 +368,9 @@ step_fetch() {
         rt 'd["body"].get("limits", {}).get("enforcedBy") == "scope"' || echo "note: the run had no scope"
         if (( rc != 0 )); then
                 echo "--- gateway units and journal:"
-                bx systemctl status --no-pager --lines=0 "sandbox-runner-egress@$REV.socket" "sandbox-runner-egress@$REV.service" 2>&1 |
+                bx systemctl status --no-pager --lines=0 "sandbox-runner-egress@$INST.socket" "sandbox-runner-egress@$INST.service" 2>&1 |
                         grep -vE '^ +(├|└|│)'
-                bx journalctl -b --no-pager -o cat -u "sandbox-runner-egress@$REV.socket" -u "sandbox-runner-egress@$REV.service" | tail -n 25
+                bx journalctl -b --no-pager -o cat -u "sandbox-runner-egress@$INST.socket" -u "sandbox-runner-egress@$INST.service" | tail -n 25
                 echo "--- daemon journal:"
                 bx journalctl -b --no-pager -o cat -u sandbox-runner.service | tail -n 15
                 health && jprint '"--- /health sandboxNetwork now: %s" % json.dumps(d["body"].get("sandboxNetwork"))' <<<"$HEALTH"
@@ -377,16 +381,16 @@ step_fetch() {
 GW_START=
 step_on_demand() {
         local s inv rc=0
-        s=$(unit_state "sandbox-runner-egress@$REV.service")
-        inv=$(bx systemctl show -p InvocationID --value "sandbox-runner-egress@$REV.service")
-        GW_START=$(bx systemctl show -p ExecMainStartTimestampMonotonic --value "sandbox-runner-egress@$REV.service")
-        echo "sandbox-runner-egress@$REV.service after the first run: $s (invocation $inv, started at monotonic $GW_START)"
-        bx systemctl status --no-pager --lines=0 "sandbox-runner-egress@$REV.service" 2>&1 | grep -vE '^ +(├|└|│)' | head -n 10
+        s=$(unit_state "sandbox-runner-egress@$INST.service")
+        inv=$(bx systemctl show -p InvocationID --value "sandbox-runner-egress@$INST.service")
+        GW_START=$(bx systemctl show -p ExecMainStartTimestampMonotonic --value "sandbox-runner-egress@$INST.service")
+        echo "sandbox-runner-egress@$INST.service after the first run: $s (invocation $inv, started at monotonic $GW_START)"
+        bx systemctl status --no-pager --lines=0 "sandbox-runner-egress@$INST.service" 2>&1 | grep -vE '^ +(├|└|│)' | head -n 10
         [[ -n "$inv" && "${GW_START:-0}" != 0 ]] || { echo "the gateway service was never started"; return 1; }
         [[ "$s" == active/running ]] || { echo "(it is no longer running: idle exit after ${IDLE_SEC}s?)"; rc=1; }
-        bx systemctl show -p User,DynamicUser,MainPID "sandbox-runner-egress@$REV.service" | paste -sd' '
+        bx systemctl show -p User,DynamicUser,MainPID "sandbox-runner-egress@$INST.service" | paste -sd' '
         local main
-        main=$(bx systemctl show -p MainPID --value "sandbox-runner-egress@$REV.service")
+        main=$(bx systemctl show -p MainPID --value "sandbox-runner-egress@$INST.service")
         if [[ "$main" != 0 ]]; then
                 echo "gateway process: $(bx ps -o pid=,user=,args= -p "$main")"
         fi
@@ -426,16 +430,16 @@ t "gateway journal (-u sandbox-runner-egress@*): SANDBOX_EGRESS_HOST/DECISION/RE
 step_idle() {
         local rc=0 s t0
         t0=$EPOCHREALTIME
-        wait_state "sandbox-runner-egress@$REV.service" '^inactive/dead$' $((IDLE_SEC + 15)) || rc=1
-        echo "sandbox-runner-egress@$REV.service inactive ~$(since "$t0") s after the run (idle exit after ${IDLE_SEC} s)"
-        s=$(unit_state "sandbox-runner-egress@$REV.socket")
+        wait_state "sandbox-runner-egress@$INST.service" '^inactive/dead$' $((IDLE_SEC + 15)) || rc=1
+        echo "sandbox-runner-egress@$INST.service inactive ~$(since "$t0") s after the run (idle exit after ${IDLE_SEC} s)"
+        s=$(unit_state "sandbox-runner-egress@$INST.socket")
         [[ "$s" == active/listening ]] || { echo "the socket unit is $s after the idle exit"; rc=1; }
-        bx systemctl show -p Result,ExecMainStatus,NRestarts "sandbox-runner-egress@$REV.service" | paste -sd' '
-        [[ "$(bx systemctl show -p Result --value "sandbox-runner-egress@$REV.service")" == success ]] ||
+        bx systemctl show -p Result,ExecMainStatus,NRestarts "sandbox-runner-egress@$INST.service" | paste -sd' '
+        [[ "$(bx systemctl show -p Result --value "sandbox-runner-egress@$INST.service")" == success ]] ||
                 { echo "the gateway did not exit successfully"; rc=1; }
         journal_egress "[e for e in L if e.get('MESSAGE_ID') == '$ID_EGRESS_STOPPED' and e.get('SANDBOX_EGRESS_REVISION') == a]" "$REV" ||
                 { echo "no idle-exit entry ($ID_EGRESS_STOPPED)"; rc=1; }
-        bx journalctl -u "sandbox-runner-egress@$REV.service" -o cat --no-pager MESSAGE_ID=$ID_EGRESS_STOPPED | tail -n 1
+        bx journalctl -u "sandbox-runner-egress@$INST.service" -o cat --no-pager MESSAGE_ID=$ID_EGRESS_STOPPED | tail -n 1
         return $rc
 }
 
@@ -445,7 +449,7 @@ step_again() {
         summary
         rt 'd["http"] == 200 and d["body"]["status"] == "exited" and d["body"]["ops"] and d["body"]["ops"][0].get("status") == 200' || return 1
         local start
-        start=$(bx systemctl show -p ExecMainStartTimestampMonotonic --value "sandbox-runner-egress@$REV.service")
+        start=$(bx systemctl show -p ExecMainStartTimestampMonotonic --value "sandbox-runner-egress@$INST.service")
         echo "gateway started again at monotonic $start (first start $GW_START)"
         [[ "${start:-0}" != 0 && "$start" != "$GW_START" ]] || { echo "the gateway service was not started again"; return 1; }
 }
@@ -457,6 +461,7 @@ t "the next run starts it again on demand (a.wild.test: 200)" step_again
 # Rotation
 
 REV2=
+INST2=
 step_rotate() {
         local rc=0 s i
         policy_put '{"mode": "allowlist", "allow": ["allowed.test"], "mirrors": ["127.0.0.0/8"]}' || return 1
@@ -464,16 +469,17 @@ step_rotate() {
         rt 'd["http"] == 200' || return 1
         REV2=$(r 'd["body"]["revision"]')
         [[ "$REV2" =~ ^[0-9a-f]{16}$ && "$REV2" != "$REV" ]] || { echo "revision did not change ($REV -> $REV2)"; return 1; }
-        s=$(unit_state "sandbox-runner-egress@$REV2.socket")
-        [[ "$s" == active/listening ]] || { echo "sandbox-runner-egress@$REV2.socket is $s"; rc=1; }
+        INST2=$REV2-${INST##*-}   # the same build
+        s=$(unit_state "sandbox-runner-egress@$INST2.socket")
+        [[ "$s" == active/listening ]] || { echo "sandbox-runner-egress@$INST2.socket is $s"; rc=1; }
         for ((i = 0; i < 50; i++)); do
-                s=$(bx systemctl show -p LoadState,ActiveState --value "sandbox-runner-egress@$REV.socket" | paste -sd/)
+                s=$(bx systemctl show -p LoadState,ActiveState --value "sandbox-runner-egress@$INST.socket" | paste -sd/)
                 [[ "$s" == not-found/* || "$s" == */inactive ]] && break
                 sleep 0.1
         done
-        echo "old sandbox-runner-egress@$REV.socket: $s; new @$REV2.socket: $(unit_state "sandbox-runner-egress@$REV2.socket")"
+        echo "old sandbox-runner-egress@$INST.socket: $s; new @$INST2.socket: $(unit_state "sandbox-runner-egress@$INST2.socket")"
         [[ "$s" == not-found/* || "$s" == */inactive ]] || { echo "the old revision's socket unit was not stopped"; rc=1; }
-        bx test -e "/run/sandbox-runner/egress/$REV.sock" && { echo "the old socket file is still there"; rc=1; }
+        bx test -e "/run/sandbox-runner/egress/$INST.sock" && { echo "the old socket file is still there"; rc=1; }
         bx journalctl -u sandbox-runner.service -o cat --no-pager MESSAGE_ID=$ID_POLICY_ROTATED | tail -n 2
         run_ops "rotated-$RUN" "[{\"op\": \"http\", \"url\": \"http://a.wild.test$MARK-rotated\"},
                                      {\"op\": \"http\", \"url\": \"http://allowed.test$MARK-rotated\"}]" || return 1
@@ -481,8 +487,8 @@ step_rotate() {
         rt 'd["body"]["ops"] and d["body"]["ops"][0].get("status") == 403 and d["body"]["ops"][1].get("status") == 200' ||
                 { echo "under the new revision a.wild.test must be refused and allowed.test allowed"; rc=1; }
         journal_egress "[e for e in L if e.get('_SYSTEMD_UNIT') == 'sandbox-runner-egress@%s.service' % a
-                         and e.get('SANDBOX_EGRESS_HOST') == 'a.wild.test' and e.get('SANDBOX_EGRESS_DECISION') == 'denied']" "$REV2" ||
-                { echo "no denied entry of sandbox-runner-egress@$REV2.service for a.wild.test"; rc=1; }
+                         and e.get('SANDBOX_EGRESS_HOST') == 'a.wild.test' and e.get('SANDBOX_EGRESS_DECISION') == 'denied']" "$INST2" ||
+                { echo "no denied entry of sandbox-runner-egress@$INST2.service for a.wild.test"; rc=1; }
         return $rc
 }
 
@@ -491,7 +497,7 @@ t "PUT /api/network-policy: sandbox-runner-egress@<new rev>.socket listening, th
 
 step_security() {
         local out score
-        out=$(bx systemd-analyze security --no-pager "sandbox-runner-egress@${REV2:-$REV}.service" 2>&1) ||
+        out=$(bx systemd-analyze security --no-pager "sandbox-runner-egress@${INST2:-$INST}.service" 2>&1) ||
                 { echo "$out" | tail -n 5; return 1; }
         score=$(grep -E 'Overall exposure level' <<<"$out")
         echo "$score"
