@@ -25,6 +25,8 @@ packages=(
         r-base-core r-cran-data.table
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
+        # apparmor.sh: apparmor_parser's syntax check of the bwrap profile (nothing is loaded)
+        apparmor
         # environments-online.py: the test CA and server certificates of its HTTPS index
         openssl
         # fuzz targets: the libFuzzer runtime of Debian 12's clang 14
@@ -187,6 +189,9 @@ cmd_test() {
         # polkitd reads its own datadir only: the rule goes there whatever the prefix.
         [ -f build/dest/usr/share/polkit-1/rules.d/50-sandbox-runner.rules ] ||
                 { echo "the polkit rule is not where polkitd reads it: $(cd build/dest && find . -name '50-sandbox-runner.rules')"; rc=1; }
+        # The AppArmor profile only with -Dapparmor=enabled (docs/apparmor.md).
+        [ -z "$(cd build/dest && find . -name sandbox-runner-bwrap)" ] ||
+                { echo "the AppArmor profile is installed without -Dapparmor=enabled"; rc=1; }
 
         summarize "${logs[@]}" || rc=1
         return $rc

@@ -58,7 +58,7 @@ int config_init(Config *c) {
                 .npu_probe_timeout_usec = 10 * USEC_PER_SEC,
         };
 
-        c->bwrap = strdup("/usr/bin/bwrap");
+        c->bwrap = strdup(BWRAP_DEFAULT);
         c->sandbox_user = strdup(SERVICE_USER);
         if (!c->bwrap || !c->sandbox_user)
                 return -ENOMEM;
@@ -566,7 +566,7 @@ int config_verify(Config *c, char **ret_error) {
         const char *what = NULL;
 
         if (!c->bwrap) {
-                c->bwrap = strdup("/usr/bin/bwrap");
+                c->bwrap = strdup(BWRAP_DEFAULT);
                 if (!c->bwrap)
                         return -ENOMEM;
         }

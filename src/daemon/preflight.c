@@ -173,9 +173,17 @@ static int userns_apparmor(const PreflightPaths *p, const char *bwrap, Preflight
                              "bwrap is loaded (none named '%s', 'bwrap' or '" PREFLIGHT_APPARMOR_PROFILE "'): an "
                              "unprivileged bwrap cannot create user namespaces.", bwrap) < 0)
                         return -ENOMEM;
+                /* The shipped profile attaches to the default path only (units/apparmor). */
                 return preflight_item_set(ret, "userns", PREFLIGHT_WARN, "restricted by AppArmor", reason,
-                                          "Install the AppArmor profile '" PREFLIGHT_APPARMOR_PROFILE
-                                          "' (see docs/apparmor.md) and load it with apparmor_parser -r.");
+                                          streq(bwrap, BWRAP_DEFAULT) ?
+                                          "Install the AppArmor profile '" PREFLIGHT_APPARMOR_PROFILE "' (meson "
+                                          "-Dapparmor=enabled puts it into " APPARMOR_DIR ") and load it: "
+                                          "'apparmor_parser -r " APPARMOR_DIR "/" PREFLIGHT_APPARMOR_PROFILE "'; "
+                                          "see docs/apparmor.md." :
+                                          "Load an AppArmor profile for this bwrap: a copy of '"
+                                          PREFLIGHT_APPARMOR_PROFILE "' (meson -Dapparmor=enabled), which "
+                                          "attaches to " BWRAP_DEFAULT ", attached to [Execution] Bwrap= instead, "
+                                          "then 'apparmor_parser -r' it; see docs/apparmor.md.");
         }
         if (r < 0) {
                 if (asprintf(&reason, "kernel.apparmor_restrict_unprivileged_userns is 1 and the loaded AppArmor "

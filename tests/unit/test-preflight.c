@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "build-config.h"
 #include "daemon/preflight.h"
 #include "test-dir.h"
 #include "util/macro.h"
@@ -213,6 +214,42 @@ static void test_userns(void **state) {
         }
 }
 
+/* Restricted and no profile loaded: the fix names the shipped profile's install for the default bwrap
+ * (the meson option, the directory, the load command) and a copy of it for any other path. */
+static void test_userns_apparmor_fix(void **state) {
+        static const struct {
+                const char *bwrap;
+                const char *in_fix[3];
+        } cases[] = {
+                { BWRAP_DEFAULT, { "-Dapparmor=enabled", "'apparmor_parser -r " APPARMOR_DIR "/sandbox-runner-bwrap'",
+                                   "docs/apparmor.md" } },
+                { "/opt/bin/bwrap", { "a copy of 'sandbox-runner-bwrap'", "attached to [Execution] Bwrap= instead",
+                                      "docs/apparmor.md" } },
+        };
+        TestDir *d = *state;
+        char proc[128], sys[128];
+
+        (void) snprintf(proc, sizeof(proc), "%s/proc", d->path);
+        (void) snprintf(sys, sizeof(sys), "%s/sys", d->path);
+        assert_int_equal(mkdir(proc, 0755), 0);
+        assert_int_equal(mkdir(sys, 0755), 0);
+        put(proc, "sys/user/max_user_namespaces", "15000\n", 0644);
+        put(proc, "sys/kernel/apparmor_restrict_unprivileged_userns", "1\n", 0644);
+        put(sys, "kernel/security/apparmor/profiles", "firefox (enforce)\n", 0444);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                PreflightItem it = {};
+
+                assert_int_equal(preflight_check_userns(&(const PreflightPaths) { .proc = proc, .sys = sys, .root = "" },
+                                                        cases[i].bwrap, &it), 0);
+                assert_int_equal(it.status, PREFLIGHT_WARN);
+                assert_non_null(it.fix);
+                print_message("# %s: %s\n", cases[i].bwrap, it.fix);
+                for (size_t j = 0; j < ELEMENTSOF(cases[i].in_fix); j++)
+                        assert_non_null(strstr(it.fix, cases[i].in_fix[j]));
+                preflight_item_done(&it);
+        }
+}
+
 static void test_polkit_rule(void **state) {
         TestDir *d = *state;
         char *path = NULL, expect[256];
@@ -286,6 +323,7 @@ int main(void) {
                 cmocka_unit_test(test_report_json),
                 cmocka_unit_test_setup_teardown(test_read_sysctl, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_userns, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_userns_apparmor_fix, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_polkit_rule, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_secret_file, test_dir_setup, test_dir_teardown),
         };
