@@ -31,6 +31,9 @@ packages=(
         openssl
         # fuzz targets: the libFuzzer runtime of Debian 12's clang 14
         libclang-rt-14-dev
+        # Debian package (tests/packaging): dpkg-buildpackage, dh and its meson/systemd/sysusers
+        # helpers, lintian (the build dependencies are the build's above, plus python3)
+        dpkg-dev debhelper lintian
 )
 
 die() { echo "setup.sh: $*" >&2; exit 1; }
