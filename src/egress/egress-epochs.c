@@ -46,6 +46,7 @@ struct EgressEpochs {
         char *gateway;                   /* sandbox-runner-egress, or NULL when missing */
         char *bridge;                    /* sandbox-runner-bridge, likewise */
         char build[9];                   /* the build of both: 8 hex digits, part of instance names */
+        bool exiting;                    /* egress_epochs_free(): units are stopped synchronously */
 };
 
 struct EgressEpoch {
@@ -82,6 +83,23 @@ static void epoch_stop_gateway(EgressEpoch *ep) {
         }
 }
 
+/* StopUnit of a gateway's socket unit (its service goes with it). While the daemon runs, async;
+ * when it exits, synchronously: polkit checks the caller, and one that has gone is refused. */
+static void stop_unit(EgressEpochs *ee, const char *unit) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        if (!ee->exiting) {
+                (void) bus_call_manager_async(ee->bus, NULL, "StopUnit", NULL, NULL, "ss", unit, "replace");
+                return;
+        }
+        r = sd_bus_call_method(ee->bus, SYSTEMD_BUS_SERVICE, SYSTEMD_BUS_PATH, SYSTEMD_BUS_INTERFACE, "StopUnit",
+                               &error, NULL, "ss", unit, "replace");
+        if (r < 0)
+                log_warning("Failed to stop %s: %s", unit, error.message ?: strerror(-r));
+        sd_bus_error_free(&error);
+}
+
 static void epoch_free(EgressEpoch *ep) {
         EgressEpochs *ee = ep->owner;
 
@@ -96,8 +114,7 @@ static void epoch_free(EgressEpoch *ep) {
         if (ep->systemd && ee->bus) {
                 _cleanup_free_ char *unit = NULL;
                 if (asprintf(&unit, "sandbox-runner-egress@%s.socket", ep->instance) >= 0)
-                        (void) bus_call_manager_async(ee->bus, NULL, "StopUnit", NULL, NULL, "ss", unit,
-                                                      "replace");
+                        stop_unit(ee, unit);
         } else if (ep->socket_path)
                 (void) unlink(ep->socket_path);
         if (ep->policy_path)
@@ -364,9 +381,39 @@ static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
 /* After a crash, or an upgrade, the runtime directory (preserved) may hold the snapshots and
  * sockets of instances nobody uses any more (other revisions, or the current one's of another
  * build, whose gateway may still run the old binary): stop their units and remove the files. */
+/* Every gateway socket unit loaded but the current one's: also those whose files a daemon of
+ * another build removed when it stopped without getting its StopUnit through. */
+static void stop_other_units(EgressEpochs *ee) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        _cleanup_free_ char *current = NULL;
+        const char *name;
+        int r;
+
+        if (ee->current && asprintf(&current, "sandbox-runner-egress@%s.socket", ee->current->instance) < 0)
+                return;
+        r = bus_message_new_manager_call(ee->bus, &m, "ListUnitsByPatterns");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "as", 0);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "as", 1, "sandbox-runner-egress@*.socket");
+        if (r >= 0)
+                r = sd_bus_call(ee->bus, m, 0, NULL, &reply);
+        if (r >= 0)
+                r = sd_bus_message_enter_container(reply, 'a', "(ssssssouso)");
+        while (r >= 0 && (r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, NULL, NULL, NULL,
+                                                  NULL, NULL, NULL, NULL)) > 0)
+                if (!current || !streq(name, current))
+                        stop_unit(ee, name);
+        if (r < 0)
+                log_debug_errno(r, "Failed to list the gateway units, ignoring: %m");
+}
+
 static void egress_clean_stale(EgressEpochs *ee) {
         _cleanup_free_ char *dir = NULL;
         DIR *d;
+
+        if (ee->bus)
+                stop_other_units(ee);
 
         if (asprintf(&dir, "%s/egress", ee->runtime_dir) < 0)
                 return;
@@ -383,12 +430,6 @@ static void egress_clean_stale(EgressEpochs *ee) {
                 rev[l - 5] = '\0';
                 if (ee->current && streq(rev, ee->current->instance))
                         continue;
-                if (ee->bus) {
-                        char unit[128];
-                        (void) snprintf(unit, sizeof(unit), "sandbox-runner-egress@%s.socket", rev);
-                        (void) bus_call_manager_async(ee->bus, NULL, "StopUnit", NULL, NULL, "ss", unit,
-                                                      "replace");
-                }
                 (void) snprintf(path, sizeof(path), "%s/%s.json", dir, rev);
                 (void) unlink(path);
                 (void) snprintf(path, sizeof(path), "%s/%s.sock", dir, rev);
@@ -484,6 +525,7 @@ EgressEpochs *egress_epochs_free(EgressEpochs *ee) {
         if (!ee)
                 return NULL;
         ee->current = NULL;
+        ee->exiting = true;
         while (ee->epochs)
                 epoch_free(ee->epochs);
         ee->policy = egress_policy_free(ee->policy);

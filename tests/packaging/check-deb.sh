@@ -16,8 +16,8 @@
 # DPKG_ROOT or not at all.
 #
 # Usage: check-deb.sh DEB
-# Fails (no skip) when a tool it needs is missing. Sourced by package-deb.sh, which runs
-# check_deb_main after its own test (tests/helpers/tap-lib.sh counts for both).
+# Fails (no skip) when a tool it needs is missing. Run by tests/integration/systemd-package.sh on
+# the package it built (check_deb_main can also be sourced: tests/helpers/tap-lib.sh counts).
 
 # check_deb_main DEB: the checks, as TAP lines through tap-lib.sh's ok/not_ok (N and FAILED).
 check_deb_main() {
@@ -226,7 +226,7 @@ check_deb_scripts() {
         CD_ACTIVE=1 run_script prerm remove
         expect_rc 0 "prerm remove"
         check_log "remove: socket, service and every template instance stopped" \
-                logged "deb-systemd-invoke stop sandbox-runner.socket sandbox-runner.service sandbox-runner-egress@*.socket sandbox-runner-egress@*.service sandbox-runner-npu@*.service"
+                logged "deb-systemd-invoke stop sandbox-runner.socket sandbox-runner.service sandbox-runner-egress@*.socket sandbox-runner-egress@*.service sandbox-runner-npu@*.service sandbox-runner.slice"
         run_script postrm remove
         expect_rc 0 "postrm remove"
         check_log "remove: daemon-reload" logged "systemctl --system daemon-reload"
