@@ -135,7 +135,8 @@ int preflight_read_sysctl(const char *proc, const char *name, long long *ret) {
 }
 
 int preflight_apparmor_profile(const char *sys, const char *bwrap, char **ret_name) {
-        _cleanup_free_ char *path = NULL, *text = NULL;
+        _cleanup_free_ char *path = NULL, *text = NULL, *names = NULL;
+        unsigned found = 0;
         size_t n;
         int r;
 
@@ -146,18 +147,28 @@ int preflight_apparmor_profile(const char *sys, const char *bwrap, char **ret_na
                 return -ENODEV;         /* no list at all: not "no such profile" */
         if (r < 0)
                 return r;
-        /* One "NAME (MODE)" a line; a profile attached to a path is named by it. */
+        /* One "NAME (MODE)" a line; a profile attached to a path is named by it. Ubuntu's "bwrap" and
+         * ours attach to the default path only. */
         for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                 char *mode = strrchr(line, '(');
 
                 if (mode && mode > line && mode[-1] == ' ')
                         mode[-1] = '\0';
-                if (streq(line, bwrap) || streq(line, "bwrap") || streq(line, PREFLIGHT_APPARMOR_PROFILE)) {
-                        *ret_name = strdup(line);
-                        return *ret_name ? 0 : -ENOMEM;
+                if (streq(line, bwrap) ||
+                    (streq(bwrap, BWRAP_DEFAULT) && (streq(line, "bwrap") || streq(line, PREFLIGHT_APPARMOR_PROFILE)))) {
+                        char *joined = NULL;
+
+                        if (asprintf(&joined, "%s%s'%s'", names ?: "", names ? " and " : "", line) < 0)
+                                return -ENOMEM;
+                        free(names);
+                        names = joined;
+                        found++;
                 }
         }
-        return -ENOENT;
+        if (found == 0)
+                return -ENOENT;
+        *ret_name = STEAL(names);
+        return found == 1 ? 0 : -ENOTUNIQ;
 }
 
 /* kernel.apparmor_restrict_unprivileged_userns is 1: a profile for bwrap must let it through. */
@@ -185,6 +196,15 @@ static int userns_apparmor(const PreflightPaths *p, const char *bwrap, Preflight
                                           "attaches to " BWRAP_DEFAULT ", attached to [Execution] Bwrap= instead, "
                                           "then 'apparmor_parser -r' it; see docs/apparmor.md.");
         }
+        if (r == -ENOTUNIQ) {
+                if (asprintf(&reason, "kernel.apparmor_restrict_unprivileged_userns is 1 and the AppArmor profiles %s "
+                             "all attach to %s: with conflicting attachments the kernel applies none of them, and "
+                             "an unprivileged bwrap cannot create user namespaces.", name, bwrap) < 0)
+                        return -ENOMEM;
+                return preflight_item_set(ret, "userns", PREFLIGHT_WARN, "conflicting AppArmor profiles", reason,
+                                          "Keep one profile for bwrap: remove the others from /etc/apparmor.d and "
+                                          "unload them ('apparmor_parser -R FILE'); see docs/apparmor.md.");
+        }
         if (r < 0) {
                 if (asprintf(&reason, "kernel.apparmor_restrict_unprivileged_userns is 1 and the loaded AppArmor "
                              "profiles cannot be read (%s/kernel/security/apparmor/profiles: %s).", p->sys,
@@ -194,8 +214,8 @@ static int userns_apparmor(const PreflightPaths *p, const char *bwrap, Preflight
                                           "Run the check as root, or make sure the AppArmor profile '"
                                           PREFLIGHT_APPARMOR_PROFILE "' (see docs/apparmor.md) is loaded.");
         }
-        if (asprintf(&summary, "allowed to bwrap by the AppArmor profile '%s'", name) < 0 ||
-            asprintf(&reason, "kernel.apparmor_restrict_unprivileged_userns is 1; the profile '%s' lets bwrap "
+        if (asprintf(&summary, "allowed to bwrap by the AppArmor profile %s", name) < 0 ||
+            asprintf(&reason, "kernel.apparmor_restrict_unprivileged_userns is 1; the profile %s lets bwrap "
                      "create user namespaces.", name) < 0)
                 return -ENOMEM;
         return preflight_item_set(ret, "userns", PREFLIGHT_OK, summary, reason, NULL);

@@ -98,10 +98,12 @@ int preflight_read_sysctl(const char *proc, const char *name, long long *ret);
 
 /*
  * preflight_apparmor_profile() - whether an AppArmor profile that applies to @bwrap is loaded:
- * in @sys/kernel/security/apparmor/profiles, one named @bwrap (a profile attached to the path),
- * "bwrap" (Ubuntu's) or PREFLIGHT_APPARMOR_PROFILE. Return: 0 with *@ret_name (a new string),
- * -ENOENT when none is loaded, -ENODEV when the list does not exist (no securityfs), other -errno
- * when it cannot be read.
+ * in @sys/kernel/security/apparmor/profiles, one named @bwrap (a profile attached to the path) or,
+ * for BWRAP_DEFAULT only, "bwrap" (Ubuntu's) or PREFLIGHT_APPARMOR_PROFILE (both attach there).
+ * Return: 0 with *@ret_name (a new string: the name, quoted), -ENOTUNIQ with *@ret_name listing
+ * them when more than one is loaded (conflicting attachments: the kernel applies none), -ENOENT
+ * when none is loaded, -ENODEV when the list does not exist (no securityfs), other -errno when it
+ * cannot be read.
  */
 int preflight_apparmor_profile(const char *sys, const char *bwrap, char **ret_name);
 

@@ -167,9 +167,11 @@ static void test_userns(void **state) {
                   "no AppArmor profile for bwrap is loaded", "restricted by AppArmor", "docs/apparmor.md" },
                 { "15000\n", NULL,  "1\n", NULL, PREFLIGHT_WARN, "cannot be read", "restricted by AppArmor",
                   "sandbox-runner-bwrap" },
-                { "15000\n", NULL,  "1\n", "firefox (enforce)\nsandbox-runner-bwrap (unconfined)\n", PREFLIGHT_OK,
-                  "the profile 'sandbox-runner-bwrap'", "sandbox-runner-bwrap", NULL },
-                { "15000\n", NULL,  "1\n", "bwrap (unconfined)\n", PREFLIGHT_OK, "'bwrap'", "'bwrap'", NULL },
+                /* These two attach to the default path, not to this bwrap. */
+                { "15000\n", NULL,  "1\n", "firefox (enforce)\nsandbox-runner-bwrap (unconfined)\n", PREFLIGHT_WARN,
+                  "none named '/opt/bin/bwrap'", "restricted", "attached to [Execution] Bwrap=" },
+                { "15000\n", NULL,  "1\n", "bwrap (unconfined)\n", PREFLIGHT_WARN, "none named '/opt/bin/bwrap'",
+                  "restricted", NULL },
                 { "15000\n", NULL,  "1\n", "/opt/bin/bwrap (unconfined)\n", PREFLIGHT_OK, "/opt/bin/bwrap",
                   "/opt/bin/bwrap", NULL },
                 { "15000\n", NULL,  "1\n", "/usr/bin/bwrap (unconfined)\n", PREFLIGHT_WARN, "none named '/opt/bin/bwrap'",
@@ -210,6 +212,46 @@ static void test_userns(void **state) {
                         if (cases[i].in_fix)
                                 assert_non_null(strstr(it.fix, cases[i].in_fix));
                 }
+                preflight_item_done(&it);
+        }
+}
+
+/* The default bwrap: Ubuntu's "bwrap", ours or one named by the path let it through, alone; two of them
+ * are conflicting attachments, which the kernel applies neither of. */
+static void test_userns_apparmor_default(void **state) {
+        static const struct {
+                const char *profiles;
+                PreflightStatus status;
+                const char *in_reason, *in_summary;
+        } cases[] = {
+                { "sandbox-runner-bwrap (unconfined)\n", PREFLIGHT_OK, "the profile 'sandbox-runner-bwrap'", "'sandbox-runner-bwrap'" },
+                { "firefox (enforce)\nbwrap (unconfined)\n", PREFLIGHT_OK, "the profile 'bwrap'", "'bwrap'" },
+                { BWRAP_DEFAULT " (unconfined)\n", PREFLIGHT_OK, "'" BWRAP_DEFAULT "'", BWRAP_DEFAULT },
+                { "bwrap (unconfined)\nsandbox-runner-bwrap (unconfined)\n", PREFLIGHT_WARN,
+                  "'bwrap' and 'sandbox-runner-bwrap' all attach to " BWRAP_DEFAULT, "conflicting" },
+                { BWRAP_DEFAULT " (unconfined)\nbwrap (unconfined)\n", PREFLIGHT_WARN, "applies none of them", "conflicting" },
+        };
+        TestDir *d = *state;
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char proc[128], sys[128];
+                PreflightItem it = {};
+
+                (void) snprintf(proc, sizeof(proc), "%s/d%zu-proc", d->path, i);
+                (void) snprintf(sys, sizeof(sys), "%s/d%zu-sys", d->path, i);
+                assert_int_equal(mkdir(proc, 0755), 0);
+                assert_int_equal(mkdir(sys, 0755), 0);
+                put(proc, "sys/user/max_user_namespaces", "15000\n", 0644);
+                put(proc, "sys/kernel/apparmor_restrict_unprivileged_userns", "1\n", 0644);
+                put(sys, "kernel/security/apparmor/profiles", cases[i].profiles, 0444);
+                assert_int_equal(preflight_check_userns(&(const PreflightPaths) { .proc = proc, .sys = sys, .root = "" },
+                                                        BWRAP_DEFAULT, &it), 0);
+                print_message("# default bwrap, case %zu: %s: %s\n", i, preflight_status_to_string(it.status), it.reason);
+                assert_int_equal(it.status, cases[i].status);
+                assert_non_null(strstr(it.reason, cases[i].in_reason));
+                assert_non_null(strstr(it.summary, cases[i].in_summary));
+                if (it.status != PREFLIGHT_OK)
+                        assert_non_null(strstr(it.fix, "docs/apparmor.md"));
                 preflight_item_done(&it);
         }
 }
@@ -323,6 +365,7 @@ int main(void) {
                 cmocka_unit_test(test_report_json),
                 cmocka_unit_test_setup_teardown(test_read_sysctl, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_userns, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_userns_apparmor_default, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_userns_apparmor_fix, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_polkit_rule, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_secret_file, test_dir_setup, test_dir_teardown),
