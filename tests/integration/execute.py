@@ -1314,32 +1314,48 @@ def c_sigterm(ctx, res):
         res.check(bad not in tail, "sanitizer report in the daemon log")
 
 
-@case("10 SIGTERM while an execution runs -> exits 0, the client is answered, nothing left behind")
-def c_sigterm_busy(ctx, res):
-    if not ctx.d.alive():
-        try:
-            ctx.d.start()
-        except (L.DaemonError, OSError) as e:
-            res.fail("could not restart the daemon: %s" % e)
-            return
-        res.note("daemon restarted: pid %d port %d" % (ctx.d.pid, ctx.d.port))
-    mark = ctx.mark("sigterm")
-    box = {}
-    h, raw, b = ctx.exec_bytes({"workspaceId": "ws-sigterm", "language": "shell", "code": "sleep 30",
+def ensure_daemon(ctx, res):
+    """Start the daemon again if an earlier "10 SIG" case stopped it; False (and a failure) if it cannot be."""
+    if ctx.d.alive():
+        return True
+    try:
+        ctx.d.start()
+    except (L.DaemonError, OSError) as e:
+        res.fail("could not restart the daemon: %s" % e)
+        return False
+    res.note("daemon restarted: pid %d port %d" % (ctx.d.pid, ctx.d.port))
+    return True
+
+
+def run_in_background(ctx, box, workspace, code, argv, mark, timeout, start_wait):
+    """POST /execute of the shell code in a thread (its Response in box["r"], or box["err"]) and wait
+    up to start_wait s for its payload (marked with mark, its argv starting with argv) to run.
+    Return (the thread, whether the payload was seen)."""
+    h, raw, _ = ctx.exec_bytes({"workspaceId": workspace, "language": "shell", "code": code,
                                 "env": {"SR_TEST_MARK": mark}}, "/execute")
     port = ctx.d.port
 
     def client():
         try:
-            box["r"] = L.http(port, "POST", "/execute", h, raw, timeout=ctx.budget.bound(15))
+            box["r"] = L.http(port, "POST", "/execute", h, raw, timeout=ctx.budget.bound(timeout))
         except (OSError, HttpError) as e:
             box["err"] = "%s: %s" % (type(e).__name__, e)
     t = threading.Thread(target=client, daemon=True)
     t.start()
-    deadline = now() + 5.0
-    while now() < deadline and not L.find_marked(mark.encode(), [b"sleep", b"30"]):
+    deadline = now() + start_wait
+    while now() < deadline and not L.find_marked(mark.encode(), argv):
         time.sleep(0.05)
-    if not L.find_marked(mark.encode(), [b"sleep", b"30"]):
+    return t, bool(L.find_marked(mark.encode(), argv))
+
+
+@case("10 SIGTERM while an execution runs -> exits 0, the client is answered, nothing left behind")
+def c_sigterm_busy(ctx, res):
+    if not ensure_daemon(ctx, res):
+        return
+    mark = ctx.mark("sigterm")
+    box = {}
+    t, started = run_in_background(ctx, box, "ws-sigterm", "sleep 30", [b"sleep", b"30"], mark, 15, 5.0)
+    if not started:
         res.fail("the run did not start within 5 s")
     table = L.proc_table()
     known = {p: table[p][3] for p in L.descendants(ctx.d.pid, table)}
@@ -1402,12 +1418,8 @@ def keepalive_request(method, path, headers=(), body=b""):
 
 @case("10 SIGHUP (reload) while an execution runs -> it finishes, nothing new starts, the daemon exits 0")
 def c_sighup_retire(ctx, res):
-    if not ctx.d.alive():
-        try:
-            ctx.d.start()
-        except (L.DaemonError, OSError) as e:
-            res.fail("could not restart the daemon: %s" % e)
-            return
+    if not ensure_daemon(ctx, res):
+        return
     port, mark, box = ctx.d.port, ctx.mark("retire"), {}
     # A connection opened before the reload, kept open (a client's pool).
     kept = socket.create_connection((L.LOOPBACK, port), timeout=5)
@@ -1415,20 +1427,9 @@ def c_sighup_retire(ctx, res):
         kept.sendall(keepalive_request("GET", "/health"))
         r = read_answer(kept, 5)
         res.check(r is not None and r.status == 200, "GET /health on the kept connection: %r" % (r and r.brief()))
-        h, raw, _ = ctx.exec_bytes({"workspaceId": "ws-retire", "language": "shell",
-                                    "code": "sleep 2; echo finished", "env": {"SR_TEST_MARK": mark}}, "/execute")
-
-        def client():
-            try:
-                box["r"] = L.http(port, "POST", "/execute", h, raw, timeout=ctx.budget.bound(30))
-            except (OSError, HttpError) as e:
-                box["err"] = "%s: %s" % (type(e).__name__, e)
-        t = threading.Thread(target=client, daemon=True)
-        t.start()
-        deadline = now() + 10.0
-        while now() < deadline and not L.find_marked(mark.encode(), [b"sleep", b"2"]):
-            time.sleep(0.05)
-        if not L.find_marked(mark.encode(), [b"sleep", b"2"]):
+        t, started = run_in_background(ctx, box, "ws-retire", "sleep 2; echo finished", [b"sleep", b"2"], mark,
+                                       30, 10.0)
+        if not started:
             res.fail("the run did not start within 10 s")
             return
         os.kill(ctx.d.pid, signal.SIGHUP)
