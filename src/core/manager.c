@@ -533,8 +533,8 @@ static void manager_setup_environments(Manager *m) {
                             },
                             &m->environments, &m->environments_error);
         if (r < 0) {
-                if (!m->environments_error)
-                        (void) asprintf(&m->environments_error, "%s", strerror(-r));
+                if (!m->environments_error && asprintf(&m->environments_error, "%s", strerror(-r)) < 0)
+                        m->environments_error = NULL;   /* contents undefined on failure */
                 log_error("Environments are unavailable: %s", m->environments_error ?: "out of memory");
         }
 }
@@ -548,8 +548,9 @@ static void manager_setup_npu(Manager *m) {
         /* The probes are sandboxes: none where executions are refused (no usable sandbox, or
          * started as root without the sandbox user, where a probe would run as root). */
         if (m->identity_error || !m->probe.usable) {
-                (void) asprintf(&m->npu_error, "chips are not probed: %s",
-                                m->identity_error ?: m->probe.reason ?: "no sandbox can be built on this host");
+                if (asprintf(&m->npu_error, "chips are not probed: %s",
+                             m->identity_error ?: m->probe.reason ?: "no sandbox can be built on this host") < 0)
+                        m->npu_error = NULL;            /* contents undefined on failure */
                 log_warning("Chips and devices are unavailable: %s", m->npu_error ?: "out of memory");
                 return;
         }
@@ -562,7 +563,8 @@ static void manager_setup_npu(Manager *m) {
                             },
                             &m->npu);
         if (r < 0) {
-                (void) asprintf(&m->npu_error, "%s", strerror(-r));
+                if (asprintf(&m->npu_error, "%s", strerror(-r)) < 0)
+                        m->npu_error = NULL;            /* contents undefined on failure */
                 log_error("Chips and devices are unavailable: %s", m->npu_error ?: "out of memory");
                 return;
         }
@@ -580,8 +582,8 @@ static void manager_setup_npu(Manager *m) {
                            },
                            &m->broker, &m->broker_error);
         if (r < 0) {
-                if (!m->broker_error)
-                        (void) asprintf(&m->broker_error, "%s", strerror(-r));
+                if (!m->broker_error && asprintf(&m->broker_error, "%s", strerror(-r)) < 0)
+                        m->broker_error = NULL;         /* contents undefined on failure */
                 log_error("The NPU broker is unavailable: %s", m->broker_error ?: "out of memory");
         }
 }

@@ -74,8 +74,12 @@ static void set_error(EnvProvision *p, int error, const char *fmt, ...) {
 static void send_kill(EnvProvision *p) {
         char k = 'K';
 
-        if (p->proc.control_fd >= 0)
-                (void) write(p->proc.control_fd, &k, 1);
+        if (p->proc.control_fd < 0)
+                return;
+        /* As execution_kill() does: a keeper that cannot be told (EPIPE: it is gone already) is
+         * killed outright, so a stuck provisioner does not outlive its timeout. */
+        if (write(p->proc.control_fd, &k, 1) != 1 && p->proc.keeper_pid > 0)
+                (void) kill(p->proc.keeper_pid, SIGKILL);
 }
 
 void env_provision_kill(EnvProvision *p, const char *why) {
@@ -113,19 +117,22 @@ static void maybe_finish(EnvProvision *p) {
                 message = strdup(p->error_message ?: "the provisioning step failed");
         } else if (!WIFEXITED(p->wait_status) || WEXITSTATUS(p->wait_status) != 0) {
                 const char *last = stderr_last_line(p);
+                int k;
 
                 error = -EPROTO;
                 /* bwrap's pid 1 reports a killed payload as 128 + the signal. */
                 if (WIFEXITED(p->wait_status) && WEXITSTATUS(p->wait_status) > 128 &&
                     WEXITSTATUS(p->wait_status) < 128 + 65)
-                        (void) asprintf(&message, "the provisioner was killed by signal %d%s%s",
-                                        WEXITSTATUS(p->wait_status) - 128, *last ? ": " : "", last);
+                        k = asprintf(&message, "the provisioner was killed by signal %d%s%s",
+                                     WEXITSTATUS(p->wait_status) - 128, *last ? ": " : "", last);
                 else if (WIFSIGNALED(p->wait_status))
-                        (void) asprintf(&message, "the provisioner was killed by signal %d%s%s",
-                                        WTERMSIG(p->wait_status), *last ? ": " : "", last);
+                        k = asprintf(&message, "the provisioner was killed by signal %d%s%s",
+                                     WTERMSIG(p->wait_status), *last ? ": " : "", last);
                 else
-                        (void) asprintf(&message, "%s (exit status %d)", *last ? last : "the provisioner failed",
-                                        WIFEXITED(p->wait_status) ? WEXITSTATUS(p->wait_status) : -1);
+                        k = asprintf(&message, "%s (exit status %d)", *last ? last : "the provisioner failed",
+                                     WIFEXITED(p->wait_status) ? WEXITSTATUS(p->wait_status) : -1);
+                if (k < 0)
+                        message = NULL;   /* undefined after a failed asprintf(): -ENOMEM below */
         } else if (!p->result) {
                 error = -EPROTO;
                 message = strdup("the provisioner ended without a result");

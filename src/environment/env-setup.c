@@ -350,7 +350,8 @@ static void on_done(int error, const char *message, json_object *result, void *u
                 r = setup_publish(e, result);
                 if (r < 0) {
                         _cleanup_free_ char *why = NULL;
-                        (void) asprintf(&why, "the new prefix could not be made live: %s", strerror(-r));
+                        if (asprintf(&why, "the new prefix could not be made live: %s", strerror(-r)) < 0)
+                                why = NULL;   /* setup_failed() then says "the setup failed" */
                         setup_failed(e, why);
                 }
         } else
@@ -504,8 +505,9 @@ void env_setup_next(EnvManager *m) {
                         _cleanup_free_ char *why = NULL;
                         if (e->error)
                                 why = strdup(e->error);
-                        else
-                                (void) asprintf(&why, "the provisioning sandbox could not be started: %s", strerror(-r));
+                        else if (asprintf(&why, "the provisioning sandbox could not be started: %s",
+                                          strerror(-r)) < 0)
+                                why = NULL;   /* setup_failed() then says "the setup failed" */
                         setup_failed(e, why);
                         setup_finished(e);
                 }

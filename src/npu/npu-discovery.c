@@ -27,20 +27,30 @@ static const NpuSmiChip *state_find(const NpuSmiChips *s, unsigned id) {
         return NULL;
 }
 
-/* Why the state alone rules chip @id out (NULL: it is to be probed). */
-static char *state_refusal(NpuManager *m, unsigned id, const NpuSmiChips *state, const char *state_error) {
+/* Why the state alone rules chip @id out. Returns 1 with the reason, 0 (NULL) if it is to be probed,
+ * -ENOMEM: a failed reason must not read as "to be probed". */
+static int state_refusal(NpuManager *m, unsigned id, const NpuSmiChips *state, const char *state_error,
+                         char **ret_reason) {
         const NpuSmiChip *s = state_find(state, id);
-        char *reason = NULL;
+        char *reason;
+        int k;
 
         if (state_error)
-                (void) asprintf(&reason, "the chips' state cannot be read: %s", state_error);
+                k = asprintf(&reason, "the chips' state cannot be read: %s", state_error);
         else if (!s)
-                (void) asprintf(&reason, "%s does not list chip %u", m->dcmi_library ? "DCMI" : "npu-smi", id);
+                k = asprintf(&reason, "%s does not list chip %u", m->dcmi_library ? "DCMI" : "npu-smi", id);
         else if (!npu_chip_name_is_910(s->name))
-                (void) asprintf(&reason, "chip %u is an %s, not of the Ascend 910 series", id, s->name ?: "unknown chip");
+                k = asprintf(&reason, "chip %u is an %s, not of the Ascend 910 series", id, s->name ?: "unknown chip");
         else if (s->health && !streq(s->health, "OK") && !streq(s->health, "Warning"))
-                (void) asprintf(&reason, "chip %u reports health '%s'", id, s->health);
-        return reason;
+                k = asprintf(&reason, "chip %u reports health '%s'", id, s->health);
+        else {
+                *ret_reason = NULL;
+                return 0;
+        }
+        if (k < 0)
+                return -ENOMEM;
+        *ret_reason = reason;
+        return 1;
 }
 
 /* One chip found under the device root: what the state says, and why it is not selectable. */
@@ -87,8 +97,12 @@ static int discover_chips(NpuManager *m, const NpuHostNodes *nodes, const NpuSmi
                 return -ENOMEM;
         }
         for (size_t i = 0; i < nodes->n_chips; i++) {
-                reasons[i] = state_refusal(m, nodes->chips[i], state, state_error);
-                if (!reasons[i]) {
+                r = state_refusal(m, nodes->chips[i], state, state_error, &reasons[i]);
+                if (r < 0) {
+                        npu_reasons_free(reasons, nodes->n_chips);
+                        return r;
+                }
+                if (r == 0) {
                         probe_of[n_probe] = i;
                         probe_ids[n_probe++] = nodes->chips[i];
                 }

@@ -191,8 +191,8 @@ static void on_discovered(ChildTask *t, int error, const char *out, void *userda
                 r = discovery_apply(m, out);
         if (r < 0) {
                 m->phase = NPU_PHASE_FAILED;
-                if (!m->error)
-                        (void) asprintf(&m->error, "the discovery failed: %s", strerror(-r));
+                if (!m->error && asprintf(&m->error, "the discovery failed: %s", strerror(-r)) < 0)
+                        m->error = NULL;   /* contents undefined on failure */
                 log_error("NPU chips cannot be used: %s", m->error ?: "out of memory");
                 return;
         }
@@ -209,7 +209,8 @@ void npu_manager_start(NpuManager *m) {
         r = child_task_start(m->event, npu_discover, on_discovered, m, &m->discovery);
         if (r < 0) {
                 m->phase = NPU_PHASE_FAILED;
-                (void) asprintf(&m->error, "cannot start the discovery: %s", strerror(-r));
+                if (asprintf(&m->error, "cannot start the discovery: %s", strerror(-r)) < 0)
+                        m->error = NULL;   /* contents undefined on failure */
                 log_error("NPU chips cannot be used: %s", m->error ?: "out of memory");
         }
 }
@@ -467,7 +468,8 @@ static void on_reprobed(ChildTask *t, int error, const char *out, void *userdata
         c->task = child_task_free(c->task);
         if (error < 0) {
                 r = error;
-                (void) asprintf(&why, "the chips' re-probe could not run: %s", strerror(-error));
+                if (asprintf(&why, "the chips' re-probe could not run: %s", strerror(-error)) < 0)
+                        why = NULL;   /* contents undefined on failure: "out of memory" below */
         } else if (!(failures = json_tokener_parse(out)) || !json_object_is_type(failures, json_type_array)) {
                 r = -EBADMSG;
                 why = strdup("the chips' re-probe gave no answer");
@@ -488,8 +490,9 @@ static void on_reprobed(ChildTask *t, int error, const char *out, void *userdata
                         (void) free_and_strdup(&chip->last_failure, json_object_get_string(reason));
                 if (r == 0) {
                         r = -EBUSY;
-                        (void) asprintf(&why, "chip %" PRIi64 " is not available: %s", json_object_get_int64(id),
-                                        json_object_get_string(reason));
+                        if (asprintf(&why, "chip %" PRIi64 " is not available: %s", json_object_get_int64(id),
+                                     json_object_get_string(reason)) < 0)
+                                why = NULL;   /* contents undefined on failure: "out of memory" below */
                 }
         }
         if (r < 0) {

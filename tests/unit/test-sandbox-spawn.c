@@ -379,8 +379,11 @@ static void test_keeper_inherits_only_its_socket(void **state) {
         while ((de = readdir(d))) {
                 if (de->d_name[0] == '.')
                         continue;
-                strncat(fds, de->d_name, sizeof(fds) - strlen(fds) - 2);
-                strcat(fds, " ");
+                size_t l = strlen(fds);
+
+                /* Too many fds to list is a failure in itself, not something to cut short. */
+                assert_true(l + strlen(de->d_name) + 2 <= sizeof(fds));
+                (void) snprintf(fds + l, sizeof(fds) - l, "%s ", de->d_name);
         }
         closedir(d);
         /* stdin, stdout (/dev/null), stderr (ours), the job socket moved to 100. */
@@ -651,11 +654,14 @@ static void test_pidfd_of_child(void **state) {
         if (b == 0) {
                 pid_t pid = fork();   /* "the sandbox's pid 1": waits until the test lets it go */
                 if (pid == 0) {
-                        (void) read(hold[0], &ch, 1);
+                        if (read(hold[0], &ch, 1) < 0)
+                                _exit(EXIT_FAILURE);   /* the test then sees an exit, not SIGKILL */
                         _exit(0);
                 }
-                (void) write(ready[1], &pid, sizeof(pid));
-                (void) read(hold[0], &ch, 1);   /* EOF: the test closed hold[1] */
+                if (write(ready[1], &pid, sizeof(pid)) != (ssize_t) sizeof(pid))
+                        _exit(EXIT_FAILURE);   /* the test's read of ready[0] then fails */
+                if (read(hold[0], &ch, 1) < 0)   /* EOF: the test closed hold[1] */
+                        _exit(EXIT_FAILURE);
                 _exit(0);
         }
         f->b = b;
