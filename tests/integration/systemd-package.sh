@@ -67,6 +67,11 @@ step_build() {
         timed T_BUILD_CUR bash "$SRCROOT/tests/packaging/build-deb.sh" "$SRCROOT" "$out/cur" \
                 >"$WORK/build-cur.log" 2>&1 || { tail -n 30 "$WORK/build-cur.log"; return 1; }
         tree_state | cmp -s "$WORK/tree-before" - || { echo "the builds changed the source tree or its parent:"; tree_state; return 1; }
+        # Debian's flags (-O2, -D_FORTIFY_SOURCE=2, ...) see what the test builds do not: no warning.
+        if grep -E ': warning: ' "$out/cur/build-deb.log" | head -n 10 | grep .; then
+                echo "the compiler warned with Debian's build flags (above)"
+                return 1
+        fi
         PREV_DEB=$(ls "$out"/prev/sandbox-runner_*.deb 2>/dev/null | head -n1)
         CUR_DEB=$(ls "$out"/cur/sandbox-runner_*.deb 2>/dev/null | head -n1)
         [[ -f "$PREV_DEB" && -f "$CUR_DEB" ]] || { echo "no .deb: '$PREV_DEB' '$CUR_DEB'"; return 1; }
@@ -82,7 +87,7 @@ step_build() {
         ! lintian_lines "$WORK/build-cur.log" "$WORK/build-prev.log" | grep -qE '^  [EW]: ' || { echo "lintian: errors or warnings"; return 1; }
 }
 
-t "dpkg-buildpackage -us -uc -b of the previous build ($PREV_VERSION) and of the current one from copies of the tree (left as it was); lintian: no error, no warning" \
+t "dpkg-buildpackage -us -uc -b of the previous build ($PREV_VERSION) and of the current one from copies of the tree (left as it was), no compiler warning; lintian: no error, no warning" \
         step_build || broken="the packages were not built"
 
 step_check_deb() {
