@@ -613,7 +613,7 @@ static void test_stat_cache(void **state) {
                  * machine), src/main.c (29 bytes); after the tick, everything is cached. */
                 {
                         uint64_t main_c = strlen("int main(void) { return 1; }\n");
-                        print_message("e6b hashed %llu bytes\n", (unsigned long long) st.hashed_bytes);
+                        print_message("# e6b hashed %llu bytes\n", (unsigned long long) st.hashed_bytes);
                         assert_true(st.hashed_bytes == 0 || st.hashed_bytes == 4 || st.hashed_bytes == main_c ||
                                     st.hashed_bytes == main_c + 4);
                 }
