@@ -164,9 +164,9 @@ cmd_test() {
         meson test -C build --print-errorlogs --num-processes 2 || rc=1
         logs+=(build/meson-logs/testlog.json)
 
-        echo "== ASan+UBSan build: every suite but the private-systemd ones"
+        echo "== ASan+UBSan build: every suite but the private-systemd ones and \"once\" (tests/meson.build)"
         setup_build build-asan -Dtests=enabled -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false
-        meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite systemd || rc=1
+        meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite systemd --no-suite once || rc=1
         logs+=(build-asan/meson-logs/testlog.json)
 
         echo "== clang build (-Werror): unit"
