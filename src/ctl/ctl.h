@@ -180,8 +180,8 @@ typedef struct Request {
 /*
  * Do one request. Errors (no answer, error answer, non-JSON answer) are reported here, and with
  * --json an error object is also printed on standard output.
- * Returns an exit code: 0 with @ret_answer set to the 2xx answer's JSON (NULL for @raw_answer),
- * else the failure's.
+ * Returns an exit code: 0 with @ret_answer set to the 2xx answer's JSON (NULL for @raw_answer;
+ * @ret_answer may be NULL when the caller needs only the status), else the failure's.
  */
 int request(const CtlOptions *o, const Request *req, json_object **ret_answer);
 

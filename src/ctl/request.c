@@ -286,7 +286,8 @@ static int request_answer(const CtlOptions *o, const Request *req, HttpResponse 
 
         if (req->raw_answer && success) {
                 request_pass_response(req, resp);
-                *ret_answer = NULL;
+                if (ret_answer)
+                        *ret_answer = NULL;
                 return 0;
         }
 
@@ -308,7 +309,8 @@ static int request_answer(const CtlOptions *o, const Request *req, HttpResponse 
                 return request_error_answer(o, answer, resp->status);
 
         request_pass_response(req, resp);
-        *ret_answer = STEAL(answer);
+        if (ret_answer)
+                *ret_answer = STEAL(answer);
         return 0;
 }
 

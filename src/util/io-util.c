@@ -127,7 +127,8 @@ int read_file_limited(int dfd, const char *path, int open_flags, size_t max, Rea
         }
         buf[n] = '\0';
         *ret = buf;
-        *ret_size = (size_t) n;
+        if (ret_size)
+                *ret_size = (size_t) n;
         return 0;
 }
 

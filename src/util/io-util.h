@@ -65,8 +65,8 @@ typedef enum ReadFileFlags {
  * read_file_limited() - the whole regular file @path (relative to @dfd, or AT_FDCWD), opened with
  * O_RDONLY|O_CLOEXEC|@open_flags, at most @max bytes, into a NUL-terminated buffer to free().
  * Without READ_FILE_UP_TO_MAX the size fstat() reported is read (a file that grew meanwhile is
- * cut there). A file that is not regular is -EBADFD, one over @max -EFBIG.
- * Return: 0 or -errno (those of open(), fstat() and read() as they are).
+ * cut there). A file that is not regular is -EBADFD, one over @max -EFBIG. @ret_size may be NULL
+ * (a text file: the NUL ends it). Return: 0 or -errno (those of open(), fstat() and read() as they are).
  */
 int read_file_limited(int dfd, const char *path, int open_flags, size_t max, ReadFileFlags flags,
                       char **ret, size_t *ret_size);

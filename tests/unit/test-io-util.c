@@ -304,6 +304,11 @@ static void test_read_file_limited(void **state) {
                 assert_null(data);
         }
 
+        /* Without the size (a text file). */
+        assert_int_equal(read_file_limited(d->fd, "file", 0, 100, READ_FILE_UP_TO_MAX, &data, NULL), 0);
+        assert_string_equal(data, "secret\n");
+        data = mfree(data);
+
         put_file(d->fd, "empty", "", 0);
         assert_int_equal(read_file_limited(d->fd, "empty", 0, 0, READ_FILE_UP_TO_MAX, &data, &size), 0);
         assert_int_equal(size, 0);
