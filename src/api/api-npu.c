@@ -97,10 +97,9 @@ void api_npu_job_create(Manager *m, HttpRequest *req, const Route *route, json_o
 
         if (!broker_ready(m, req))
                 return;
-        if (m->retiring || m->stopping)
-                return http_reply_error(req, HTTP_ERROR_SANDBOX_UNAVAILABLE,
-                                        "The runner is restarting: it starts no new job; retry, a new connection "
-                                        "reaches the new runner.");
+        if (manager_refuses_new_work(m))
+                return http_reply_error(req, HTTP_ERROR_SANDBOX_UNAVAILABLE, "Jobs are refused: %s.",
+                                        manager_refuses_new_work(m));
         r = npu_broker_submit(m->broker, body, id, &why);
         switch (r) {
         case 0:

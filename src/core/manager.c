@@ -692,14 +692,19 @@ int manager_probe(Manager *m) {
         return 0;
 }
 
-int manager_can_execute(Manager *m, const char **ret_reason) {
+const char *manager_refuses_new_work(Manager *m) {
         if (!m->retiring && !m->stopping && manager_binary_replaced())
                 manager_retire(m, "its binary was replaced on disk");
-        if (m->retiring || m->stopping) {
-                *ret_reason = "the runner is restarting (systemctl reload, or a package upgrade): it finishes the "
-                              "runs in progress and starts no new one; retry, a new connection reaches the new runner";
+        if (m->retiring || m->stopping)
+                return "the runner is restarting (systemctl reload, or a package upgrade): it finishes the runs in "
+                       "progress and starts no new one; retry, a new connection reaches the new runner";
+        return NULL;
+}
+
+int manager_can_execute(Manager *m, const char **ret_reason) {
+        *ret_reason = manager_refuses_new_work(m);
+        if (*ret_reason)
                 return -ESHUTDOWN;
-        }
         if (m->identity_error) {
                 *ret_reason = m->identity_error;
                 return -EPERM;

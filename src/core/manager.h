@@ -150,5 +150,9 @@ int manager_recover(Manager *m);
  */
 void manager_retire(Manager *m, const char *why);
 
+/* manager_refuses_new_work() - why nothing new may start (the daemon retires or stops; a
+ * replaced binary makes it retire now), or NULL. For executions and NPU jobs alike. */
+const char *manager_refuses_new_work(Manager *m);
+
 /* manager_can_execute() - 0, or -errno with a message saying why executions are refused. */
 int manager_can_execute(Manager *m, const char **ret_reason);

@@ -378,9 +378,6 @@ static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
         return 0;
 }
 
-/* After a crash, or an upgrade, the runtime directory (preserved) may hold the snapshots and
- * sockets of instances nobody uses any more (other revisions, or the current one's of another
- * build, whose gateway may still run the old binary): stop their units and remove the files. */
 /* Every gateway socket unit loaded but the current one's: also those whose files a daemon of
  * another build removed when it stopped without getting its StopUnit through. */
 static void stop_other_units(EgressEpochs *ee) {
@@ -408,6 +405,9 @@ static void stop_other_units(EgressEpochs *ee) {
                 log_debug_errno(r, "Failed to list the gateway units, ignoring: %m");
 }
 
+/* After a crash, or an upgrade, the runtime directory (preserved) may hold the snapshots and
+ * sockets of instances nobody uses any more (other revisions, or the current one's of another
+ * build, whose gateway may still run the old binary): stop their units and remove the files. */
 static void egress_clean_stale(EgressEpochs *ee) {
         _cleanup_free_ char *dir = NULL;
         DIR *d;
@@ -439,10 +439,11 @@ static void egress_clean_stale(EgressEpochs *ee) {
 }
 
 /* The build of the gateway and the bridge found: 8 hex digits of the SHA-256 of the version and
- * of both files. Every instance name carries it, so that a daemon never hands its sandboxes (and
- * their bridge) to a gateway instance that another build started and that may still run: after a
- * package upgrade the new daemon starts instances of its own, and egress_clean_stale() stops the
- * old ones. */
+ * of both files' size and modification time (a stat each: reading the files, a megabyte, cost
+ * every start of a socket-activated daemon milliseconds). Every instance name carries it, so that
+ * a daemon never hands its sandboxes (and their bridge) to a gateway instance that another build
+ * started and that may still run: after a package upgrade the new daemon starts instances of its
+ * own, and egress_clean_stale() stops the old ones. */
 static void helpers_build(EgressEpochs *ee) {
         struct sha256_ctx h;
         uint8_t digest[SHA256_DIGEST_SIZE];
@@ -451,12 +452,13 @@ static void helpers_build(EgressEpochs *ee) {
         sha256_update(&h, strlen(PACKAGE_VERSION), (const uint8_t *) PACKAGE_VERSION);
         for (unsigned i = 0; i < 2; i++) {
                 const char *path = i == 0 ? ee->gateway : ee->bridge;
-                _cleanup_close_ int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -EBADF;
-                uint8_t buf[16384];
-                ssize_t n;
+                struct stat st;
 
-                while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0)
-                        sha256_update(&h, (size_t) n, buf);
+                if (path && stat(path, &st) == 0) {
+                        uint64_t id[3] = { (uint64_t) st.st_size, (uint64_t) st.st_mtim.tv_sec,
+                                           (uint64_t) st.st_mtim.tv_nsec };
+                        sha256_update(&h, sizeof(id), (const uint8_t *) id);
+                }
         }
         sha256_digest(&h, sizeof(digest), digest);
         (void) snprintf(ee->build, sizeof(ee->build), "%02x%02x%02x%02x", digest[0], digest[1], digest[2], digest[3]);
