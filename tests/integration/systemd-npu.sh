@@ -191,6 +191,13 @@ step_job_unit() {
         JOB=$(r 'd["body"]["jobId"]')
         wait_state "$JOB" running || return 1
         unit=sandbox-runner-npu@$JOB.service
+        # "running" is the daemon's word once StartUnit returned; Type=exec makes the unit active
+        # only when the runner has been exec'd (on a loaded machine, a moment later).
+        local i
+        for ((i = 0; i < 100; i++)); do
+                [[ "$(bx systemctl show -p ActiveState --value "$unit")" == activating ]] || break
+                sleep 0.1
+        done
         props=$(bx systemctl show -p ActiveState -p User -p DeviceAllow -p DevicePolicy "$unit") || return 1
         echo "$props"
         grep -qx 'ActiveState=active' <<<"$props" && grep -qx "User=$SERVICE_USER" <<<"$props" &&
