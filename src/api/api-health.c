@@ -32,6 +32,10 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
         json_object_object_add(o, "status", json_object_new_string(can ? "ok" : "degraded"));
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "uptimeSec", json_new_u64(manager_uptime_sec(m)));
+        /* Started by hand and re-executed (reexec.h): how often, and whether the new binary failed. */
+        json_object_object_add(o, "reexecutions", json_new_u64(m->generation));
+        if (m->stale_binary)
+                json_object_object_add(o, "staleBinary", json_object_new_string(m->stale_binary));
 
         sandbox = json_object_new_object();
         json_object_object_add(sandbox, "usable", json_object_new_boolean(m->probe.usable));

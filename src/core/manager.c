@@ -99,7 +99,11 @@ static void manager_update_idle(Manager *m) {
         int r;
 
         if (m->retiring && m->busy == 0 && (!m->http || http_server_n_connections(m->http) == 0)) {
-                log_info("Retired: the last run and connection are done; exiting.");
+                /* Started by hand, nobody would start us again: the new image takes over the
+                 * listening sockets (reexec.c). Under socket activation systemd holds them. */
+                m->reexec = !m->socket_activated;
+                log_info("Retired: the last run and connection are done; %s.",
+                         m->reexec ? "re-executing with the listening sockets" : "exiting");
                 (void) sd_event_exit(m->event, 0);
                 return;
         }
@@ -151,13 +155,16 @@ void manager_retire(Manager *m, const char *why) {
         if (m->stopping || m->retiring)
                 return;
         m->retiring = true;
+        m->retire_reason = why;
         log_struct(LOG_NOTICE,
                    "MESSAGE_ID=" SR_MESSAGE_RETIRING,
                    "SANDBOX_VERSION=%s", PACKAGE_VERSION,
                    "SANDBOX_BUSY=%u", m->busy,
                    "SANDBOX_REASON=%s", why,
-                   "MESSAGE=Retiring (%s): finishing %u run(s), accepting no new connection; the next "
-                   "connection starts the runner anew.", why, m->busy);
+                   "MESSAGE=Retiring (%s): finishing %u run(s), accepting no new connection; then %s.",
+                   why, m->busy,
+                   m->socket_activated ? "exiting, and the next connection starts the runner anew"
+                                       : "re-executing the binary on disk, which keeps the listening sockets");
         (void) sd_notifyf(false, "STATUS=Retiring: finishing %u run(s), accepting no new connection.", m->busy);
         http_server_retire(m->http);
         env_manager_retire(m->environments);
@@ -168,7 +175,9 @@ void manager_retire(Manager *m, const char *why) {
 }
 
 static int on_sighup(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        manager_retire(userdata, "SIGHUP: systemctl reload, or a package upgrade");
+        Manager *m = userdata;
+
+        manager_retire(m, m->socket_activated ? "SIGHUP: systemctl reload, or a package upgrade" : "SIGHUP: reload");
         return 0;
 }
 
@@ -383,6 +392,8 @@ Manager *manager_free(Manager *m) {
         m->cgroups = cgroup_root_free(m->cgroups);
         free(m->cgroups_reason);
         free(m->identity_error);
+        free(m->refusal);
+        free(m->stale_binary);
         safe_close(m->workspaces_fd);
         safe_close(m->records_fd);
         sd_event_unref(m->event);
@@ -472,6 +483,18 @@ int manager_listen(Manager *m, char **extra_listen) {
                 if (r < 0)
                         return log_error_errno(r, "Failed to set up the idle timer: %m");
                 (void) sd_event_source_set_description(m->idle_timer, "idle-exit");
+        }
+        return 0;
+}
+
+int manager_adopt_listeners(Manager *m, int *fds, size_t n) {
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                r = http_server_add_listener(m->http, fds[i]);
+                fds[i] = -EBADF;        /* taken, or closed on failure */
+                if (r < 0)
+                        return log_error_errno(r, "Failed to serve the listening socket handed on: %m");
         }
         return 0;
 }
@@ -693,11 +716,23 @@ int manager_probe(Manager *m) {
 }
 
 const char *manager_refuses_new_work(Manager *m) {
-        if (!m->retiring && !m->stopping && manager_binary_replaced())
+        if (!m->retiring && !m->stopping && !m->stale_binary && manager_binary_replaced())
                 manager_retire(m, "its binary was replaced on disk");
-        if (m->retiring || m->stopping)
-                return "the runner is restarting (systemctl reload, or a package upgrade): it finishes the runs in "
-                       "progress and starts no new one; retry, a new connection reaches the new runner";
+        if (m->stopping)
+                return m->socket_activated
+                       ? "the runner is stopping (SIGTERM): it interrupts the runs in progress and starts no new one; "
+                         "retry, a new connection starts the runner again"
+                       : "the runner is stopping (SIGTERM): it interrupts the runs in progress and starts no new one; "
+                         "it was started by hand, so nothing starts it again";
+        if (m->retiring) {
+                free(m->refusal);
+                if (asprintf(&m->refusal, "the runner is restarting (%s): it finishes the runs in progress and starts "
+                             "no new one; retry, a new connection %s", m->retire_reason,
+                             m->socket_activated ? "reaches the new runner"
+                                                 : "waits until the runner has re-executed itself, then reaches it") < 0)
+                        m->refusal = NULL;
+                return m->refusal ?: "the runner is restarting; retry";
+        }
         return NULL;
 }
 

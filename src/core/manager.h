@@ -58,6 +58,11 @@ typedef struct Manager {
         ReplayTable *replay;
         bool stopping;                   /* SIGTERM seen: runs are being interrupted */
         bool retiring;                   /* manager_retire(): finishing runs, starting none, then exit */
+        const char *retire_reason;       /* ... why (a static string) */
+        bool reexec;                     /* retired, not socket-activated: re-execute (reexec.h) */
+        char *refusal;                   /* the 503 message of manager_refuses_new_work() */
+        char *stale_binary;              /* a re-execution of it failed: we run the old image (reexec.h) */
+        unsigned generation;             /* how many times this daemon re-executed itself (reexec.h) */
         char *keeper_path;               /* sandbox-runner-keeper, as /proc/self/fd/<keeper_fd> */
         int keeper_fd;                   /* O_PATH: the file found at start-up */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
@@ -117,6 +122,11 @@ static inline void manager_freep(Manager **m) {
  * Return: 0, -ENOENT when no listener could be had (with a log message), other -errno.
  */
 int manager_listen(Manager *m, char **extra_listen);
+/*
+ * manager_adopt_listeners() - instead of manager_listen() after a re-execution (reexec.h): serve
+ * the listening sockets the previous image handed on (taking ownership of @fds). Return: 0 or -errno.
+ */
+int manager_adopt_listeners(Manager *m, int *fds, size_t n);
 
 /* manager_run() - notify readiness, run until SIGTERM/SIGINT or idle exit. Return: 0 or -errno. */
 int manager_run(Manager *m);

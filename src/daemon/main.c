@@ -15,6 +15,7 @@
 #include "util/log-ids.h"
 #include "util/log.h"
 #include "core/manager.h"
+#include "core/reexec.h"
 #include "daemon/preflight.h"
 #include "daemon/privileges.h"
 #include "api/api.h"
@@ -211,9 +212,11 @@ static int run_check(Config *config) {
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_freep) Manager *m = NULL;
         _cleanup_free_ char *error = NULL, *cgroups_reason = NULL, *identity_error = NULL;
+        _cleanup_(reexec_state_done) ReexecState reexec = {};
         CgroupRoot *cgroups = NULL;
         Config config;
         Secrets secrets = {};
+        bool reexecuted;
         int r;
 
         log_setup(LOG_TARGET_AUTO);
@@ -243,7 +246,23 @@ static int run(int argc, char *argv[]) {
                 return r;
         }
 
-        r = secrets_load(&config, &secrets, &error);
+        /* Re-executed by ourselves (reexec.h): the previous image hands on what it had as root. */
+        r = reexec_state_take(&reexec, &error);
+        if (r < 0) {
+                config_done(&config);
+                if (r == -ENOMEM)
+                        return log_oom();
+                return log_error_errno(r, "Failed to start as a re-execution: %s", error);
+        }
+        reexecuted = r > 0;
+        if (reexecuted) {
+                secrets = reexec.secrets;
+                reexec.secrets = (Secrets) {};
+                cgroups = STEAL(reexec.cgroups);
+                cgroups_reason = STEAL(reexec.cgroups_reason);
+                identity_error = STEAL(reexec.identity_error);
+        } else
+                r = secrets_load(&config, &secrets, &error);
         if (r < 0) {
                 log_struct_errno(LOG_ERR, r,
                                  "MESSAGE_ID=" SR_MESSAGE_CREDENTIALS_MISSING,
@@ -253,8 +272,9 @@ static int run(int argc, char *argv[]) {
         }
 
         /* After the secrets (root's files may hold them), before anything else is made. */
-        r = setup_identity(&config, &cgroups, &cgroups_reason, &identity_error);
-        if (r >= 0 && !arg_keep_caps && !identity_error) {
+        r = reexecuted ? 0 : setup_identity(&config, &cgroups, &cgroups_reason, &identity_error);
+        /* A re-executed root without a usable SandboxUser= gained capabilities back with execve(). */
+        if (r >= 0 && !arg_keep_caps && (!identity_error || reexecuted)) {
                 r = caps_drop_all();
                 if (r < 0)
                         log_error_errno(r, "Failed to drop capabilities: %m");
@@ -278,12 +298,20 @@ static int run(int argc, char *argv[]) {
                 return r;
         }
         manager_set_limits_setup(m, STEAL(cgroups), STEAL(cgroups_reason), STEAL(identity_error));
+        if (reexecuted) {
+                m->generation = reexec.generation;
+                m->stale_binary = STEAL(reexec.stale_binary);
+                log_info("Re-executed (re-execution %u): took over %zu listening socket(s), the secrets and %s of "
+                         "the previous image.", m->generation, reexec.n_listen_fds,
+                         m->cgroups ? "the cgroups" : "the limits set-up");
+        }
 
         r = manager_probe(m);
         if (r < 0)
                 return r;
 
-        r = manager_listen(m, arg_listen);
+        r = reexecuted ? manager_adopt_listeners(m, reexec.listen_fds, reexec.n_listen_fds)
+                       : manager_listen(m, arg_listen);
         if (r < 0)
                 return r;
 
@@ -294,7 +322,11 @@ static int run(int argc, char *argv[]) {
         /* After binding: a second instance that cannot listen never touches the records. */
         (void) manager_recover(m);
 
-        return manager_run(m);
+        r = manager_run(m);
+        if (r < 0 || !m->reexec || m->stopping)
+                return r;
+        /* Retired while started by hand: nobody would start us again (reexec.h). */
+        return manager_reexec(&m, argv);
 }
 
 int main(int argc, char *argv[]) {

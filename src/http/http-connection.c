@@ -152,6 +152,25 @@ void http_server_retire(HttpServer *s) {
                 (void) sd_event_source_set_enabled(s->listeners[i], SD_EVENT_OFF);
 }
 
+int http_server_take_listeners(HttpServer *s, int **ret_fds, size_t *ret_n) {
+        int *fds = NULL;
+
+        if (s->n_listeners > 0) {
+                fds = calloc(s->n_listeners, sizeof(int));
+                if (!fds)
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < s->n_listeners; i++) {
+                fds[i] = sd_event_source_get_io_fd(s->listeners[i]);
+                sd_event_source_disable_unref(s->listeners[i]);
+        }
+        *ret_n = s->n_listeners;
+        s->listeners = mfree(s->listeners);
+        s->n_listeners = 0;
+        *ret_fds = fds;
+        return 0;
+}
+
 int http_server_add_listener(HttpServer *s, int fd) {
         sd_event_source **l, *es = NULL;
         int r;

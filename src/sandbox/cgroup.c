@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,8 @@
 
 #include "sandbox/cgroup.h"
 #include "util/dirent-util.h"
+#include "util/fd-util.h"
+#include "util/json-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/string-util.h"
@@ -430,6 +433,76 @@ CgroupRoot *cgroup_root_free(CgroupRoot *r) {
 
 const char *cgroup_root_describe(const CgroupRoot *r) {
         return r ? r->description : NULL;
+}
+
+int cgroup_root_export(const CgroupRoot *r, json_object **ret) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *a = json_object_new_array();
+
+        if (!o || !a)
+                return -ENOMEM;
+        for (size_t i = 0; i < r->n; i++) {
+                json_object *h = json_object_new_object();
+
+                if (!h || json_object_array_add(a, h) < 0) {
+                        json_object_put(h);
+                        return -ENOMEM;
+                }
+                if (json_add(h, "ctrls", json_object_new_int64(r->h[i].ctrls)) < 0 ||
+                    json_add(h, "fd", json_object_new_int(r->h[i].fd)) < 0)
+                        return -ENOMEM;
+                if (fd_cloexec(r->h[i].fd, 0) < 0)
+                        return -EBADF;
+        }
+        if (json_add(o, "v2", json_object_new_boolean(r->v2)) < 0 ||
+            json_add(o, "description", json_object_new_string(r->description ?: "")) < 0 ||
+            json_add(o, "hierarchies", STEAL(a)) < 0)
+                return -ENOMEM;
+        *ret = STEAL(o);
+        return 0;
+}
+
+int cgroup_root_import(json_object *o, CgroupRoot **ret) {
+        json_object *v2, *d, *a;
+        CgroupRoot *root;
+        size_t n;
+
+        if (!json_object_is_type(o, json_type_object) ||
+            !json_object_object_get_ex(o, "v2", &v2) || !json_object_is_type(v2, json_type_boolean) ||
+            !json_object_object_get_ex(o, "description", &d) || !json_object_is_type(d, json_type_string) ||
+            !json_object_object_get_ex(o, "hierarchies", &a) || !json_object_is_type(a, json_type_array))
+                return -EINVAL;
+        n = json_object_array_length(a);
+        if (n == 0 || n > HIERARCHIES_MAX)
+                return -EINVAL;
+        root = calloc(1, sizeof(*root));
+        if (!root)
+                return -ENOMEM;
+        root->v2 = json_object_get_boolean(v2);
+        for (size_t i = 0; i < n; i++) {
+                json_object *h = json_object_array_get_idx(a, i), *c, *f;
+                struct stat st;
+                int64_t ctrls, fd;
+
+                if (!json_object_object_get_ex(h, "ctrls", &c) || !json_object_is_type(c, json_type_int) ||
+                    !json_object_object_get_ex(h, "fd", &f) || !json_object_is_type(f, json_type_int))
+                        goto invalid;
+                ctrls = json_object_get_int64(c);
+                fd = json_object_get_int64(f);
+                if (ctrls <= 0 || ctrls >= (1 << ELEMENTSOF(ctrl_names)) || fd < 3 || fd > INT_MAX ||
+                    fstat((int) fd, &st) < 0 || !S_ISDIR(st.st_mode) || fd_cloexec((int) fd, 1) < 0)
+                        goto invalid;
+                root->h[root->n++] = (Hierarchy) { .ctrls = (unsigned) ctrls, .fd = (int) fd };
+        }
+        root->description = strdup(json_object_get_string(d));
+        if (!root->description) {
+                cgroup_root_free(root);
+                return -ENOMEM;
+        }
+        *ret = root;
+        return 0;
+invalid:
+        cgroup_root_free(root);
+        return -EINVAL;
 }
 
 /* ---- one execution --------------------------------------------------------------------------- */

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+struct json_object;
+
 #include "sandbox/limits.h"     /* ScopeLimits, ScopeAccounting: the same limits, the same accounting */
 
 typedef struct CgroupRoot CgroupRoot;
@@ -35,6 +37,14 @@ CgroupRoot *cgroup_root_free(CgroupRoot *r);
  * *@ret_reason; -ENOMEM.
  */
 int cgroup_root_check(bool as_root, char **ret_description, char **ret_reason);
+/*
+ * cgroup_root_export() - describe @r for the next image of this daemon (a re-execution): the
+ * hierarchies' directory fds are left open across execve() (FD_CLOEXEC cleared), and the object
+ * says which is which. cgroup_root_import() takes them over again (FD_CLOEXEC set), checking
+ * that each fd is a directory. Return: 0, -ENOMEM, -EBADF or -EINVAL for what is no such object.
+ */
+int cgroup_root_export(const CgroupRoot *r, struct json_object **ret);
+int cgroup_root_import(struct json_object *o, CgroupRoot **ret);
 /* cgroup_root_describe() - "cgroup v1 (memory, pids, cpu, cpuacct) under PATH" or the v2 form. */
 const char *cgroup_root_describe(const CgroupRoot *r);
 

@@ -37,3 +37,14 @@ int fd_nonblock(int fd, int nonblock) {
                 return negative_errno();
         return 0;
 }
+
+int fd_cloexec(int fd, int cloexec) {
+        int flags = fcntl(fd, F_GETFD);
+
+        if (flags < 0)
+                return negative_errno();
+        flags = cloexec ? flags | FD_CLOEXEC : flags & ~FD_CLOEXEC;
+        if (fcntl(fd, F_SETFD, flags) < 0)
+                return negative_errno();
+        return 0;
+}

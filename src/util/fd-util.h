@@ -12,3 +12,6 @@ int memfd_new_data(const char *name, const void *data, size_t size);
 
 /* fd_nonblock() - set or clear O_NONBLOCK. Return: 0 or -errno. */
 int fd_nonblock(int fd, int nonblock);
+
+/* fd_cloexec() - set or clear FD_CLOEXEC. Return: 0 or -errno. */
+int fd_cloexec(int fd, int cloexec);

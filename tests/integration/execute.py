@@ -1416,13 +1416,73 @@ def keepalive_request(method, path, headers=(), body=b""):
     return L.build_request(method, path, headers, body).replace(b"Connection: close", b"Connection: keep-alive", 1)
 
 
-@case("10 SIGHUP (reload) while an execution runs -> it finishes, nothing new starts, the daemon exits 0")
+def daemon_fds(pid):
+    """The targets of a process's open fds (we run as root)."""
+    out = []
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                out.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def health_limits(ctx):
+    """(scopes.mechanism, sandbox.hostUid) of GET /health, the limits set-up a re-execution keeps."""
+    h = ctx.d.health()
+    j = (h.json() or {}) if h is not None and h.status == 200 else {}
+    return (j.get("scopes") or {}).get("mechanism"), (j.get("sandbox") or {}).get("hostUid")
+
+
+def check_reexecuted(res, ctx, pid, generation, what, limits_before):
+    """The daemon started by hand re-executed itself in place: same pid, a binary that is on disk,
+    /health says so, a run works (secrets and limits were handed on), the payload sees no fd of
+    the daemon's, and no memfd of the hand-over is left open."""
+    res.eq("%s: the daemon's pid" % what, ctx.d.proc.pid, pid)
+    res.check(ctx.d.alive(), "%s: the daemon is gone (exit %s)" % (what, ctx.d.proc.poll()))
+    try:
+        exe = os.readlink("/proc/%d/exe" % pid)
+    except OSError as e:
+        exe = "unreadable: %s" % e
+    res.check(not exe.endswith(" (deleted)"), "%s: the daemon still runs the replaced image: %s" % (what, exe))
+    r, err = ctx.get("/health", auth=False)
+    j = (r.json() or {}) if r is not None and r.status == 200 else {}
+    res.check(r is not None and r.status == 200, "%s: GET /health on a new connection: %s" %
+              (what, err or (r and r.brief())))
+    res.eq("%s: /health reexecutions" % what, j.get("reexecutions"), generation)
+    res.check("staleBinary" not in j, "%s: /health says staleBinary: %r" % (what, j.get("staleBinary")))
+    res.eq("%s: executions after the re-execution" % what, (j.get("sandbox") or {}).get("executions"), True)
+    # Started as root it had made cgroups of its own and become the service user: both are kept.
+    res.eq("%s: limits mechanism and payload uid, before and after" % what, health_limits(ctx), limits_before)
+    res.check(limits_before[1] not in (0, None), "%s: payloads run as uid %r" % (what, limits_before[1]))
+    r, err, _ = ctx.post({"workspaceId": "ws-reexec", "language": "shell",
+                          "code": "echo after; ls /proc/self/fd | sort -n | tr '\\n' ' '"}, "/execute", 15)
+    out = ((r.json() or {}).get("stdout") or "") if r is not None and r.status == 200 else ""
+    res.check(r is not None and r.status == 200, "%s: a run after the re-execution: %s" % (what, err or (r and r.brief())))
+    res.check(out.startswith("after\n"), "%s: its stdout: %r" % (what, out))
+    # ls's own directory fd is 3: anything beyond it was inherited from the daemon.
+    res.eq("%s: the payload's open fds" % what, out.split("\n", 1)[-1].split(), ["0", "1", "2", "3"])
+    left = [t for t in daemon_fds(pid) if "sandbox-runner-reexec" in t or "sandbox-runner-api-token" in t or
+            "sandbox-runner-signing-key" in t]
+    res.check(not left, "%s: the hand-over's memfds are still open in the daemon: %r" % (what, left))
+    res.check("Re-executing " in ctx.d.log_text(), "%s: no 'Re-executing' line in the log: %s" %
+              (what, ctx.d.log_tail(600)))
+
+
+@case("10 SIGHUP (reload) while an execution runs, started by hand -> it finishes, nothing new starts, then the "
+      "daemon re-executes itself keeping its socket")
 def c_sighup_retire(ctx, res):
     if not ensure_daemon(ctx, res):
         return
     port, mark, box = ctx.d.port, ctx.mark("retire"), {}
+    pid, generation = ctx.d.proc.pid, ((ctx.d.health() and ctx.d.health().json()) or {}).get("reexecutions", 0)
+    limits_before = health_limits(ctx)
     # A connection opened before the reload, kept open (a client's pool).
     kept = socket.create_connection((L.LOOPBACK, port), timeout=5)
+    fresh = None
     try:
         kept.sendall(keepalive_request("GET", "/health"))
         r = read_answer(kept, 5)
@@ -1432,7 +1492,7 @@ def c_sighup_retire(ctx, res):
         if not started:
             res.fail("the run did not start within 10 s")
             return
-        os.kill(ctx.d.pid, signal.SIGHUP)
+        os.kill(pid, signal.SIGHUP)
         time.sleep(0.3)
         # A run asked for on the old connection: refused, to be retried; the connection closes.
         h2, raw2, _ = ctx.exec_bytes({"workspaceId": "ws-retire-2", "language": "shell", "code": "echo no"}, "/execute")
@@ -1444,17 +1504,15 @@ def c_sighup_retire(ctx, res):
             res.note("kept connection: " + r.brief(300))
             res.eq("status on the kept connection", r.status, 503)
             res.eq("error", (r.json() or {}).get("error"), "sandbox_unavailable")
-            res.check("restarting" in ((r.json() or {}).get("message") or ""), "the message does not say why")
+            msg = (r.json() or {}).get("message") or ""
+            res.check("restarting (SIGHUP" in msg and "re-executed itself" in msg,
+                      "the message does not say why, or what a new connection gets: %r" % msg)
             res.eq("Connection header", (r.header("connection") or "").lower(), "close")
-        # A new connection is not accepted (it waits in the backlog for the next daemon).
+        # A new connection is not served while the run goes on: it waits in the backlog...
         fresh = socket.create_connection((L.LOOPBACK, port), timeout=5)
-        try:
-            fresh.sendall(L.build_request("GET", "/health"))
-            early = read_answer(fresh, 0.8 if ctx.d.alive() else 0.01)
-            res.check(early is None or not ctx.d.alive(),
-                      "a connection made while retiring was served: %r" % (early and early.brief()))
-        finally:
-            fresh.close()
+        fresh.sendall(L.build_request("GET", "/health"))
+        early = read_answer(fresh, 0.8)
+        res.check(early is None, "a connection made while retiring was served: %r" % (early and early.brief()))
         t.join(ctx.budget.bound(30))
         r = box.get("r")
         if r is None:
@@ -1464,15 +1522,105 @@ def c_sighup_retire(ctx, res):
             res.note("run in flight: " + r.brief(300))
             res.eq("the run in flight's status", (j or {}).get("status"), "exited")
             res.eq("its stdout", (j or {}).get("stdout"), "finished\n")
-        try:
-            rc = ctx.d.proc.wait(ctx.budget.bound(15))
-        except subprocess.TimeoutExpired:
-            rc = "still running 15 s after its last run"
-        res.eq("the daemon's exit status", rc, 0)
+        # ... and the re-executed daemon answers it.
+        late = read_answer(fresh, 15)
+        res.check(late is not None and late.status == 200,
+                  "the connection made while retiring was not answered after the re-execution: %r" %
+                  (late and late.brief()))
+        res.eq("its /health reexecutions", ((late and late.json()) or {}).get("reexecutions"), generation + 1)
         res.check("Retiring (SIGHUP" in ctx.d.log_text(), "no 'Retiring' line in the log: %s" % ctx.d.log_tail(600))
-        res.check(not L.find_marked(mark.encode()), "the payload outlived the daemon")
+        res.check(not L.find_marked(mark.encode()), "the payload outlived the old image")
+        check_reexecuted(res, ctx, pid, generation + 1, "after SIGHUP", limits_before)
     finally:
         kept.close()
+        if fresh is not None:
+            fresh.close()
+
+
+@case("10 run, rebuild, request: the binary of a daemon started by hand replaced on disk -> 503 'restarting', "
+      "then the new binary answers on the same socket")
+def c_rebuild(ctx, res):
+    real = build_file(ctx, "SANDBOX_RUNNER_KEEPER", "src", "keeper", "sandbox-runner-keeper")
+    try:
+        with DaemonCopy(ctx, real) as dc:
+            d, c = dc.d, dc.ctx
+            pid, limits_before = d.proc.pid, health_limits(c)
+            r, err, _ = c.post({"language": "shell", "code": "echo before"}, "/execute", 15)
+            res.check(r is not None and r.status == 200 and (r.json() or {}).get("stdout") == "before\n",
+                      "a run before the rebuild: %s" % (err or (r and r.brief())))
+            # As a rebuild (ninja, meson install) does: a new file renamed over the old one.
+            shutil.copy2(ctx.d.path, d.path + ".new")
+            with open(d.path + ".new", "ab") as f:
+                f.write(b"\0rebuilt")     # another file than the one running, as a rebuild's
+            os.rename(d.path + ".new", d.path)
+            r, err, _ = c.post({"language": "shell", "code": "echo during"}, "/execute", 15)
+            j = (r.json() or {}) if r is not None else {}
+            res.note("first request after the rebuild: %s" % (err or r.brief(300)))
+            res.eq("its status", r and r.status, 503)
+            res.eq("its error", j.get("error"), "sandbox_unavailable")
+            msg = j.get("message") or ""
+            res.check("its binary was replaced on disk" in msg and "re-executed itself" in msg,
+                      "the message does not say what happens: %r" % msg)
+            # The client retries on a new connection, as the message says: the new binary answers.
+            deadline = now() + 15
+            while now() < deadline:
+                h = d.health(timeout=2.0)
+                if h is not None and h.status == 200 and (h.json() or {}).get("reexecutions") == 1:
+                    break
+                time.sleep(0.1)
+            check_reexecuted(res, c, pid, 1, "after the rebuild", limits_before)
+            rc, _ = d.terminate(grace=10.0)
+            res.eq("exit status after SIGTERM", rc, 0)
+    except (L.DaemonError, OSError) as e:
+        res.fail("could not run the second daemon: %s" % e)
+
+
+@case("10 run, broken rebuild, request: the replaced binary cannot be executed -> the old image goes on, says "
+      "staleBinary, retires no more; SIGHUP once it is fixed re-executes the new one")
+def c_rebuild_broken(ctx, res):
+    real = build_file(ctx, "SANDBOX_RUNNER_KEEPER", "src", "keeper", "sandbox-runner-keeper")
+    try:
+        with DaemonCopy(ctx, real) as dc:
+            d, c = dc.d, dc.ctx
+            pid, limits_before = d.proc.pid, health_limits(c)
+            shutil.copy2(ctx.d.path, d.path + ".new")
+            os.chmod(d.path + ".new", 0o644)          # not executable: execve() says EACCES
+            os.rename(d.path + ".new", d.path)
+            r, err, _ = c.post({"language": "shell", "code": "echo during"}, "/execute", 15)
+            res.eq("the first request after the replacement", r and r.status, 503)
+            deadline, j = now() + 15, {}
+            while now() < deadline:
+                h = d.health(timeout=2.0)
+                j = (h.json() or {}) if h is not None and h.status == 200 else {}
+                if j.get("reexecutions") == 1:
+                    break
+                time.sleep(0.1)
+            res.eq("reexecutions", j.get("reexecutions"), 1)
+            stale = j.get("staleBinary") or ""
+            res.check(d.path in stale and "Permission denied" in stale,
+                      "/health does not say which binary could not be executed, and why: %r" % stale)
+            res.eq("the daemon's pid", d.proc.pid, pid)
+            # The old image serves, and does not retire again at every request.
+            for i in range(2):
+                r, err, _ = c.post({"language": "shell", "code": "echo old-%d" % i}, "/execute", 15)
+                res.check(r is not None and r.status == 200 and (r.json() or {}).get("stdout") == "old-%d\n" % i,
+                          "run %d on the old image: %s" % (i, err or (r and r.brief())))
+            res.check("Failed to execute %s" % d.path in d.log_text(), "the log does not say what failed: %s" %
+                      d.log_tail(600))
+            # Fixed: SIGHUP tries again, and the new binary takes over.
+            os.chmod(d.path, 0o755)
+            os.kill(pid, signal.SIGHUP)
+            deadline = now() + 15
+            while now() < deadline:
+                h = d.health(timeout=2.0)
+                if h is not None and h.status == 200 and (h.json() or {}).get("reexecutions") == 2:
+                    break
+                time.sleep(0.1)
+            check_reexecuted(res, c, pid, 2, "after SIGHUP on the fixed binary", limits_before)
+            rc, _ = d.terminate(grace=10.0)
+            res.eq("exit status after SIGTERM", rc, 0)
+    except (L.DaemonError, OSError) as e:
+        res.fail("could not run the second daemon: %s" % e)
 
 
 # --------------------------------------------------------------------------------------------
