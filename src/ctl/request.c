@@ -231,7 +231,10 @@ static int request_failed(const Request *req, int r, const char *curl_error, con
 
         (void) output_escape(curl_error ?: strerror(-r), &emsg);
         if (errno_is_unavailable(r)) {
-                log_error("Cannot connect to sandbox-runner at %s: %s", eurl, emsg ?: strerror(-r));
+                log_error("Cannot connect to sandbox-runner at %s: %s. Is it running? Under systemd: 'systemctl "
+                          "start sandbox-runner.socket' (then 'journalctl -u sandbox-runner'); started by hand: "
+                          "'sandbox-runnerd --listen=ADDRESS' (tests/setup.sh run), whose log says why it stopped.",
+                          eurl, emsg ?: strerror(-r));
                 return CTL_EXIT_UNAVAILABLE;
         }
         if (r == -EFBIG)

@@ -288,6 +288,8 @@ check "health over unix: output" out_line status ok
 run -- --url "http://127.0.0.1:$CLOSED_PORT" health
 expect_rc 69 "closed port"
 check "closed port: message names the URL" grep -qF "http://127.0.0.1:$CLOSED_PORT" "$WORK/err"
+check "closed port: message says how to start the runner and where its log is" \
+        grep -qF "Is it running? Under systemd: 'systemctl start sandbox-runner.socket'" "$WORK/err"
 
 run -- --url "unix:$WORK/missing.sock" health
 expect_rc 69 "missing unix socket"
