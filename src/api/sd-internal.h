@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What the ScienceDiscovery dialect's files share (sd-routes.c, sd-execute.c, sd-shape.c): its
+ * answers (JSON with their headers, errors as {"error": "..."}), its handlers, and the pure
+ * shaping of results (output budget, tree diff, times). See docs/api.md, "ScienceDiscovery dialect".
+ */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct HttpRequest HttpRequest;
+typedef struct Manager Manager;
+struct Cas;
+
+/* Their JSON limit for request bodies (notes §1). */
+#define SDP_JSON_BODY_MAX UINT64_C(2000000)
+
+/* sdp_reply_json() - @o as they send JSON: charset, "cache-control: no-store", a final newline. */
+void sdp_reply_json(HttpRequest *req, unsigned status, json_object *o);
+/* sdp_reply_error() - @status with {"error": <message>}. */
+void sdp_reply_error(HttpRequest *req, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+typedef void (*SdpHandler)(Manager *m, HttpRequest *req, json_object *body);
+
+/* sd-routes.c */
+void sdp_health(Manager *m, HttpRequest *req, json_object *body);
+void sdp_status(Manager *m, HttpRequest *req, json_object *body);
+void sdp_resources(Manager *m, HttpRequest *req, json_object *body);
+/* sd-execute.c */
+void sdp_execute(Manager *m, HttpRequest *req, json_object *body);
+
+/* sd-shape.c (pure, but sdp_tree_diff(), which reads trees of the CAS) */
+
+/* sdp_iso_time() - Unix milliseconds as "YYYY-MM-DDTHH:MM:SS.mmmZ" into @buf. Return: @buf. */
+char *sdp_iso_time(uint64_t ms, char buf[static 32]);
+
+/*
+ * sdp_output_bound() - their combined output budget (notes §3): stdout may use @max minus the
+ * bytes of stderr and stderr @max minus those of stdout; a stream over its share keeps its head
+ * and tail around "\n...[output truncated: exceeded N bytes; ...]...\n", the whole at most its
+ * share. @max 0: no truncation. Writes new strings to @ret_out and @ret_err.
+ * Return: 0 or -ENOMEM.
+ */
+int sdp_output_bound(const char *out, size_t out_size, const char *err, size_t err_size, uint64_t max,
+                     char **ret_out, size_t *ret_out_size, char **ret_err, size_t *ret_err_size);
+
+/*
+ * sdp_runner_workspace_key_valid() - a runnerWorkspaceKey as they define it: 1-500 characters of
+ * '/'-separated segments of [A-Za-z0-9._-], none "." or "..", not absolute.
+ */
+bool sdp_runner_workspace_key_valid(const char *key);
+/* sdp_workspace_for_key() - our workspace id for @key: the key itself when it is a valid
+ * workspace id, else "sd-" and 40 hex of its SHA-256. */
+void sdp_workspace_for_key(const char *key, char ret[static 129]);
+
+/*
+ * sdp_tree_diff() - the regular files of tree @new that are not in tree @old (@ret_created) or
+ * whose content differs (@ret_modified), as sorted relative POSIX paths; @old NULL: every file
+ * is new. Subtrees with equal digests are not read. Return: 0 or -errno of the CAS.
+ */
+int sdp_tree_diff(struct Cas *cas, const char *old, const char *new, json_object **ret_created,
+                  json_object **ret_modified);
