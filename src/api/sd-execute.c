@@ -164,23 +164,28 @@ static json_object *environment_variables(const char *language) {
         json_object_object_add(o, "LOGNAME", json_object_new_string("sandbox"));
         if (streq(language, "r"))
                 json_object_object_add(o, "R_ENVIRON_USER", json_object_new_string("/dev/null"));
-        else
+        else if (streq(language, "python"))
                 json_object_object_add(o, "PYTHONNOUSERSITE", json_object_new_string("1"));
         return o;
 }
 
-static void reply_result(SdpRun *run, json_object *ours) {
+json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
+                             uint64_t max_output, uint64_t finished) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *out = NULL, *err = NULL, *prev = NULL;
         json_object *v, *created = NULL, *modified = NULL, *snap;
-        const char *status = "", *snapshot = NULL, *stdout_s = "", *stderr_s = "";
+        const char *status = "", *snapshot = NULL, *stdout_s = "", *stderr_s = "", *id = "", *ws = "";
         size_t out_size, err_size;
-        uint64_t finished = realtime_ms(), duration = 0, bytes = 0;
+        uint64_t duration = 0, bytes = 0;
         char when[32], kernel[160];
         int exit_code = 1, r;
 
         if (!o)
-                return sdp_reply_error(run->req, 500, "Out of memory");
+                return NULL;
+        if (json_object_object_get_ex(ours, "executionId", &v))
+                id = json_object_get_string(v);
+        if (json_object_object_get_ex(ours, "workspaceId", &v))
+                ws = json_object_get_string(v);
         if (json_object_object_get_ex(ours, "status", &v))
                 status = json_object_get_string(v);
         if (json_object_object_get_ex(ours, "stdout", &v))
@@ -195,17 +200,16 @@ static void reply_result(SdpRun *run, json_object *ours) {
         if (streq(status, "exited") && json_object_object_get_ex(ours, "exitCode", &v))
                 exit_code = json_object_get_int(v);
 
-        r = sdp_output_bound(stdout_s, strlen(stdout_s), stderr_s, strlen(stderr_s), run->max_output_bytes,
+        r = sdp_output_bound(stdout_s, strlen(stdout_s), stderr_s, strlen(stderr_s), max_output,
                              &out, &out_size, &err, &err_size);
         if (r < 0)
-                return sdp_reply_error(run->req, 500, "Out of memory");
+                return NULL;
 
         if (snapshot) {
-                find_refs(run->m, execution_workspace(run->e), execution_id(run->e), &prev, &bytes);
-                r = sdp_tree_diff(run->m->cas, prev, snapshot, &created, &modified);
+                find_refs(m, ws, id, &prev, &bytes);
+                r = sdp_tree_diff(m->cas, prev, snapshot, &created, &modified);
                 if (r < 0) {
-                        log_warning_errno(r, "Failed to compare the snapshots of execution '%s', ignoring: %m",
-                                          execution_id(run->e));
+                        log_warning_errno(r, "Failed to compare the snapshots of execution '%s', ignoring: %m", id);
                         created = json_object_new_array();
                         modified = json_object_new_array();
                 }
@@ -219,21 +223,21 @@ static void reply_result(SdpRun *run, json_object *ours) {
         json_object_object_add(o, "stderr", json_object_new_string_len(err, (int) err_size));
         json_object_object_add(o, "createdFiles", created);
         json_object_object_add(o, "modifiedFiles", modified);
-        json_object_object_add(o, "environmentVariables", environment_variables(run->language));
-        if (run->environment_revision)
-                json_object_object_add(o, "environmentRevisionId", json_object_new_string(run->environment_revision));
-        (void) snprintf(kernel, sizeof(kernel), "ephemeral:%s", execution_id(run->e));
+        json_object_object_add(o, "environmentVariables", environment_variables(language));
+        if (revision)
+                json_object_object_add(o, "environmentRevisionId", json_object_new_string(revision));
+        (void) snprintf(kernel, sizeof(kernel), "ephemeral:%s", id);
         json_object_object_add(o, "kernelId", json_object_new_string(kernel));
         json_object_object_add(o, "kernelMode", json_object_new_string("ephemeral"));
-        json_object_object_add(o, "language", json_object_new_string(run->language));
+        json_object_object_add(o, "language", json_object_new_string(language));
         json_object_object_add(o, "startedAt", json_object_new_string(
                                        sdp_iso_time(finished > duration ? finished - duration : finished, when)));
         json_object_object_add(o, "finishedAt", json_object_new_string(sdp_iso_time(finished, when)));
         json_object_object_add(o, "networkPolicy", json_object_new_string("none"));
         json_object_object_add(o, "networkAccessRevision", json_object_new_string("none"));
         json_object_object_add(o, "cgroupMode", json_object_new_string(
-                                       run->m->limits == LIMITS_SYSTEMD_SCOPE ? "systemd-scope" :
-                                       run->m->limits == LIMITS_CGROUP ? "cgroup" : "none"));
+                                       m->limits == LIMITS_SYSTEMD_SCOPE ? "systemd-scope" :
+                                       m->limits == LIMITS_CGROUP ? "cgroup" : "none"));
         json_object_object_add(o, "runnerVersion", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "sandbox", json_object_new_string("bubblewrap"));
         json_object_object_add(o, "workingDirectory", json_object_new_string(SANDBOX_WORKSPACE));
@@ -246,6 +250,16 @@ static void reply_result(SdpRun *run, json_object *ours) {
                                                "application/vnd.sandbox-runner.workspace-tree.v1"));
                 json_object_object_add(o, "workspaceSnapshot", snap);
         }
+        return STEAL(o);
+}
+
+static void reply_result(SdpRun *run, json_object *ours) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+
+        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->max_output_bytes,
+                            realtime_ms());
+        if (!o)
+                return sdp_reply_error(run->req, 500, "Out of memory");
         sdp_reply_json(run->req, 200, o);
 }
 
@@ -314,15 +328,123 @@ static void replay_key(const char *id, char ret[static REPLAY_ID_MAX + 1]) {
         }
 }
 
-void sdp_execute(Manager *m, HttpRequest *req, json_object *body) {
+bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool shell, SdpRequest *ret) {
+        SdpRequest p = {};
+        json_object *epoch, *v;
+        const char *mode, *reason;
+        uint64_t ignored;
+
+        p.id = get_string(body, "executionId");
+        p.code = get_string(body, "code");
+        if (blank(p.id) || strlen(p.id) > 160) {
+                sdp_reply_error(req, 400, "executionId must be a non-blank string of at most 160 characters");
+                return false;
+        }
+        if (blank(p.code)) {
+                sdp_reply_error(req, 400, "code must be a non-blank string");
+                return false;
+        }
+        p.agent = get_string(body, "agentId");
+        if ((json_object_object_get_ex(body, "agentId", &v) && !p.agent) || (shell && blank(p.agent))) {
+                sdp_reply_error(req, 400, "agentId must be a string");
+                return false;
+        }
+        p.language = shell ? "shell" : get_string(body, "language") ?: "python";
+        if (!streq(p.language, "python") && !streq(p.language, "r") && !streq(p.language, "shell")) {
+                sdp_reply_error(req, 400, "language must be python or r");
+                return false;
+        }
+        mode = get_string(body, "kernelMode");
+        if (mode && streq(mode, "persistent")) {
+                sdp_reply_error(req, 400, "Runner executions must be ephemeral; persistent runtimes are no "
+                                "longer supported. Use managed Shell Execution for background tasks");
+                return false;
+        }
+        if (json_object_object_get_ex(body, "kernelMode", &v) && !(mode && streq(mode, "ephemeral"))) {
+                sdp_reply_error(req, 400, "kernelMode must be ephemeral");
+                return false;
+        }
+        if (get_quantity(body, "executionTimeoutMs", &p.timeout_ms) < 0) {
+                sdp_reply_error(req, 400, "executionTimeoutMs must be a non-negative integer");
+                return false;
+        }
+        if (get_quantity(body, "maxOutputBytes", &p.max_output) < 0) {
+                sdp_reply_error(req, 400, "maxOutputBytes must be a non-negative integer");
+                return false;
+        }
+        if (get_quantity(body, "maxWorkspaceBytes", &ignored) < 0 ||
+            get_quantity(body, "kernelIdleTimeoutMs", &ignored) < 0) {
+                sdp_reply_error(req, 400, "maxWorkspaceBytes and kernelIdleTimeoutMs must be non-negative integers");
+                return false;
+        }
+        if (!json_object_object_get_ex(body, "permissionEpoch", &epoch) ||
+            !json_object_is_type(epoch, json_type_object)) {
+                sdp_reply_error(req, 400, "permissionEpoch must be an object");
+                return false;
+        }
+        p.session = get_string(epoch, "sessionId");
+        if (shell && blank(p.session)) {
+                sdp_reply_error(req, 400, "permissionEpoch.sessionId must be a string");
+                return false;
+        }
+        if (!mounts_valid(epoch)) {
+                sdp_reply_error(req, 400, "permissionEpoch.mounts must be exactly the read-write workspace");
+                return false;
+        }
+        if (asks_for_network(epoch)) {
+                sdp_reply_error(req, 400, "Sandbox network access is unavailable on this runner "
+                                "(per-request network policies are not implemented yet)");
+                return false;
+        }
+        if (json_object_object_get_ex(body, "npuDevices", &v) && json_object_is_type(v, json_type_array) &&
+            json_object_array_length(v) > 0) {
+                sdp_reply_error(req, 400, "NPU devices are not available on this runner's ScienceDiscovery dialect yet");
+                return false;
+        }
+        if (get_string(body, "skillPackagesRoot")) {
+                sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
+                return false;
+        }
+        if (get_string(body, "environmentId")) {
+                sdp_reply_error(req, 400, "Scientific environments are unavailable");
+                return false;
+        }
+        p.key = get_string(body, "runnerWorkspaceKey");
+        if (!p.key) {
+                sdp_reply_error(req, 400, "Runner workspace must be inside the runner's own workspaces: "
+                                "this runner shares no filesystem with the API; send runnerWorkspaceKey");
+                return false;
+        }
+        if (!sdp_runner_workspace_key_valid(p.key)) {
+                sdp_reply_error(req, 400, "Invalid runner workspace key");
+                return false;
+        }
+        if (streq(p.language, "r")) {
+                sdp_reply_error(req, 400, "Scientific environments are unavailable");
+                return false;
+        }
+        p.cwd = get_string(body, "cwd");
+        if (json_object_object_get_ex(body, "cwd", &v) && !p.cwd) {
+                sdp_reply_error(req, 400, "cwd must be a string");
+                return false;
+        }
+        p.revision = get_string(body, "environmentRevisionId");
+        if (manager_can_execute(m, &reason) < 0) {
+                sdp_reply_error(req, 400, "Executions are refused: %s", reason);
+                return false;
+        }
+        sdp_workspace_for_key(p.key, p.ws);
+        *ret = p;
+        return true;
+}
+
+void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object();
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_(sdp_run_freep) SdpRun *run = NULL;
         _cleanup_free_ char *why = NULL;
-        const char *id, *code, *language, *mode, *key, *revision, *reason;
-        uint64_t timeout_ms, max_output, ignored;
-        char ws[129], rkey[REPLAY_ID_MAX + 1];
-        json_object *epoch, *v, *env;
+        char rkey[REPLAY_ID_MAX + 1];
+        json_object *env;
         ExecutionMaxima max = {
                 .default_timeout_usec = m->config.default_timeout_usec,
                 .max_timeout_usec = m->config.max_timeout_usec,
@@ -330,74 +452,27 @@ void sdp_execute(Manager *m, HttpRequest *req, json_object *body) {
                 .tasks_max = m->config.tasks_max,
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
+        SdpRequest p;
         Execution *e;
         int r;
 
         if (!ours)
                 return sdp_reply_error(req, 500, "Out of memory");
-        id = get_string(body, "executionId");
-        code = get_string(body, "code");
-        if (blank(id) || strlen(id) > 160)
-                return sdp_reply_error(req, 400, "executionId must be a non-blank string of at most 160 characters");
-        if (blank(code))
-                return sdp_reply_error(req, 400, "code must be a non-blank string");
-        if (json_object_object_get_ex(body, "agentId", &v) && !json_object_is_type(v, json_type_string))
-                return sdp_reply_error(req, 400, "agentId must be a string");
-        language = get_string(body, "language") ?: "python";
-        if (!streq(language, "python") && !streq(language, "r"))
-                return sdp_reply_error(req, 400, "language must be python or r");
-        mode = get_string(body, "kernelMode");
-        if (mode && streq(mode, "persistent"))
-                return sdp_reply_error(req, 400, "Runner executions must be ephemeral; persistent runtimes are no "
-                                       "longer supported. Use managed Shell Execution for background tasks");
-        if (json_object_object_get_ex(body, "kernelMode", &v) && !(mode && streq(mode, "ephemeral")))
-                return sdp_reply_error(req, 400, "kernelMode must be ephemeral");
-        if (get_quantity(body, "executionTimeoutMs", &timeout_ms) < 0)
-                return sdp_reply_error(req, 400, "executionTimeoutMs must be a non-negative integer");
-        if (get_quantity(body, "maxOutputBytes", &max_output) < 0)
-                return sdp_reply_error(req, 400, "maxOutputBytes must be a non-negative integer");
-        if (get_quantity(body, "maxWorkspaceBytes", &ignored) < 0)
-                return sdp_reply_error(req, 400, "maxWorkspaceBytes must be a non-negative integer");
-        if (get_quantity(body, "kernelIdleTimeoutMs", &ignored) < 0)
-                return sdp_reply_error(req, 400, "kernelIdleTimeoutMs must be a non-negative integer");
-        if (!json_object_object_get_ex(body, "permissionEpoch", &epoch) ||
-            !json_object_is_type(epoch, json_type_object))
-                return sdp_reply_error(req, 400, "permissionEpoch must be an object");
-        if (!mounts_valid(epoch))
-                return sdp_reply_error(req, 400, "permissionEpoch.mounts must be exactly the read-write workspace");
-        if (asks_for_network(epoch))
-                return sdp_reply_error(req, 400, "Sandbox network access is unavailable on this runner "
-                                       "(per-request network policies are not implemented yet)");
-        if (json_object_object_get_ex(body, "npuDevices", &v) && json_object_is_type(v, json_type_array) &&
-            json_object_array_length(v) > 0)
-                return sdp_reply_error(req, 400, "NPU devices are not available on this runner's ScienceDiscovery dialect yet");
-        if (get_string(body, "skillPackagesRoot"))
-                return sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
-        key = get_string(body, "runnerWorkspaceKey");
-        if (!key)
-                return sdp_reply_error(req, 400, "Runner workspace must be inside the runner's own workspaces: "
-                                       "this runner shares no filesystem with the API; send runnerWorkspaceKey");
-        if (!sdp_runner_workspace_key_valid(key))
-                return sdp_reply_error(req, 400, "Invalid runner workspace key");
-        if (streq(language, "r"))
-                return sdp_reply_error(req, 400, "Scientific environments are unavailable");
-        revision = get_string(body, "environmentRevisionId");
-
-        r = manager_can_execute(m, &reason);
-        if (r < 0)
-                return sdp_reply_error(req, 400, "Executions are refused: %s", reason);
+        if (!sdp_request_check(m, req, body, false, &p))
+                return;
 
         /* Our request: the workspace their key names, the code, the limits. */
-        sdp_workspace_for_key(key, ws);
-        json_object_object_add(ours, "workspaceId", json_object_new_string(ws));
-        if (strlen(id) <= 128 && workspace_id_valid(id))
-                json_object_object_add(ours, "executionId", json_object_new_string(id));
-        json_object_object_add(ours, "language", json_object_new_string(language));
-        json_object_object_add(ours, "code", json_object_new_string(code));
+        json_object_object_add(ours, "workspaceId", json_object_new_string(p.ws));
+        if (strlen(p.id) <= 128 && workspace_id_valid(p.id))
+                json_object_object_add(ours, "executionId", json_object_new_string(p.id));
+        json_object_object_add(ours, "language", json_object_new_string(p.language));
+        json_object_object_add(ours, "code", json_object_new_string(p.code));
+        if (p.cwd)
+                json_object_object_add(ours, "cwd", json_object_new_string(p.cwd));
         /* 0 = none for them; ours always has one: the configured maximum. */
         json_object_object_add(ours, "timeoutMs", json_new_u64(
-                                       timeout_ms > 0 ? MIN(timeout_ms, m->config.max_timeout_usec / 1000)
-                                                      : m->config.max_timeout_usec / 1000));
+                                       p.timeout_ms > 0 ? MIN(p.timeout_ms, m->config.max_timeout_usec / 1000)
+                                                        : m->config.max_timeout_usec / 1000));
         env = json_object_new_object();
         if (env)
                 json_object_object_add(env, "PYTHONNOUSERSITE", json_object_new_string("1"));
@@ -409,7 +484,7 @@ void sdp_execute(Manager *m, HttpRequest *req, json_object *body) {
         if (r < 0)
                 return sdp_reply_error(req, 400, "Invalid request: %s", why ?: "bad field");
 
-        replay_key(id, rkey);
+        replay_key(p.id, rkey);
         r = replay_table_check_and_insert(m->replay, rkey, now_usec(CLOCK_MONOTONIC));
         if (r == -EEXIST || (er->execution_id && execution_find(&m->exec, er->execution_id)))
                 return sdp_reply_error(req, 409, "Execution ID has already been used");
@@ -422,13 +497,13 @@ void sdp_execute(Manager *m, HttpRequest *req, json_object *body) {
         *run = (SdpRun) {
                 .m = m,
                 .req = req,
-                .language = strdup(language),
-                .environment_revision = revision ? strdup(revision) : NULL,
-                .timeout_ms = timeout_ms > 0 ? timeout_ms : m->config.max_timeout_usec / 1000,
-                .max_output_bytes = max_output,
+                .language = strdup(p.language),
+                .environment_revision = p.revision ? strdup(p.revision) : NULL,
+                .timeout_ms = p.timeout_ms > 0 ? p.timeout_ms : m->config.max_timeout_usec / 1000,
+                .max_output_bytes = p.max_output,
                 .submitted_ms = realtime_ms(),
         };
-        if (!run->language || (revision && !run->environment_revision))
+        if (!run->language || (p.revision && !run->environment_revision))
                 return sdp_reply_error(req, 500, "Out of memory");
 
         r = execution_new(&m->exec, STEAL(er), &e);

@@ -23,14 +23,40 @@ void sdp_reply_json(HttpRequest *req, unsigned status, json_object *o);
 /* sdp_reply_error() - @status with {"error": <message>}. */
 void sdp_reply_error(HttpRequest *req, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-typedef void (*SdpHandler)(Manager *m, HttpRequest *req, json_object *body);
+/* A handler: @body is the parsed JSON object of routes that take one (else NULL); @params and
+ * @lens the path's "*" segments. */
+typedef void (*SdpHandler)(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 
 /* sd-routes.c */
-void sdp_health(Manager *m, HttpRequest *req, json_object *body);
-void sdp_status(Manager *m, HttpRequest *req, json_object *body);
-void sdp_resources(Manager *m, HttpRequest *req, json_object *body);
-/* sd-execute.c */
-void sdp_execute(Manager *m, HttpRequest *req, json_object *body);
+void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_status(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_resources(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* sd-execute.c: POST /execute, and what the managed runs share with it. */
+void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* The checked fields of an execution request (pointers into its body). */
+typedef struct SdpRequest {
+        const char *id, *code, *language, *key, *revision, *session, *agent, *cwd;
+        uint64_t timeout_ms;            /* executionTimeoutMs, 0 = none */
+        uint64_t max_output;            /* maxOutputBytes, 0 = no truncation */
+        char ws[129];                   /* our workspace for their runnerWorkspaceKey */
+} SdpRequest;
+
+/* sdp_request_check() - their execution request @body checked (@shell: /shell-executions, which
+ * also needs agentId and permissionEpoch.sessionId). Return: true, or false with the 400 sent. */
+bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool shell, SdpRequest *ret);
+
+/* sdp_result_json() - their execution result from our answer or record @ours (@finished: Unix ms
+ * of its end). Return: a new object, NULL on OOM. */
+json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
+                             uint64_t max_output, uint64_t finished);
+
+/* sd-shell.c: the managed shell executions. */
+void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_shell_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_shell_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_shell_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 
 /* sd-shape.c (pure, but sdp_tree_diff(), which reads trees of the CAS) */
 

@@ -51,12 +51,14 @@ static const SdpRoute routes[] = {
         { "GET",  "/status",    SDP_AUTH_BEARER, false, sdp_status },
         { "GET",  "/resources", SDP_AUTH_BEARER, false, sdp_resources },
         { "POST", "/execute",   SDP_AUTH_SIGNED, true,  sdp_execute },
+        { "POST", "/shell-executions",          SDP_AUTH_SIGNED, true,  sdp_shell_create },
+        { "GET",  "/shell-executions/*",        SDP_AUTH_BEARER, false, sdp_shell_get },
+        { "GET",  "/shell-executions/*/logs",   SDP_AUTH_BEARER, false, sdp_shell_logs },
+        /* Unsigned, without a body, as their client sends it (notes §4). */
+        { "POST", "/shell-executions/*/cancel", SDP_AUTH_BEARER, false, sdp_shell_cancel },
 };
 
-static const SdpRoute *route_find(HttpRequest *req) {
-        const char *params[HTTP_ROUTE_MAX_PARAMS];
-        size_t lens[HTTP_ROUTE_MAX_PARAMS];
-
+static const SdpRoute *route_find(HttpRequest *req, const char **params, size_t *lens) {
         for (size_t i = 0; i < ELEMENTSOF(routes); i++)
                 if (streq(routes[i].method, http_request_method(req)) &&
                     http_route_match(routes[i].pattern, http_request_path(req), params, lens,
@@ -136,6 +138,8 @@ static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
 
 uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         Manager *m = userdata;
+        const char *params[HTTP_ROUTE_MAX_PARAMS];
+        size_t lens[HTTP_ROUTE_MAX_PARAMS];
         const SdpRoute *route;
         const char *cl;
         uint64_t cap;
@@ -148,7 +152,7 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
                 reply_error_close(req, 400, "Ambiguous message framing");
                 return 0;
         }
-        route = route_find(req);
+        route = route_find(req, params, lens);
         if (!route) {
                 sdp_reply_error(req, 404, "Not found");
                 return 0;
@@ -180,7 +184,9 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
 void sdp_api_dispatch(HttpRequest *req, void *userdata) {
         Manager *m = userdata;
         _cleanup_(json_object_putp) json_object *body = NULL;
-        const SdpRoute *route = route_find(req);
+        const char *params[HTTP_ROUTE_MAX_PARAMS] = {};
+        size_t lens[HTTP_ROUTE_MAX_PARAMS] = {};
+        const SdpRoute *route = route_find(req, params, lens);
         const char *data;
         size_t size;
         int r;
@@ -220,7 +226,7 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
                 if (!json_object_is_type(body, json_type_object))
                         return sdp_reply_error(req, 400, "Request body must be a JSON object");
         }
-        route->handler(m, req, body);
+        route->handler(m, req, body, params, lens);
 }
 
 /* ---- GET /health, /status, /resources ---------------------------------------------------------- */
@@ -233,7 +239,7 @@ static void add_string_array(json_object *o, const char *key, const char *const 
         json_object_object_add(o, key, a);
 }
 
-void sdp_health(Manager *m, HttpRequest *req, json_object *body) {
+void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *npu, *net, *envs;
         const char *cgroup_mode = m->limits == LIMITS_SYSTEMD_SCOPE ? "systemd-scope" :
@@ -300,7 +306,7 @@ static uint64_t now_ms(void) {
         return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
-void sdp_status(Manager *m, HttpRequest *req, json_object *body) {
+void sdp_status(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *active = json_object_new_array();
         char when[32];
@@ -331,7 +337,7 @@ void sdp_status(Manager *m, HttpRequest *req, json_object *body) {
         sdp_reply_json(req, 200, o);
 }
 
-void sdp_resources(Manager *m, HttpRequest *req, json_object *body) {
+void sdp_resources(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *root = NULL;
         struct sysinfo si = {};

@@ -359,6 +359,141 @@ def c_output(ctx, res):
     res.check(out.startswith("H") and out.endswith("T\n"), "head/tail lost: %r" % trunc(out))
 
 
+# ---- 5: managed shell executions --------------------------------------------------------------
+
+def shell_submit(ctx, res, code, **kw):
+    body = ctx.execute_body(code, **kw)
+    body.pop("language")
+    body["executionId"] = "shell:" + uuid.uuid4().hex
+    r = ctx.sd("POST", "/shell-executions", body, signed=True)
+    return body, r
+
+
+def shell_path(body, suffix="", session="session-1", agent="main", extra=""):
+    return "/shell-executions/%s%s?sessionId=%s&agentId=%s%s" % (body["executionId"], suffix, session, agent, extra)
+
+
+def shell_wait(ctx, res, body, limit=15.0):
+    """Poll as their API does (every 200 ms) until a terminal state; return the last record."""
+    t0 = now()
+    while now() - t0 < limit:
+        r = ctx.sd("GET", shell_path(body))
+        if r.status != 200:
+            res.fail("poll: %s" % r.brief())
+            return None
+        j = r.json()
+        if j.get("state") not in ("queued", "running"):
+            return j
+        time.sleep(0.2)
+    res.fail("no terminal state within %.0f s" % limit)
+    return None
+
+
+@case("5 sd shell: submit 202, poll to completed with result, version and createdFiles")
+def c_shell(ctx, res):
+    body, r = shell_submit(ctx, res, "mkdir -p out\necho hi > out/s.txt\necho done\n")
+    if not expect(res, r, 202, what="POST /shell-executions"):
+        return
+    j = r.json()
+    res.eq("202 id", j.get("id"), body["executionId"])
+    res.eq("202 state", j.get("state"), "queued")
+    res.eq("202 owner", (j.get("sessionId"), j.get("agentId")), ("session-1", "main"))
+    res.check(ISO.match(j.get("queuedAt") or ""), "queuedAt %r" % j.get("queuedAt"))
+    j = shell_wait(ctx, res, body)
+    if j is None:
+        return
+    res.eq("state", j.get("state"), "completed")
+    result = j.get("result") or {}
+    res.eq("result.exitCode", result.get("exitCode"), 0)
+    res.eq("result.stdout", result.get("stdout"), "done\n")
+    res.eq("result.language", result.get("language"), "shell")
+    res.eq("result.environmentRevisionId", result.get("environmentRevisionId"), "system-shell-bwrap-v1")
+    res.eq("result.createdFiles", result.get("createdFiles"), ["out/s.txt"])
+    res.check(isinstance(result.get("workspaceSnapshot"), dict), "no result.workspaceSnapshot")
+    res.eq("version", j.get("version"), result.get("workspaceSnapshot"))
+    for k in ("startedAt", "finishedAt"):
+        res.check(ISO.match(j.get(k) or ""), "%s %r" % (k, j.get(k)))
+    # The python runs of the same key see the file: one workspace.
+    b, r = ctx.execute("print(open('out/s.txt').read(), end='')\n")
+    if expect(res, r, 200, what="python after shell"):
+        res.eq("python reads the shell's file", r.json().get("stdout"), "hi\n")
+
+
+@case("5 sd shell: bash -euo pipefail (a failing command stops it), another owner finds nothing, ids are not reused")
+def c_shell_rules(ctx, res):
+    body, r = shell_submit(ctx, res, "echo before\nfalse\necho after\n")
+    if not expect(res, r, 202, what="submit"):
+        return
+    j = shell_wait(ctx, res, body)
+    if j is not None:
+        res.eq("state", j.get("state"), "failed")
+        res.eq("exitCode", (j.get("result") or {}).get("exitCode"), 1)
+        res.eq("stdout", (j.get("result") or {}).get("stdout"), "before\n")
+    for what, path in (("other agent", shell_path(body, agent="subagent:x")),
+                       ("other session", shell_path(body, session="session-2")),
+                       ("no owner", "/shell-executions/%s" % body["executionId"])):
+        expect(res, ctx.sd("GET", path), 400, {"error": "Execution not found for this Agent"}, what)
+    r = ctx.sd("POST", "/shell-executions", body, signed=True)
+    expect(res, r, 400, {"error": "Execution ID has already been used; query it instead of replaying the command"},
+           "resubmitted")
+    b2 = dict(body, executionId="bad id with spaces")
+    expect(res, ctx.sd("POST", "/shell-executions", b2, signed=True), 400, what="bad executionId")
+    expect(res, ctx.sd("POST", "/shell-executions", dict(body, executionId="x" + body["executionId"])), 401,
+           BAD_SIGNATURE, "unsigned submit")
+
+
+@case("5 sd shell: logs in 4 KiB chunks, at most 4 a page, cursors continue where they stopped")
+def c_shell_logs(ctx, res):
+    body, r = shell_submit(ctx, res, "head -c 20000 /dev/zero | tr '\\0' a\necho -n err >&2\n")
+    if not expect(res, r, 202, what="submit"):
+        return
+    if shell_wait(ctx, res, body) is None:
+        return
+    texts = {"stdout": "", "stderr": ""}
+    cursor, pages, seen = 1, 0, []
+    while pages < 10:
+        r = ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=%d" % cursor))
+        if not expect(res, r, 200, what="logs cursor %d" % cursor):
+            return
+        j = r.json()
+        pages += 1
+        res.check(len(j.get("chunks", [])) <= 4, "more than 4 chunks: %d" % len(j["chunks"]))
+        for c in j.get("chunks", []):
+            res.check(len(c["text"]) <= 4096, "chunk of %d" % len(c["text"]))
+            texts[c["stream"]] += c["text"]
+            seen.append(c["cursor"])
+        cursor = j.get("nextCursor")
+        if not j.get("truncated"):
+            break
+    res.check(texts["stdout"] == "a" * 20000, "stdout through the pages: %d bytes, %r..." % (
+        len(texts["stdout"]), trunc(texts["stdout"][:80])))
+    res.eq("stderr through the pages", texts["stderr"], "err")
+    res.eq("pages", pages, 2)
+    res.check(seen == sorted(seen) and len(set(seen)) == len(seen), "cursors %r" % seen)
+    r = ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=%d" % cursor))
+    if expect(res, r, 200, what="logs past the end"):
+        res.eq("chunks past the end", r.json().get("chunks"), [])
+    expect(res, ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=0")), 400, what="cursor 0")
+
+
+@case("5 sd shell: cancel (unsigned, no body) is 202 and the run ends cancelled")
+def c_shell_cancel(ctx, res):
+    body, r = shell_submit(ctx, res, "echo started\nsleep 60\n")
+    if not expect(res, r, 202, what="submit"):
+        return
+    time.sleep(0.5)
+    r = ctx.sd("POST", shell_path(body, "/cancel"))
+    if expect(res, r, 202, what="cancel"):
+        res.eq("cancel answers its record", r.json().get("id"), body["executionId"])
+    t0 = now()
+    j = shell_wait(ctx, res, body)
+    if j is not None:
+        res.eq("state", j.get("state"), "cancelled")
+        res.check(now() - t0 < 10, "cancel took %.1f s" % (now() - t0))
+    expect(res, ctx.sd("POST", shell_path(body, "/cancel", agent="other")), 400,
+           {"error": "Execution not found for this Agent"}, "another agent's cancel")
+
+
 # ---- 4: our own API beside it ------------------------------------------------------------------
 
 @case("4 native listener: our API and its v1 signature still work; neither takes the other's signature")
@@ -401,7 +536,9 @@ def main():
     tap = L.Tap(out)
     out.write("1..%d\n" % len(CASES))
     run_as = T.resolve_run_as(args.run_as)
-    d = Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
+    # Logs of managed runs are kept up to MaxOutputBytes: room for the 20 KB of the logs case.
+    d = Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
+               config=L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K"))
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
     if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
         d.cleanup()
