@@ -359,6 +359,36 @@ def c_output(ctx, res):
     res.check(out.startswith("H") and out.endswith("T\n"), "head/tail lost: %r" % trunc(out))
 
 
+@case("3 sd execute: a client that disconnects aborts its run")
+def c_disconnect(ctx, res):
+    body = ctx.execute_body("import time\nprint('x', flush=True)\ntime.sleep(60)\n")
+    data = json.dumps(body).encode()
+    t, sig = ctx.sign(data)
+    headers = [("Authorization", "Bearer " + ctx.d.token), ("Content-Type", "application/json"),
+               ("x-science-execution-timestamp", t), ("x-science-execution-signature", sig)]
+    s = L.socket.create_connection((L.LOOPBACK, ctx.d.sd_port), timeout=5)
+
+    def active():
+        r = ctx.sd("GET", "/status")
+        return [x.get("executionId") for x in (r.json() or {}).get("activeExecutions", [])]
+    try:
+        s.sendall(L.build_request("POST", "/execute", headers, data))
+        t0 = now()
+        while body["executionId"] not in active() and now() - t0 < 5:
+            time.sleep(0.1)
+        res.check(body["executionId"] in active(), "the run never showed in /status activeExecutions")
+        # Past its launch (a cancel during the launch falls back to the 5 s kill grace, on our
+        # own API as well); the run itself would take 60 s.
+        time.sleep(0.5)
+    finally:
+        s.close()
+    t0 = now()
+    while body["executionId"] in active() and now() - t0 < 10:
+        time.sleep(0.1)
+    res.check(body["executionId"] not in active(), "the run is still active 10 s after the disconnect")
+    res.note("gone %.2f s after the disconnect" % (now() - t0))
+
+
 # ---- 5: managed shell executions --------------------------------------------------------------
 
 def shell_submit(ctx, res, code, **kw):
