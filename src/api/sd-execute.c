@@ -350,7 +350,7 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool she
                 return false;
         }
         p.language = shell ? "shell" : get_string(body, "language") ?: "python";
-        if (!streq(p.language, "python") && !streq(p.language, "r") && !streq(p.language, "shell")) {
+        if (!shell && !streq(p.language, "python") && !streq(p.language, "r")) {
                 sdp_reply_error(req, 400, "language must be python or r");
                 return false;
         }

@@ -323,7 +323,8 @@ def c_bad(ctx, res):
                      ("fractional maxOutputBytes", {"maxOutputBytes": 1.5}),
                      ("blank code", {"code": "  "}),
                      ("no executionId", {"executionId": None}),
-                     ("language", {"language": "cobol"})):
+                     ("language", {"language": "cobol"}),
+                     ("language shell on /execute", {"language": "shell"})):
         body = ctx.execute_body("print(1)")
         body.update(kw)
         body = {k: v for k, v in body.items() if v is not None}
