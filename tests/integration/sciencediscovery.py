@@ -554,6 +554,61 @@ def c_native(ctx, res):
     expect(res, r, 401, BAD_SIGNATURE, "our signature on theirs")
 
 
+# ---- 6: socket activation ----------------------------------------------------------------------
+
+@case("6 socket activation: FileDescriptorName=sciencediscovery picks the dialect, 'api' stays ours")
+def c_socket_activation(ctx, res):
+    """A second daemon (own state and runtime dirs, same credentials) started by
+    systemd-socket-activate with two named sockets, as a socket unit with FileDescriptorName= does."""
+    d = ctx.d
+    tmp = L.tempfile.mkdtemp(prefix="sd-activation.", dir=d.tmp)
+    os.chmod(tmp, 0o755)     # searchable by the sandbox user (a daemon started as root hands over to it)
+    for sub in ("state", "run"):
+        os.mkdir(os.path.join(tmp, sub), 0o700)
+    T.chown_tree(tmp, d.run_as)
+    env = dict(d.env(), STATE_DIRECTORY=os.path.join(tmp, "state"), RUNTIME_DIRECTORY=os.path.join(tmp, "run"))
+    p_api, p_sd = Daemon._pick_port(), Daemon._pick_port()
+    argv = ["systemd-socket-activate", "-l", "%s:%d" % (L.LOOPBACK, p_api), "-l", "%s:%d" % (L.LOOPBACK, p_sd),
+            "--fdname=api:sciencediscovery"]
+    for k, v in env.items():
+        argv += ["-E", "%s=%s" % (k, v)]
+    argv += ["--", d.path, "--config", d.conf, "--log-target", "console"]
+    log_path = os.path.join(tmp, "daemon.log")
+    with open(log_path, "ab") as logf:
+        proc = L.subprocess.Popen(argv, stdin=L.subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
+                                  cwd=tmp, close_fds=True, **T.popen_ids(d.run_as))
+    try:
+        r_api = r_sd = None
+        t0 = now()
+        while now() - t0 < 15 and proc.poll() is None:
+            try:
+                # The first connection starts the daemon; it then serves both sockets.
+                r_api = L.http(p_api, "GET", "/health", timeout=3)
+                r_sd = L.http(p_sd, "GET", "/health", timeout=3)
+                break
+            except (OSError, HttpError):
+                time.sleep(0.2)
+        if not res.check(r_api is not None and r_sd is not None, "no answers; log: %s" % trunc(open(log_path).read(), 1500)):
+            return
+        res.check(r_api.status == 200 and isinstance((r_api.json() or {}).get("sandbox"), dict),
+                  "socket 'api' is not our API: %s" % r_api.brief())
+        res.check(r_sd.status == 200 and (r_sd.json() or {}).get("sandbox") == "bubblewrap" and
+                  "npuBroker" in (r_sd.json() or {}), "socket 'sciencediscovery' is not theirs: %s" % r_sd.brief())
+        r = L.http(p_sd, "GET", "/status")
+        expect(res, r, 401, UNAUTHORIZED, "their /status without a token, socket-activated")
+        r = L.http(p_api, "GET", "/status")
+        res.check(r.status == 401 and r.json().get("error") != "Unauthorized", "our /status: %s" % r.brief())
+    finally:
+        # Without --accept, systemd-socket-activate execs the daemon in its own process: one pid.
+        proc.terminate()
+        try:
+            res.eq("exit status after SIGTERM", proc.wait(10), 0)
+        except L.subprocess.TimeoutExpired:
+            res.fail("the socket-activated daemon did not stop within 10 s of SIGTERM")
+            proc.kill()
+            proc.wait(5)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
