@@ -55,7 +55,7 @@ static uint64_t realtime_ms(void) {
 }
 
 static const char *language_title(const char *language) {
-        return streq(language, "r") ? "R" : "Python";
+        return streq(language, "r") ? "R" : streq(language, "shell") ? "Shell" : "Python";
 }
 
 /* A field that must be absent or a non-negative integer (their resolveQuotaBytes). */
@@ -328,7 +328,8 @@ static void replay_key(const char *id, char ret[static REPLAY_ID_MAX + 1]) {
         }
 }
 
-bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool shell, SdpRequest *ret) {
+bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret) {
+        bool owned = kind == SDP_KIND_MANAGED;
         SdpRequest p = {};
         json_object *epoch, *v;
         const char *mode, *reason;
@@ -345,12 +346,12 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool she
                 return false;
         }
         p.agent = get_string(body, "agentId");
-        if ((json_object_object_get_ex(body, "agentId", &v) && !p.agent) || (shell && blank(p.agent))) {
+        if ((json_object_object_get_ex(body, "agentId", &v) && !p.agent) || (owned && blank(p.agent))) {
                 sdp_reply_error(req, 400, "agentId must be a string");
                 return false;
         }
-        p.language = shell ? "shell" : get_string(body, "language") ?: "python";
-        if (!shell && !streq(p.language, "python") && !streq(p.language, "r")) {
+        p.language = kind != SDP_KIND_EXECUTE ? "shell" : get_string(body, "language") ?: "python";
+        if (kind == SDP_KIND_EXECUTE && !streq(p.language, "python") && !streq(p.language, "r")) {
                 sdp_reply_error(req, 400, "language must be python or r");
                 return false;
         }
@@ -383,7 +384,7 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool she
                 return false;
         }
         p.session = get_string(epoch, "sessionId");
-        if (shell && blank(p.session)) {
+        if (owned && blank(p.session)) {
                 sdp_reply_error(req, 400, "permissionEpoch.sessionId must be a string");
                 return false;
         }
@@ -438,7 +439,7 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool she
         return true;
 }
 
-void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kind) {
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object();
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_(sdp_run_freep) SdpRun *run = NULL;
@@ -458,25 +459,37 @@ void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **p
 
         if (!ours)
                 return sdp_reply_error(req, 500, "Out of memory");
-        if (!sdp_request_check(m, req, body, false, &p))
+        if (!sdp_request_check(m, req, body, kind, &p))
                 return;
 
         /* Our request: the workspace their key names, the code, the limits. */
         json_object_object_add(ours, "workspaceId", json_object_new_string(p.ws));
         if (strlen(p.id) <= 128 && workspace_id_valid(p.id))
                 json_object_object_add(ours, "executionId", json_object_new_string(p.id));
-        json_object_object_add(ours, "language", json_object_new_string(p.language));
-        json_object_object_add(ours, "code", json_object_new_string(p.code));
+        if (kind == SDP_KIND_EXECUTE_SHELL) {
+                static const char *const shell_argv[] = { SDP_SHELL_ARGV, NULL };
+                json_object *argv = json_object_new_array();
+
+                for (const char *const *a = shell_argv; argv && *a; a++)
+                        json_object_array_add(argv, json_object_new_string(*a));
+                json_object_object_add(ours, "argv", argv);
+                json_object_object_add(ours, "stdin", json_object_new_string(p.code));
+        } else {
+                json_object_object_add(ours, "language", json_object_new_string(p.language));
+                json_object_object_add(ours, "code", json_object_new_string(p.code));
+        }
         if (p.cwd)
                 json_object_object_add(ours, "cwd", json_object_new_string(p.cwd));
         /* 0 = none for them; ours always has one: the configured maximum. */
         json_object_object_add(ours, "timeoutMs", json_new_u64(
                                        p.timeout_ms > 0 ? MIN(p.timeout_ms, m->config.max_timeout_usec / 1000)
                                                         : m->config.max_timeout_usec / 1000));
-        env = json_object_new_object();
-        if (env)
-                json_object_object_add(env, "PYTHONNOUSERSITE", json_object_new_string("1"));
-        json_object_object_add(ours, "env", env);
+        if (kind == SDP_KIND_EXECUTE) {
+                env = json_object_new_object();
+                if (env)
+                        json_object_object_add(env, "PYTHONNOUSERSITE", json_object_new_string("1"));
+                json_object_object_add(ours, "env", env);
+        }
 
         r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
         if (r == -ENOMEM)
@@ -498,12 +511,13 @@ void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **p
                 .m = m,
                 .req = req,
                 .language = strdup(p.language),
-                .environment_revision = p.revision ? strdup(p.revision) : NULL,
+                .environment_revision = kind == SDP_KIND_EXECUTE_SHELL ? strdup(SDP_SHELL_REVISION) :
+                                        p.revision ? strdup(p.revision) : NULL,
                 .timeout_ms = p.timeout_ms > 0 ? p.timeout_ms : m->config.max_timeout_usec / 1000,
                 .max_output_bytes = p.max_output,
                 .submitted_ms = realtime_ms(),
         };
-        if (!run->language || (p.revision && !run->environment_revision))
+        if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision))
                 return sdp_reply_error(req, 500, "Out of memory");
 
         r = execution_new(&m->exec, STEAL(er), &e);
@@ -513,4 +527,12 @@ void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **p
         http_request_set_userdata(req, run, on_request_gone);
         http_request_suspend(req);
         (void) execution_start(e, on_done, STEAL(run));
+}
+
+void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        execute(m, req, body, SDP_KIND_EXECUTE);
+}
+
+void sdp_execute_shell(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        execute(m, req, body, SDP_KIND_EXECUTE_SHELL);
 }

@@ -34,6 +34,7 @@ void sdp_resources(Manager *m, HttpRequest *req, json_object *body, const char *
 
 /* sd-execute.c: POST /execute, and what the managed runs share with it. */
 void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_execute_shell(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 
 /* The checked fields of an execution request (pointers into its body). */
 typedef struct SdpRequest {
@@ -43,14 +44,29 @@ typedef struct SdpRequest {
         char ws[129];                   /* our workspace for their runnerWorkspaceKey */
 } SdpRequest;
 
-/* sdp_request_check() - their execution request @body checked (@shell: /shell-executions, which
- * also needs agentId and permissionEpoch.sessionId). Return: true, or false with the 400 sent. */
-bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, bool shell, SdpRequest *ret);
+typedef enum SdpKind {
+        SDP_KIND_EXECUTE,               /* POST /execute: python (or r) */
+        SDP_KIND_EXECUTE_SHELL,         /* POST /execute-shell: bash, answered at its end (legacy) */
+        SDP_KIND_MANAGED,               /* POST /shell-executions: bash, owned by (sessionId, agentId) */
+} SdpKind;
+
+/* The shell their runner starts, the code on its stdin. */
+#define SDP_SHELL_ARGV "bash", "--noprofile", "--norc", "-euo", "pipefail", "-s"
+#define SDP_SHELL_REVISION "system-shell-bwrap-v1"
+
+/* sdp_request_check() - their execution request @body checked for @kind (a managed run also needs
+ * agentId and permissionEpoch.sessionId). Return: true, or false with the 400 sent. */
+bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret);
 
 /* sdp_result_json() - their execution result from our answer or record @ours (@finished: Unix ms
  * of its end). Return: a new object, NULL on OOM. */
 json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
                              uint64_t max_output, uint64_t finished);
+
+/* sd-routes.c: kernels, which this runner never keeps (persistent runs are refused). */
+void sdp_kernels_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_kernels_teardown(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_kernel_teardown(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 
 /* sd-shell.c: the managed shell executions. */
 void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);

@@ -51,11 +51,15 @@ static const SdpRoute routes[] = {
         { "GET",  "/status",    SDP_AUTH_BEARER, false, sdp_status },
         { "GET",  "/resources", SDP_AUTH_BEARER, false, sdp_resources },
         { "POST", "/execute",   SDP_AUTH_SIGNED, true,  sdp_execute },
+        { "POST", "/execute-shell",             SDP_AUTH_SIGNED, true,  sdp_execute_shell },
         { "POST", "/shell-executions",          SDP_AUTH_SIGNED, true,  sdp_shell_create },
         { "GET",  "/shell-executions/*",        SDP_AUTH_BEARER, false, sdp_shell_get },
         { "GET",  "/shell-executions/*/logs",   SDP_AUTH_BEARER, false, sdp_shell_logs },
         /* Unsigned, without a body, as their client sends it (notes §4). */
         { "POST", "/shell-executions/*/cancel", SDP_AUTH_BEARER, false, sdp_shell_cancel },
+        { "GET",  "/kernels",                   SDP_AUTH_BEARER, false, sdp_kernels_list },
+        { "POST", "/kernels/teardown",          SDP_AUTH_BEARER, true,  sdp_kernels_teardown },
+        { "POST", "/kernels/*/teardown",        SDP_AUTH_BEARER, true,  sdp_kernel_teardown },
 };
 
 static const SdpRoute *route_find(HttpRequest *req, const char **params, size_t *lens) {
@@ -218,7 +222,11 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
         if (route->json_body) {
                 const char *why = NULL;
 
-                r = http_json_parse(data, size, &body, &why);
+                /* No body at all reads as {} (teardown's reason is optional); then the fields decide. */
+                if (size == 0)
+                        r = (body = json_object_new_object()) ? 0 : -ENOMEM;
+                else
+                        r = http_json_parse(data, size, &body, &why);
                 if (r == -ENOMEM)
                         return sdp_reply_error(req, 500, "Out of memory");
                 if (r < 0)
@@ -368,5 +376,48 @@ void sdp_resources(Manager *m, HttpRequest *req, json_object *body, const char *
                 json_object_object_add(o, "workspaceDisk", NULL);
                 json_object_object_add(o, "workspaceDiskError", json_object_new_string(strerror(errno)));
         }
+        sdp_reply_json(req, 200, o);
+}
+
+/* ---- kernels: none is ever kept (persistent runs are refused), so there is nothing to tear down -- */
+
+void sdp_kernels_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_array();
+
+        if (!o)
+                return sdp_reply_error(req, 500, "Out of memory");
+        sdp_reply_json(req, 200, o);
+}
+
+static const char *teardown_reason(json_object *body) {
+        json_object *v;
+
+        if (json_object_object_get_ex(body, "reason", &v) && json_object_is_type(v, json_type_string))
+                return json_object_get_string(v);
+        return "Persistent kernel memory was cleared";
+}
+
+void sdp_kernels_teardown(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *v;
+
+        if (!json_object_object_get_ex(body, "sessionId", &v) || !json_object_is_type(v, json_type_string) ||
+            json_object_get_string_len(v) == 0)
+                return sdp_reply_error(req, 400, "sessionId is required");
+        if (!o)
+                return sdp_reply_error(req, 500, "Out of memory");
+        json_object_object_add(o, "count", json_object_new_int(0));
+        json_object_object_add(o, "reason", json_object_new_string(teardown_reason(body)));
+        sdp_reply_json(req, 200, o);
+}
+
+void sdp_kernel_teardown(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+
+        if (!o)
+                return sdp_reply_error(req, 500, "Out of memory");
+        json_object_object_add(o, "count", json_object_new_int(0));
+        json_object_object_add(o, "kernelId", json_object_new_string_len(params[0], (int) lens[0]));
+        json_object_object_add(o, "reason", json_object_new_string(teardown_reason(body)));
         sdp_reply_json(req, 200, o);
 }

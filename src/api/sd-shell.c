@@ -31,9 +31,7 @@
 
 #define LOG_CHUNK_BYTES 4096
 #define LOG_CHUNKS_MAX 4
-#define SHELL_REVISION "system-shell-bwrap-v1"
-
-static const char *const shell_argv[] = { "bash", "--noprofile", "--norc", "-euo", "pipefail", "-s", NULL };
+static const char *const shell_argv[] = { SDP_SHELL_ARGV, NULL };
 
 /* ^[A-Za-z0-9_:.-]{1,160}$ */
 static bool managed_id_valid(const char *id, size_t len) {
@@ -151,7 +149,7 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
                 json_object_object_add(o, "error", json_object_new_string(get_str(rec, "error") ?: status));
         json_object_object_add(o, "logTruncated", json_object_new_boolean(log_truncated(rec)));
         if (!streq(theirs, "unknown")) {
-                json_object *res = sdp_result_json(m, rec, "shell", SHELL_REVISION, 0,
+                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, 0,
                                                    created + get_u64(rec, "durationMs")), *snap;
                 if (!res)
                         return NULL;
@@ -182,7 +180,7 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
 
         if (!ours)
                 return sdp_reply_error(req, 500, "Out of memory");
-        if (!sdp_request_check(m, req, body, true, &p))
+        if (!sdp_request_check(m, req, body, SDP_KIND_MANAGED, &p))
                 return;
         if (!managed_id_valid(p.id, strlen(p.id)))
                 return sdp_reply_error(req, 400, "executionId must match ^[A-Za-z0-9_:.-]{1,160}$");

@@ -390,6 +390,40 @@ def c_disconnect(ctx, res):
     res.note("gone %.2f s after the disconnect" % (now() - t0))
 
 
+@case("3 sd execute-shell (legacy): bash -euo pipefail, answered at its end in their shape")
+def c_execute_shell(ctx, res):
+    body = ctx.execute_body("echo one > legacy.txt\ncat legacy.txt\nfalse\necho never\n")
+    body.pop("language")
+    r = ctx.sd("POST", "/execute-shell", body, signed=True, timeout=RUN_TIMEOUT)
+    if not expect(res, r, 200, what="POST /execute-shell"):
+        return
+    j = r.json()
+    res.eq("exitCode", j.get("exitCode"), 1)
+    res.eq("stdout", j.get("stdout"), "one\n")
+    res.eq("language", j.get("language"), "shell")
+    res.eq("environmentRevisionId", j.get("environmentRevisionId"), "system-shell-bwrap-v1")
+    res.eq("createdFiles", j.get("createdFiles"), ["legacy.txt"])
+    res.check("PYTHONNOUSERSITE" not in (j.get("environmentVariables") or {}), "python's variable on a shell run")
+    expect(res, ctx.sd("POST", "/execute-shell", body), 401, BAD_SIGNATURE, "unsigned")
+    b2 = dict(body, executionId=str(uuid.uuid4()), kernelMode="persistent")
+    r = ctx.sd("POST", "/execute-shell", b2, signed=True)
+    expect(res, r, 400, what="persistent")
+
+
+@case("3 sd kernels: none is kept; teardown answers count 0 (sessionId required)")
+def c_kernels(ctx, res):
+    r = ctx.sd("GET", "/kernels")
+    expect(res, r, 200, [], "GET /kernels")
+    expect(res, ctx.sd("POST", "/kernels/teardown", {"sessionId": "session-1"}), 200,
+           {"count": 0, "reason": "Persistent kernel memory was cleared"}, "teardown")
+    expect(res, ctx.sd("POST", "/kernels/teardown", {"sessionId": "s", "reason": "policy changed"}), 200,
+           {"count": 0, "reason": "policy changed"}, "teardown with a reason")
+    expect(res, ctx.sd("POST", "/kernels/teardown", {}), 400, {"error": "sessionId is required"}, "no sessionId")
+    expect(res, ctx.sd("POST", "/kernels/k-1/teardown"), 200,
+           {"count": 0, "kernelId": "k-1", "reason": "Persistent kernel memory was cleared"}, "one kernel")
+    expect(res, ctx.sd("GET", "/kernels", auth=False), 401, UNAUTHORIZED, "no token")
+
+
 # ---- 5: managed shell executions --------------------------------------------------------------
 
 def shell_submit(ctx, res, code, **kw):
