@@ -14,10 +14,10 @@
 
 #include "build-config.h"
 #include "config/config.h"
+#include "http/http-dialect.h"
 #include "util/io-util.h"
 #include "util/log.h"
 #include "util/macro.h"
-#include "http/http-dialect.h"
 #include "util/socket-util.h"
 #include "util/string-table.h"
 #include "util/strv.h"
