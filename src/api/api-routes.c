@@ -16,8 +16,10 @@
 
 #include "api/api-internal.h"
 #include "api/api.h"
+#include "api/sd-api.h"
 #include "core/manager.h"
 #include "http/auth.h"
+#include "http/http-dialect.h"
 #include "http/http-reply.h"
 #include "http/http-server.h"
 #include "util/log-ids.h"
@@ -138,6 +140,10 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         const char *ct;
         int r;
 
+        /* A listener that speaks the ScienceDiscovery dialect: its own table and rules (sd-routes.c). */
+        if (http_request_listener_tag(req) == HTTP_DIALECT_SCIENCEDISCOVERY)
+                return sdp_api_begin(req, userdata);
+
         if (strlen(http_request_target(req)) > MAX_TARGET_BYTES) {
                 http_reply_error_full(req, HTTP_ERROR_TARGET_TOO_LONG, true, NULL,
                                       "The request target is longer than %u bytes.", MAX_TARGET_BYTES);
@@ -224,6 +230,9 @@ void http_api_dispatch(HttpRequest *req, void *userdata) {
         size_t lens[HTTP_ROUTE_MAX_PARAMS] = {};
         _cleanup_(json_object_putp) json_object *body = NULL;
         int r;
+
+        if (http_request_listener_tag(req) == HTTP_DIALECT_SCIENCEDISCOVERY)
+                return sdp_api_dispatch(req, userdata);
 
         for (size_t i = 0; i < ELEMENTSOF(routes); i++)
                 if (streq(routes[i].method, http_request_method(req)) &&

@@ -14,6 +14,7 @@
 
 #include "build-config.h"
 #include "config/config.h"
+#include "http/http-dialect.h"
 #include "util/io-util.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -305,6 +306,7 @@ static int cp_log_level(const char *v, void *f, char **ret_why) {
 
 static int cp_listen(const char *v, void *f, char **ret_why) {
         char ***l = f;
+        const char *address;
         ListenAddress a;
 
         /* systemd semantics: an empty assignment resets the list. */
@@ -312,8 +314,10 @@ static int cp_listen(const char *v, void *f, char **ret_why) {
                 *l = strv_free(*l);
                 return 0;
         }
-        if (listen_address_parse(v, &a) < 0)
-                return why(ret_why, "expected IPV4:PORT, [IPV6]:PORT or an absolute socket path");
+        /* An optional "sciencediscovery=" (or "api=") prefix picks the listener's API dialect. */
+        (void) http_dialect_split_listen(v, &address);
+        if (listen_address_parse(address, &a) < 0)
+                return why(ret_why, "expected [DIALECT=]IPV4:PORT, [IPV6]:PORT or an absolute socket path");
         return strv_extend(l, v);
 }
 

@@ -25,6 +25,7 @@
 #include "execution/keeper-pool.h"
 #include "execution/records.h"
 #include "execution/replay.h"
+#include "http/http-dialect.h"
 #include "http/http-server.h"
 #include "npu/npu-broker.h"
 #include "npu/npu-manager.h"
@@ -451,7 +452,8 @@ int manager_listen(Manager *m, char **extra_listen) {
                         safe_close(fd);
                         continue;
                 }
-                r = http_server_add_listener(m->http, fd);
+                /* FileDescriptorName=sciencediscovery: that listener speaks the ScienceDiscovery dialect. */
+                r = http_server_add_listener_tag(m->http, fd, http_dialect_from_fd_name(name));
                 if (r < 0) {
                         strv_free(names);
                         return log_error_errno(r, "Failed to serve socket '%s': %m", name);
@@ -464,10 +466,13 @@ int manager_listen(Manager *m, char **extra_listen) {
                 char **list = !strv_length(extra_listen) ? m->config.listen : extra_listen;
 
                 for (char **a = list; a && *a; a++) {
-                        int fd = bind_listener(*a);
+                        const char *address;
+                        /* "sciencediscovery=ADDRESS": that listener speaks the ScienceDiscovery dialect. */
+                        HttpDialect d = http_dialect_split_listen(*a, &address);
+                        int fd = bind_listener(address);
                         if (fd < 0)
                                 return fd;
-                        r = http_server_add_listener(m->http, fd);
+                        r = http_server_add_listener_tag(m->http, fd, d);
                         if (r < 0)
                                 return log_error_errno(r, "Failed to serve '%s': %m", *a);
                 }

@@ -85,6 +85,11 @@ static bool same_client(const HttpConnection *a, const SockaddrUnion *addr) {
 
 static int on_listener(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
         HttpServer *s = userdata;
+        unsigned tag = 0;
+
+        for (size_t i = 0; i < s->n_listeners; i++)
+                if (s->listeners[i] == es)
+                        tag = s->listener_tags[i];
 
         for (unsigned i = 0; i < 64; i++) {
                 SockaddrUnion addr = {};
@@ -120,7 +125,9 @@ static int on_listener(sd_event_source *es, int fd, uint32_t revents, void *user
                         safe_close(cfd);
                         return log_oom();
                 }
-                *c = (HttpConnection) { .server = s, .fd = cfd, .addr = addr, .addr_len = len, .next = s->connections };
+                *c = (HttpConnection) {
+                        .server = s, .fd = cfd, .addr = addr, .addr_len = len, .tag = tag, .next = s->connections,
+                };
                 (void) sockaddr_format(&addr.sa, len, c->client, sizeof(c->client));
                 if (s->connections)
                         s->connections->prev = c;
@@ -172,7 +179,12 @@ int http_server_take_listeners(HttpServer *s, int **ret_fds, size_t *ret_n) {
 }
 
 int http_server_add_listener(HttpServer *s, int fd) {
+        return http_server_add_listener_tag(s, fd, 0);
+}
+
+int http_server_add_listener_tag(HttpServer *s, int fd, unsigned tag) {
         sd_event_source **l, *es = NULL;
+        unsigned *t;
         int r;
 
         l = realloc(s->listeners, sizeof(*l) * (s->n_listeners + 1));
@@ -181,6 +193,12 @@ int http_server_add_listener(HttpServer *s, int fd) {
                 return -ENOMEM;
         }
         s->listeners = l;
+        t = realloc(s->listener_tags, sizeof(*t) * (s->n_listeners + 1));
+        if (!t) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        s->listener_tags = t;
         r = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         if (r < 0) {
                 safe_close(fd);
@@ -192,6 +210,7 @@ int http_server_add_listener(HttpServer *s, int fd) {
                 return r;
         }
         (void) sd_event_source_set_description(es, "http-listener");
+        s->listener_tags[s->n_listeners] = tag;
         s->listeners[s->n_listeners++] = es;
         return 0;
 }

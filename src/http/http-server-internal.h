@@ -23,6 +23,7 @@ struct HttpServer {
         sd_event_source *mhd_io;
         sd_event_source *mhd_timer;
         sd_event_source **listeners;
+        unsigned *listener_tags;          /* parallel to listeners: what http_server_add_listener_tag() gave */
         size_t n_listeners;
         HttpServerLimits limits;
         HttpServerCallbacks cb;
@@ -44,6 +45,7 @@ struct HttpConnection {
         SockaddrUnion addr;
         socklen_t addr_len;
         char client[INET6_ADDRSTRLEN + 16];
+        unsigned tag;                     /* its listener's tag (the API dialect it speaks) */
         sd_event_source *deadline;
         bool attached;                    /* MHD knows it; freed from its NOTIFY_CONNECTION */
 };

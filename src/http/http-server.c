@@ -385,6 +385,7 @@ HttpServer *http_server_free(HttpServer *s) {
                 safe_close(fd);
         }
         free(s->listeners);
+        free(s->listener_tags);
         s->mhd_io = sd_event_source_disable_unref(s->mhd_io);
         s->mhd_timer = sd_event_source_disable_unref(s->mhd_timer);
         if (s->mhd) {
@@ -466,6 +467,10 @@ const void *http_request_body(const HttpRequest *req, size_t *ret_size) {
 
 uint64_t http_request_id(const HttpRequest *req) {
         return req->id;
+}
+
+unsigned http_request_listener_tag(const HttpRequest *req) {
+        return req->conn ? req->conn->tag : 0;
 }
 
 const char *http_request_client(const HttpRequest *req) {

@@ -61,6 +61,9 @@ static inline void http_server_freep(HttpServer **s) {
 
 /* http_server_add_listener() - serve a listening socket; takes ownership of @fd. Return: 0 or -errno. */
 int http_server_add_listener(HttpServer *s, int fd);
+/* http_server_add_listener_tag() - the same, its connections' requests carrying @tag (for instance
+ * the API dialect the listener speaks; http_request_listener_tag()). */
+int http_server_add_listener_tag(HttpServer *s, int fd, unsigned tag);
 /*
  * http_server_retire() - accept no more connections (the listening sockets stay open: under socket
  * activation systemd queues new connections for the next daemon), finish the requests in progress
@@ -87,6 +90,8 @@ unsigned http_request_n_headers(const HttpRequest *req);
 const char *http_request_query(const HttpRequest *req, const char *name);
 const void *http_request_body(const HttpRequest *req, size_t *ret_size);
 uint64_t http_request_id(const HttpRequest *req);
+/* http_request_listener_tag() - the tag of the listener the request's connection came from (0: none). */
+unsigned http_request_listener_tag(const HttpRequest *req);
 const char *http_request_client(const HttpRequest *req);
 bool http_request_replied(const HttpRequest *req);
 void http_request_set_userdata(HttpRequest *req, void *userdata, void (*abort_cb)(HttpRequest *req, void *userdata));

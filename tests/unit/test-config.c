@@ -290,6 +290,9 @@ static void test_error_unknown_key(void **state) {
         config_done(&c);
 
         assert_parse_fails("[Runner]\nlisten=127.0.0.1:80\n", 2, "'listen'");          /* keys are case-sensitive */
+        /* A dialect prefix does not make a bad address good, nor is an unknown one a dialect. */
+        assert_parse_fails("[Runner]\nListen=sciencediscovery=localhost\n", 2, "[DIALECT=]");
+        assert_parse_fails("[Runner]\nListen=other=127.0.0.1:80\n", 2, "[DIALECT=]");
         assert_parse_fails("[Auth]\nListen=127.0.0.1:80\n", 2, "'Listen'");            /* key of another section */
         assert_parse_fails("[Network]\nMode=none\n[Runner]\nMode=none\n", 4, "[Runner]");
         assert_parse_fails("[Runner]\n=5\n", 2, "unknown key");
@@ -542,6 +545,12 @@ static void test_good_listen(void **state) {
         assert_parse_ok(c, "[Runner]\nListen=[::]:1\n");
         assert_int_equal(strv_len(c->listen), 1);
         assert_string_equal(c->listen[0], "[::]:1");
+        /* A dialect prefix (docs/api.md section 15) is kept for the listener; the address after
+         * it is checked like any other. */
+        assert_parse_ok(c, "[Runner]\nListen=\nListen=sciencediscovery=127.0.0.1:4312\nListen=api=[::1]:4311\n");
+        assert_int_equal(strv_len(c->listen), 2);
+        assert_string_equal(c->listen[0], "sciencediscovery=127.0.0.1:4312");
+        assert_string_equal(c->listen[1], "api=[::1]:4311");
 }
 
 static void test_good_auth(void **state) {

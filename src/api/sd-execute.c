@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * POST /execute of the ScienceDiscovery dialect: their PythonExecutionRequest checked and mapped
+ * onto one of our synchronous executions (workspace = their runnerWorkspaceKey), and its end
+ * answered as their PythonExecutionResult (files from the snapshot trees' diff, their output
+ * budget, ISO times) or as the 400 they give for a timeout or a quota. May call core/,
+ * execution/, workspace/ and the http/ transport.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/sd-internal.h"
+#include "build-config.h"
+#include "core/manager.h"
+#include "execution/execution.h"
+#include "execution/replay.h"
+#include "http/http-server.h"
+#include "sandbox/sandbox-argv.h"
+#include "util/json-util.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/time-util.h"
+#include "workspace/cas/cas.h"
+#include "workspace/workspace.h"
+
+/* What the answer needs beyond the execution: kept from the request. */
+typedef struct SdpRun {
+        Manager *m;
+        HttpRequest *req;
+        Execution *e;
+        char *language;                 /* "python" or "r" */
+        char *environment_revision;     /* the request's environmentRevisionId, or NULL */
+        uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
+        uint64_t max_output_bytes;      /* 0: no truncation */
+        uint64_t submitted_ms;
+} SdpRun;
+
+static SdpRun *sdp_run_free(SdpRun *r) {
+        if (!r)
+                return NULL;
+        free(r->language);
+        free(r->environment_revision);
+        free(r);
+        return NULL;
+}
+SR_DEFINE_FREE_FUNC(SdpRun *, sdp_run_free);
+
+static uint64_t realtime_ms(void) {
+        return now_usec(CLOCK_REALTIME) / 1000;
+}
+
+static const char *language_title(const char *language) {
+        return streq(language, "r") ? "R" : streq(language, "shell") ? "Shell" : "Python";
+}
+
+/* A field that must be absent or a non-negative integer (their resolveQuotaBytes). */
+static int get_quantity(json_object *body, const char *key, uint64_t *ret) {
+        json_object *v;
+        int64_t i;
+
+        *ret = 0;
+        if (!json_object_object_get_ex(body, key, &v) || json_object_is_type(v, json_type_null))
+                return 0;
+        if (json_object_is_type(v, json_type_double)) {
+                double d = json_object_get_double(v);
+                if (d < 0 || d != (double) (int64_t) d)
+                        return -EINVAL;
+                *ret = (uint64_t) d;
+                return 0;
+        }
+        if (!json_object_is_type(v, json_type_int))
+                return -EINVAL;
+        i = json_object_get_int64(v);
+        if (i < 0)
+                return -EINVAL;
+        *ret = (uint64_t) i;
+        return 0;
+}
+
+static const char *get_string(json_object *body, const char *key) {
+        json_object *v;
+
+        if (!json_object_object_get_ex(body, key, &v) || !json_object_is_type(v, json_type_string))
+                return NULL;
+        return json_object_get_string(v);
+}
+
+static bool blank(const char *s) {
+        if (!s)
+                return true;
+        for (; *s; s++)
+                if (!strchr(" \t\r\n", *s))
+                        return false;
+        return true;
+}
+
+/* permissionEpoch.mounts must be exactly [{source:"workspace", mode:"read-write"}]. */
+static bool mounts_valid(json_object *epoch) {
+        json_object *mounts, *m0, *v;
+
+        if (!json_object_object_get_ex(epoch, "mounts", &mounts))
+                return true;            /* optional in what they send: the workspace is the only mount */
+        if (!json_object_is_type(mounts, json_type_array) || json_object_array_length(mounts) != 1)
+                return false;
+        m0 = json_object_array_get_idx(mounts, 0);
+        if (!json_object_is_type(m0, json_type_object) || json_object_object_length(m0) != 2)
+                return false;
+        return json_object_object_get_ex(m0, "source", &v) && json_object_is_type(v, json_type_string) &&
+               streq(json_object_get_string(v), "workspace") &&
+               json_object_object_get_ex(m0, "mode", &v) && json_object_is_type(v, json_type_string) &&
+               streq(json_object_get_string(v), "read-write");
+}
+
+/* Per-request network access is not served yet: a request that asks for network fails closed. */
+static bool asks_for_network(json_object *epoch) {
+        const char *policy = get_string(epoch, "networkPolicy");
+        json_object *access;
+        const char *mode;
+
+        if (!policy || streq(policy, "none") || !json_object_object_get_ex(epoch, "networkAccess", &access))
+                return false;
+        mode = get_string(access, "mode");
+        return mode && streq(mode, policy);
+}
+
+/* ---- the answer ------------------------------------------------------------------------------ */
+
+/* The refs of the workspace: this run's (its size) and the one before it (the diff's base). */
+static void find_refs(Manager *m, const char *ws, const char *exec_id, char **ret_prev, uint64_t *ret_bytes) {
+        CasRef *refs = NULL;
+        size_t n = 0;
+
+        *ret_prev = NULL;
+        *ret_bytes = 0;
+        if (cas_list_refs(m->cas, ws, &refs, &n) < 0)
+                return;
+        /* Newest first: the ref after this run's is the workspace as the run found it. */
+        for (size_t i = 0; i < n; i++)
+                if (streq(refs[i].exec_id, exec_id)) {
+                        *ret_bytes = refs[i].bytes;
+                        if (i + 1 < n)
+                                *ret_prev = strdup(refs[i + 1].tree);
+                        break;
+                }
+        cas_refs_free(refs, n);
+}
+
+static json_object *environment_variables(const char *language) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        /* What the sandbox gets after --clearenv (sandbox-argv.c), plus what we add here. */
+        json_object_object_add(o, "PATH", json_object_new_string(SANDBOX_PATH));
+        json_object_object_add(o, "HOME", json_object_new_string(SANDBOX_WORKSPACE));
+        json_object_object_add(o, "LANG", json_object_new_string("C.UTF-8"));
+        json_object_object_add(o, "TMPDIR", json_object_new_string("/tmp"));
+        json_object_object_add(o, "USER", json_object_new_string("sandbox"));
+        json_object_object_add(o, "LOGNAME", json_object_new_string("sandbox"));
+        if (streq(language, "r"))
+                json_object_object_add(o, "R_ENVIRON_USER", json_object_new_string("/dev/null"));
+        else if (streq(language, "python"))
+                json_object_object_add(o, "PYTHONNOUSERSITE", json_object_new_string("1"));
+        return o;
+}
+
+json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
+                             uint64_t max_output, uint64_t finished) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        _cleanup_free_ char *out = NULL, *err = NULL, *prev = NULL;
+        json_object *v, *created = NULL, *modified = NULL, *snap;
+        const char *status = "", *snapshot = NULL, *stdout_s = "", *stderr_s = "", *id = "", *ws = "";
+        size_t out_size, err_size;
+        uint64_t duration = 0, bytes = 0;
+        char when[32], kernel[160];
+        int exit_code = 1, r;
+
+        if (!o)
+                return NULL;
+        if (json_object_object_get_ex(ours, "executionId", &v))
+                id = json_object_get_string(v);
+        if (json_object_object_get_ex(ours, "workspaceId", &v))
+                ws = json_object_get_string(v);
+        if (json_object_object_get_ex(ours, "status", &v))
+                status = json_object_get_string(v);
+        if (json_object_object_get_ex(ours, "stdout", &v))
+                stdout_s = json_object_get_string(v);
+        if (json_object_object_get_ex(ours, "stderr", &v))
+                stderr_s = json_object_get_string(v);
+        if (json_object_object_get_ex(ours, "durationMs", &v))
+                duration = (uint64_t) json_object_get_int64(v);
+        if (json_object_object_get_ex(ours, "snapshot", &v) && json_object_is_type(v, json_type_string))
+                snapshot = json_object_get_string(v);
+        /* A signal (or a limit that killed the run) is exit code 1, as they report it. */
+        if (streq(status, "exited") && json_object_object_get_ex(ours, "exitCode", &v))
+                exit_code = json_object_get_int(v);
+
+        r = sdp_output_bound(stdout_s, strlen(stdout_s), stderr_s, strlen(stderr_s), max_output,
+                             &out, &out_size, &err, &err_size);
+        if (r < 0)
+                return NULL;
+
+        if (snapshot) {
+                find_refs(m, ws, id, &prev, &bytes);
+                r = sdp_tree_diff(m->cas, prev, snapshot, &created, &modified);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to compare the snapshots of execution '%s', ignoring: %m", id);
+                        created = json_object_new_array();
+                        modified = json_object_new_array();
+                }
+        } else {
+                created = json_object_new_array();
+                modified = json_object_new_array();
+        }
+
+        json_object_object_add(o, "exitCode", json_object_new_int(exit_code));
+        json_object_object_add(o, "stdout", json_object_new_string_len(out, (int) out_size));
+        json_object_object_add(o, "stderr", json_object_new_string_len(err, (int) err_size));
+        json_object_object_add(o, "createdFiles", created);
+        json_object_object_add(o, "modifiedFiles", modified);
+        json_object_object_add(o, "environmentVariables", environment_variables(language));
+        if (revision)
+                json_object_object_add(o, "environmentRevisionId", json_object_new_string(revision));
+        (void) snprintf(kernel, sizeof(kernel), "ephemeral:%s", id);
+        json_object_object_add(o, "kernelId", json_object_new_string(kernel));
+        json_object_object_add(o, "kernelMode", json_object_new_string("ephemeral"));
+        json_object_object_add(o, "language", json_object_new_string(language));
+        json_object_object_add(o, "startedAt", json_object_new_string(
+                                       sdp_iso_time(finished > duration ? finished - duration : finished, when)));
+        json_object_object_add(o, "finishedAt", json_object_new_string(sdp_iso_time(finished, when)));
+        json_object_object_add(o, "networkPolicy", json_object_new_string("none"));
+        json_object_object_add(o, "networkAccessRevision", json_object_new_string("none"));
+        json_object_object_add(o, "cgroupMode", json_object_new_string(
+                                       m->limits == LIMITS_SYSTEMD_SCOPE ? "systemd-scope" :
+                                       m->limits == LIMITS_CGROUP ? "cgroup" : "none"));
+        json_object_object_add(o, "runnerVersion", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(o, "sandbox", json_object_new_string("bubblewrap"));
+        json_object_object_add(o, "workingDirectory", json_object_new_string(SANDBOX_WORKSPACE));
+        if (snapshot && (snap = json_object_new_object())) {
+                /* An opaque reference into our CAS (a remote runner's refs are opaque to their API). */
+                json_object_object_add(snap, "pool", json_object_new_string("agent-state"));
+                json_object_object_add(snap, "digest", json_object_new_string(snapshot));
+                json_object_object_add(snap, "size", json_new_u64(bytes));
+                json_object_object_add(snap, "mediaType", json_object_new_string(
+                                               "application/vnd.sandbox-runner.workspace-tree.v1"));
+                json_object_object_add(o, "workspaceSnapshot", snap);
+        }
+        return STEAL(o);
+}
+
+static void reply_result(SdpRun *run, json_object *ours) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+
+        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->max_output_bytes,
+                            realtime_ms());
+        if (!o)
+                return sdp_reply_error(run->req, 500, "Out of memory");
+        sdp_reply_json(run->req, 200, o);
+}
+
+static void on_done(Execution *e, void *userdata) {
+        _cleanup_(sdp_run_freep) SdpRun *run = userdata;
+        _cleanup_(json_object_putp) json_object *ours = NULL;
+        const char *message = NULL, *status = "";
+        json_object *v;
+        int failure;
+
+        http_request_set_userdata(run->req, NULL, NULL);
+        failure = execution_failure(e, &message);
+        ours = failure < 0 ? NULL : execution_to_json(e);
+        if (ours && json_object_object_get_ex(ours, "status", &v))
+                status = json_object_get_string(v);
+
+        /* Their runner throws, and so answers 400, where a run could not finish normally. */
+        if (failure < 0)
+                sdp_reply_error(run->req, 400, "%s execution failed: %s", language_title(run->language),
+                                message ?: "the sandbox could not be started");
+        else if (!ours)
+                sdp_reply_error(run->req, 500, "Out of memory");
+        else if (streq(status, "timeout"))
+                sdp_reply_error(run->req, 400, "%s execution timed out after %" PRIu64 " ms",
+                                language_title(run->language), run->timeout_ms);
+        else if (streq(status, "workspace_quota_exceeded")) {
+                uint64_t limit = 0;
+                json_object *q;
+
+                if (json_object_object_get_ex(ours, "workspaceQuota", &q) &&
+                    json_object_object_get_ex(q, "limitBytes", &v))
+                        limit = (uint64_t) json_object_get_int64(v);
+                sdp_reply_error(run->req, 400, "Workspace exceeded the %" PRIu64 " byte execution quota (%s)",
+                                limit, execution_workspace(e));
+        } else if (streq(status, "failed") || streq(status, "interrupted") || streq(status, "cancelled"))
+                sdp_reply_error(run->req, 400, "%s execution failed: %s", language_title(run->language), status);
+        else
+                reply_result(run, ours);
+        execution_free_later(e);
+}
+
+static void on_request_gone(HttpRequest *req, void *userdata) {
+        SdpRun *run = userdata;
+        Execution *e = run->e;
+
+        /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer. */
+        sdp_run_free(run);
+        execution_detach(e);
+        execution_cancel(e, EXECUTION_STATUS_CANCELLED);
+}
+
+/* ---- the request ----------------------------------------------------------------------------- */
+
+/* The replay table's key for their id: apart from our own ids, bounded. */
+static void replay_key(const char *id, char ret[static REPLAY_ID_MAX + 1]) {
+        char h[129];
+
+        if (strlen(id) + 3 <= REPLAY_ID_MAX) {
+                memcpy(ret, "sd:", 3);
+                strcpy(ret + 3, id);
+        } else {
+                /* Long ids: "sd-" and 40 hex of their SHA-256 (a valid id itself is never this long). */
+                sdp_workspace_for_key(id, h);
+                memcpy(ret, "sd:#", 4);
+                strcpy(ret + 4, h);
+        }
+}
+
+bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret) {
+        bool owned = kind == SDP_KIND_MANAGED;
+        SdpRequest p = {};
+        json_object *epoch, *v;
+        const char *mode, *reason;
+        uint64_t ignored;
+
+        p.id = get_string(body, "executionId");
+        p.code = get_string(body, "code");
+        if (blank(p.id) || strlen(p.id) > 160) {
+                sdp_reply_error(req, 400, "executionId must be a non-blank string of at most 160 characters");
+                return false;
+        }
+        if (blank(p.code)) {
+                sdp_reply_error(req, 400, "code must be a non-blank string");
+                return false;
+        }
+        p.agent = get_string(body, "agentId");
+        if ((json_object_object_get_ex(body, "agentId", &v) && !p.agent) || (owned && blank(p.agent))) {
+                sdp_reply_error(req, 400, "agentId must be a string");
+                return false;
+        }
+        p.language = kind != SDP_KIND_EXECUTE ? "shell" : get_string(body, "language") ?: "python";
+        if (kind == SDP_KIND_EXECUTE && !streq(p.language, "python") && !streq(p.language, "r")) {
+                sdp_reply_error(req, 400, "language must be python or r");
+                return false;
+        }
+        mode = get_string(body, "kernelMode");
+        if (mode && streq(mode, "persistent")) {
+                sdp_reply_error(req, 400, "Runner executions must be ephemeral; persistent runtimes are no "
+                                "longer supported. Use managed Shell Execution for background tasks");
+                return false;
+        }
+        if (json_object_object_get_ex(body, "kernelMode", &v) && !(mode && streq(mode, "ephemeral"))) {
+                sdp_reply_error(req, 400, "kernelMode must be ephemeral");
+                return false;
+        }
+        if (get_quantity(body, "executionTimeoutMs", &p.timeout_ms) < 0) {
+                sdp_reply_error(req, 400, "executionTimeoutMs must be a non-negative integer");
+                return false;
+        }
+        if (get_quantity(body, "maxOutputBytes", &p.max_output) < 0) {
+                sdp_reply_error(req, 400, "maxOutputBytes must be a non-negative integer");
+                return false;
+        }
+        if (get_quantity(body, "maxWorkspaceBytes", &ignored) < 0 ||
+            get_quantity(body, "kernelIdleTimeoutMs", &ignored) < 0) {
+                sdp_reply_error(req, 400, "maxWorkspaceBytes and kernelIdleTimeoutMs must be non-negative integers");
+                return false;
+        }
+        if (!json_object_object_get_ex(body, "permissionEpoch", &epoch) ||
+            !json_object_is_type(epoch, json_type_object)) {
+                sdp_reply_error(req, 400, "permissionEpoch must be an object");
+                return false;
+        }
+        p.session = get_string(epoch, "sessionId");
+        if (owned && blank(p.session)) {
+                sdp_reply_error(req, 400, "permissionEpoch.sessionId must be a string");
+                return false;
+        }
+        if (!mounts_valid(epoch)) {
+                sdp_reply_error(req, 400, "permissionEpoch.mounts must be exactly the read-write workspace");
+                return false;
+        }
+        if (asks_for_network(epoch)) {
+                sdp_reply_error(req, 400, "Sandbox network access is unavailable on this runner "
+                                "(per-request network policies are not implemented yet)");
+                return false;
+        }
+        if (json_object_object_get_ex(body, "npuDevices", &v) && json_object_is_type(v, json_type_array) &&
+            json_object_array_length(v) > 0) {
+                sdp_reply_error(req, 400, "NPU devices are not available on this runner's ScienceDiscovery dialect yet");
+                return false;
+        }
+        if (get_string(body, "skillPackagesRoot")) {
+                sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
+                return false;
+        }
+        if (get_string(body, "environmentId")) {
+                sdp_reply_error(req, 400, "Scientific environments are unavailable");
+                return false;
+        }
+        p.key = get_string(body, "runnerWorkspaceKey");
+        if (!p.key) {
+                sdp_reply_error(req, 400, "Runner workspace must be inside the runner's own workspaces: "
+                                "this runner shares no filesystem with the API; send runnerWorkspaceKey");
+                return false;
+        }
+        if (!sdp_runner_workspace_key_valid(p.key)) {
+                sdp_reply_error(req, 400, "Invalid runner workspace key");
+                return false;
+        }
+        if (streq(p.language, "r")) {
+                sdp_reply_error(req, 400, "Scientific environments are unavailable");
+                return false;
+        }
+        p.cwd = get_string(body, "cwd");
+        if (json_object_object_get_ex(body, "cwd", &v) && !p.cwd) {
+                sdp_reply_error(req, 400, "cwd must be a string");
+                return false;
+        }
+        p.revision = get_string(body, "environmentRevisionId");
+        if (manager_can_execute(m, &reason) < 0) {
+                sdp_reply_error(req, 400, "Executions are refused: %s", reason);
+                return false;
+        }
+        sdp_workspace_for_key(p.key, p.ws);
+        *ret = p;
+        return true;
+}
+
+static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kind) {
+        _cleanup_(json_object_putp) json_object *ours = json_object_new_object();
+        _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
+        _cleanup_(sdp_run_freep) SdpRun *run = NULL;
+        _cleanup_free_ char *why = NULL;
+        char rkey[REPLAY_ID_MAX + 1];
+        json_object *env;
+        ExecutionMaxima max = {
+                .default_timeout_usec = m->config.default_timeout_usec,
+                .max_timeout_usec = m->config.max_timeout_usec,
+                .memory_max = m->config.memory_max,
+                .tasks_max = m->config.tasks_max,
+                .cpu_quota_percent = m->config.cpu_quota_percent,
+        };
+        SdpRequest p;
+        Execution *e;
+        int r;
+
+        if (!ours)
+                return sdp_reply_error(req, 500, "Out of memory");
+        if (!sdp_request_check(m, req, body, kind, &p))
+                return;
+
+        /* Our request: the workspace their key names, the code, the limits. */
+        json_object_object_add(ours, "workspaceId", json_object_new_string(p.ws));
+        if (strlen(p.id) <= 128 && workspace_id_valid(p.id))
+                json_object_object_add(ours, "executionId", json_object_new_string(p.id));
+        if (kind == SDP_KIND_EXECUTE_SHELL) {
+                static const char *const shell_argv[] = { SDP_SHELL_ARGV, NULL };
+                json_object *argv = json_object_new_array();
+
+                for (const char *const *a = shell_argv; argv && *a; a++)
+                        json_object_array_add(argv, json_object_new_string(*a));
+                json_object_object_add(ours, "argv", argv);
+                json_object_object_add(ours, "stdin", json_object_new_string(p.code));
+        } else {
+                json_object_object_add(ours, "language", json_object_new_string(p.language));
+                json_object_object_add(ours, "code", json_object_new_string(p.code));
+        }
+        if (p.cwd)
+                json_object_object_add(ours, "cwd", json_object_new_string(p.cwd));
+        /* 0 = none for them; ours always has one: the configured maximum. */
+        json_object_object_add(ours, "timeoutMs", json_new_u64(
+                                       p.timeout_ms > 0 ? MIN(p.timeout_ms, m->config.max_timeout_usec / 1000)
+                                                        : m->config.max_timeout_usec / 1000));
+        if (kind == SDP_KIND_EXECUTE) {
+                env = json_object_new_object();
+                if (env)
+                        json_object_object_add(env, "PYTHONNOUSERSITE", json_object_new_string("1"));
+                json_object_object_add(ours, "env", env);
+        }
+
+        r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
+        if (r == -ENOMEM)
+                return sdp_reply_error(req, 500, "Out of memory");
+        if (r < 0)
+                return sdp_reply_error(req, 400, "Invalid request: %s", why ?: "bad field");
+
+        replay_key(p.id, rkey);
+        r = replay_table_check_and_insert(m->replay, rkey, now_usec(CLOCK_MONOTONIC));
+        if (r == -EEXIST || (er->execution_id && execution_find(&m->exec, er->execution_id)))
+                return sdp_reply_error(req, 409, "Execution ID has already been used");
+        if (r < 0)
+                return sdp_reply_error(req, 503, "Too many recent executions to track their ids; retry shortly");
+
+        run = calloc(1, sizeof(*run));
+        if (!run)
+                return sdp_reply_error(req, 500, "Out of memory");
+        *run = (SdpRun) {
+                .m = m,
+                .req = req,
+                .language = strdup(p.language),
+                .environment_revision = kind == SDP_KIND_EXECUTE_SHELL ? strdup(SDP_SHELL_REVISION) :
+                                        p.revision ? strdup(p.revision) : NULL,
+                .timeout_ms = p.timeout_ms > 0 ? p.timeout_ms : m->config.max_timeout_usec / 1000,
+                .max_output_bytes = p.max_output,
+                .submitted_ms = realtime_ms(),
+        };
+        if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision))
+                return sdp_reply_error(req, 500, "Out of memory");
+
+        r = execution_new(&m->exec, STEAL(er), &e);
+        if (r < 0)
+                return sdp_reply_error(req, 500, "Out of memory");
+        run->e = e;
+        http_request_set_userdata(req, run, on_request_gone);
+        http_request_suspend(req);
+        (void) execution_start(e, on_done, STEAL(run));
+}
+
+void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        execute(m, req, body, SDP_KIND_EXECUTE);
+}
+
+void sdp_execute_shell(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        execute(m, req, body, SDP_KIND_EXECUTE_SHELL);
+}

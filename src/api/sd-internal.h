@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What the ScienceDiscovery dialect's files share (sd-routes.c, sd-execute.c, sd-shape.c): its
+ * answers (JSON with their headers, errors as {"error": "..."}), its handlers, and the pure
+ * shaping of results (output budget, tree diff, times). See docs/api.md, "ScienceDiscovery dialect".
+ */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct HttpRequest HttpRequest;
+typedef struct Manager Manager;
+struct Cas;
+
+/* Their JSON limit for request bodies (notes §1). */
+#define SDP_JSON_BODY_MAX UINT64_C(2000000)
+
+/* sdp_reply_json() - @o as they send JSON: charset, "cache-control: no-store", a final newline. */
+void sdp_reply_json(HttpRequest *req, unsigned status, json_object *o);
+/* sdp_reply_error() - @status with {"error": <message>}. */
+void sdp_reply_error(HttpRequest *req, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A handler: @body is the parsed JSON object of routes that take one (else NULL); @params and
+ * @lens the path's "*" segments. */
+typedef void (*SdpHandler)(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* sd-routes.c */
+void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_status(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_resources(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* sd-execute.c: POST /execute, and what the managed runs share with it. */
+void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_execute_shell(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* The checked fields of an execution request (pointers into its body). */
+typedef struct SdpRequest {
+        const char *id, *code, *language, *key, *revision, *session, *agent, *cwd;
+        uint64_t timeout_ms;            /* executionTimeoutMs, 0 = none */
+        uint64_t max_output;            /* maxOutputBytes, 0 = no truncation */
+        char ws[129];                   /* our workspace for their runnerWorkspaceKey */
+} SdpRequest;
+
+typedef enum SdpKind {
+        SDP_KIND_EXECUTE,               /* POST /execute: python (or r) */
+        SDP_KIND_EXECUTE_SHELL,         /* POST /execute-shell: bash, answered at its end (legacy) */
+        SDP_KIND_MANAGED,               /* POST /shell-executions: bash, owned by (sessionId, agentId) */
+} SdpKind;
+
+/* The shell their runner starts, the code on its stdin. */
+#define SDP_SHELL_ARGV "bash", "--noprofile", "--norc", "-euo", "pipefail", "-s"
+#define SDP_SHELL_REVISION "system-shell-bwrap-v1"
+
+/* sdp_request_check() - their execution request @body checked for @kind (a managed run also needs
+ * agentId and permissionEpoch.sessionId). Return: true, or false with the 400 sent. */
+bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret);
+
+/* sdp_result_json() - their execution result from our answer or record @ours (@finished: Unix ms
+ * of its end). Return: a new object, NULL on OOM. */
+json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
+                             uint64_t max_output, uint64_t finished);
+
+/* sd-routes.c: kernels, which this runner never keeps (persistent runs are refused). */
+void sdp_kernels_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_kernels_teardown(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_kernel_teardown(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* sd-shell.c: the managed shell executions. */
+void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_shell_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_shell_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_shell_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* sd-shape.c (pure, but sdp_tree_diff(), which reads trees of the CAS) */
+
+/* sdp_iso_time() - Unix milliseconds as "YYYY-MM-DDTHH:MM:SS.mmmZ" into @buf. Return: @buf. */
+char *sdp_iso_time(uint64_t ms, char buf[static 32]);
+
+/*
+ * sdp_output_bound() - their combined output budget (notes §3): stdout may use @max minus the
+ * bytes of stderr and stderr @max minus those of stdout; a stream over its share keeps its head
+ * and tail around "\n...[output truncated: exceeded N bytes; ...]...\n", the whole at most its
+ * share. @max 0: no truncation. Writes new strings to @ret_out and @ret_err.
+ * Return: 0 or -ENOMEM.
+ */
+int sdp_output_bound(const char *out, size_t out_size, const char *err, size_t err_size, uint64_t max,
+                     char **ret_out, size_t *ret_out_size, char **ret_err, size_t *ret_err_size);
+
+/*
+ * sdp_runner_workspace_key_valid() - a runnerWorkspaceKey as they define it: 1-500 characters of
+ * '/'-separated segments of [A-Za-z0-9._-], none "." or "..", not absolute.
+ */
+bool sdp_runner_workspace_key_valid(const char *key);
+/* sdp_workspace_for_key() - our workspace id for @key: the key itself when it is a valid
+ * workspace id, else "sd-" and 40 hex of its SHA-256. */
+void sdp_workspace_for_key(const char *key, char ret[static 129]);
+
+/*
+ * sdp_tree_diff() - the regular files of tree @new that are not in tree @old (@ret_created) or
+ * whose content differs (@ret_modified), as sorted relative POSIX paths; @old NULL: every file
+ * is new. Subtrees with equal digests are not read. Return: 0 or -errno of the CAS.
+ */
+int sdp_tree_diff(struct Cas *cas, const char *old, const char *new, json_object **ret_created,
+                  json_object **ret_modified);

@@ -1,0 +1,694 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Integration test of the ScienceDiscovery dialect (docs/api.md, "ScienceDiscovery dialect"):
+one daemon started by hand with two listeners, our own API on one and
+--listen sciencediscovery=127.0.0.1:PORT on the other, driven as their API server drives a
+direct runner (notes/sciencediscovery-protocol.md): bearer token, execution signature
+(HMAC-SHA256 keyed with the token over "<ms>\\n<sha256 hex of the body>"), their bodies and
+answers.
+
+    /usr/bin/python3 tests/integration/sciencediscovery.py --daemon BUILD/src/sandbox-runnerd
+                                                           [--run-as self] [--verbose] [--keep-tmp]
+
+Checks: GET /health fields their API reads, the Date header, 401s (bearer, missing, bad, expired
+or future signature), 404, POST /execute of python runs that create and modify files
+(createdFiles/modifiedFiles from the snapshot trees), exit codes, replays (409), bad bodies
+(400 in their shape), a timeout, their output budget, GET /status and /resources, and our own API
+still answering on the other listener (and neither listener taking the other's routes or
+signature).  Prints TAP, exits 1 on any failure.  Bounded: < 90 s; traffic only to 127.0.0.1.
+"""
+
+import argparse
+import email.utils
+import hashlib
+import hmac
+import json
+import os
+import re
+import sys
+import time
+import traceback
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import execute_lib as L                                                    # noqa: E402
+import testlib as T                                                        # noqa: E402
+from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
+
+BUDGET = 85.0
+RUN_TIMEOUT = 20.0
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+BAD_SIGNATURE = {"error": "Invalid or expired execution signature"}
+UNAUTHORIZED = {"error": "Unauthorized"}
+
+CASES, case = T.case_registry()
+
+
+class Daemon(L.Daemon):
+    """execute_lib's daemon with a second listener that speaks the ScienceDiscovery dialect."""
+
+    def start(self, wait=15.0):
+        last = ""
+        for attempt in range(4):
+            self.port = self._pick_port()
+            self.sd_port = self._pick_port()
+            if self.sd_port == self.port:
+                continue
+            logf = open(self.log_path, "ab")
+            argv = [self.path, "--listen", "%s:%d" % (L.LOOPBACK, self.port),
+                    "--listen", "sciencediscovery=%s:%d" % (L.LOOPBACK, self.sd_port),
+                    "--config", self.conf, "--log-target", "console"]
+            self.proc = L.subprocess.Popen(argv, stdin=L.subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                           env=self.env(), cwd=self.tmp, close_fds=True,
+                                           **T.popen_ids(self.run_as))
+            logf.close()
+            deadline = now() + wait
+            while now() < deadline and self.proc.poll() is None:
+                r = self.health(timeout=1.0)
+                if r is not None and r.status == 200:
+                    return r
+                time.sleep(0.1)
+            rc = self.proc.poll()
+            if rc is None:
+                self.kill()
+                raise L.DaemonError("no 200 from GET /health within %.0fs; log tail: %s" %
+                                    (wait, trunc(self.log_tail(), 1500)))
+            last = "exited with %s; log tail: %s" % (rc, trunc(self.log_tail(), 1500))
+            if "in use" not in last:
+                break
+        raise L.DaemonError("daemon failed to start: " + last)
+
+
+class Ctx:
+    def __init__(self, d, verbose):
+        self.d = d
+        self.verbose = verbose
+        self.key = "sd-%s/session-%s" % (uuid.uuid4().hex[:8], uuid.uuid4().hex[:8])
+
+    # ---- their side --------------------------------------------------------------------------
+
+    def sign(self, body, ts=None, token=None):
+        ts = str(int(time.time() * 1000)) if ts is None else str(ts)
+        s = ts.encode() + b"\n" + hashlib.sha256(body).hexdigest().encode()
+        return ts, hmac.new((token or self.d.token).encode(), s, hashlib.sha256).hexdigest()
+
+    def sd(self, method, path, body=None, auth=True, signed=False, ts=None, sig=None, raw=None,
+           timeout=10.0):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
+        headers = []
+        if auth:
+            headers.append(("Authorization", "Bearer " + (auth if isinstance(auth, str) else self.d.token)))
+        if data:
+            headers.append(("Content-Type", "application/json"))
+        if signed:
+            t, s = self.sign(data, ts)
+            headers += [("x-science-execution-timestamp", t),
+                        ("x-science-execution-signature", sig if sig is not None else s)]
+        return L.http(self.d.sd_port, method, path, headers, data, timeout=timeout)
+
+    def execute_body(self, code, **kw):
+        b = {
+            "executionId": str(uuid.uuid4()),
+            "agentId": "main",
+            "code": code,
+            "language": "python",
+            "kernelMode": "ephemeral",
+            "executionTimeoutMs": 0,
+            "maxOutputBytes": 1073741824,
+            "maxWorkspaceBytes": 10737418240,
+            "kernelIdleTimeoutMs": 0,
+            "workspaceRoot": "/ignored/when/a/key/is/sent",
+            "runnerWorkspaceKey": self.key,
+            "permissionEpoch": {
+                "id": "epoch-1", "sessionId": "session-1", "createdAt": "2026-12-03T00:00:00.000Z",
+                "reason": "test", "environmentRevisionId": "rev-1",
+                "mounts": [{"source": "workspace", "mode": "read-write"}],
+                "secretRefs": [], "networkPolicy": "none",
+            },
+        }
+        b.update(kw)
+        return b
+
+    def execute(self, code, timeout=RUN_TIMEOUT, **kw):
+        body = self.execute_body(code, **kw)
+        return body, self.sd("POST", "/execute", body, signed=True, timeout=timeout)
+
+
+def expect(res, r, status, body=None, what=""):
+    ok = res.check(r.status == status, "%s: expected HTTP %d, got %s" % (what, status, r.brief()))
+    if ok and body is not None:
+        res.eq(what + " body", r.json(), body)
+    return ok
+
+
+def files_of(res, r):
+    j = r.json() or {}
+    return j.get("createdFiles"), j.get("modifiedFiles")
+
+
+# ---- 1: health, headers ------------------------------------------------------------------------
+
+@case("1 sd health: the fields their API reads, no token needed")
+def c_health(ctx, res):
+    r = ctx.sd("GET", "/health", auth=False)
+    if not expect(res, r, 200, what="GET /health"):
+        return
+    j = r.json()
+    for k in ("cgroupDelegated", "cgroupMode", "cgroupRoot", "executionAuth", "executionUser",
+              "executionTimeoutMs", "maxFileBytes", "maxOutputBytes", "maxWorkspaceBytes", "networkPolicy",
+              "noNewPrivileges", "npuBroker", "platform", "runnerVersion", "sandbox", "sandboxNetwork",
+              "scientificEnvs", "seccompBaseline", "status", "workerConcurrency"):
+        res.check(k in j, "health lacks %r: %s" % (k, trunc(r.body.decode(), 600)))
+    res.eq("status", j.get("status"), "ok")
+    res.eq("sandbox", j.get("sandbox"), "bubblewrap")
+    res.eq("platform", j.get("platform"), "linux")
+    res.eq("executionAuth", j.get("executionAuth"), "bearer+hmac-sha256")
+    res.check(isinstance((j.get("npuBroker") or {}).get("enabled"), bool), "npuBroker.enabled is not a bool")
+    res.eq("npuBroker.workloads", (j.get("npuBroker") or {}).get("workloads"), [])
+    res.check(isinstance((j.get("scientificEnvs") or {}).get("available"), bool), "scientificEnvs.available")
+    res.eq("sandboxNetwork.modes", (j.get("sandboxNetwork") or {}).get("modes"), ["none"])
+    res.check(j.get("workerConcurrency", 0) is None, "workerConcurrency is not null")
+
+
+@case("1 sd answers: Date within 5 s of our clock, JSON with charset, no-store, final newline")
+def c_headers(ctx, res):
+    r = ctx.sd("GET", "/health", auth=False)
+    date = r.header("date")
+    if res.check(date is not None, "no Date header"):
+        skew = abs(email.utils.parsedate_to_datetime(date).timestamp() - time.time())
+        res.check(skew < 5, "Date %r is %.1f s off" % (date, skew))
+    res.eq("content-type", r.header("content-type"), "application/json; charset=utf-8")
+    res.eq("cache-control", r.header("cache-control"), "no-store")
+    res.check(r.body.endswith(b"}\n"), "body does not end in a newline: %r" % r.body[-10:])
+    r = ctx.sd("GET", "/status", auth=False)
+    res.check(r.header("date") is not None, "no Date header on a 401")
+
+
+@case("1 sd 404: unknown routes, and our own API's routes are not served here")
+def c_not_found(ctx, res):
+    for method, path in (("GET", "/nope"), ("GET", "/workspaces/x/files"), ("GET", "/api/network-policy"),
+                         ("DELETE", "/health")):
+        expect(res, ctx.sd(method, path), 404, {"error": "Not found"}, "%s %s" % (method, path))
+
+
+# ---- 2: auth -----------------------------------------------------------------------------------
+
+@case("2 sd bearer: 401 Unauthorized without or with a wrong token; /status and /resources with it")
+def c_bearer(ctx, res):
+    expect(res, ctx.sd("GET", "/status", auth=False), 401, UNAUTHORIZED, "no token")
+    expect(res, ctx.sd("GET", "/status", auth="wrong-token-0123456789"), 401, UNAUTHORIZED, "wrong token")
+    expect(res, ctx.sd("GET", "/resources", auth=False), 401, UNAUTHORIZED, "/resources without token")
+    b = ctx.execute_body("print(1)")
+    expect(res, ctx.sd("POST", "/execute", b, auth=False, signed=True), 401, UNAUTHORIZED,
+           "/execute signed, without token")
+    r = ctx.sd("GET", "/status")
+    if expect(res, r, 200, what="/status"):
+        j = r.json()
+        res.eq("status", j.get("status"), "ok")
+        res.eq("kernels", j.get("kernels"), [])
+        res.check(isinstance(j.get("activeExecutions"), list), "activeExecutions")
+        res.check(ISO.match(j.get("capturedAt") or ""), "capturedAt %r" % j.get("capturedAt"))
+    r = ctx.sd("GET", "/resources")
+    if expect(res, r, 200, what="/resources"):
+        j = r.json()
+        res.check(isinstance(j.get("cpuCores"), int) and j["cpuCores"] >= 1, "cpuCores %r" % j.get("cpuCores"))
+        res.check(j.get("memoryTotalBytes", 0) > 0, "memoryTotalBytes")
+        res.check(isinstance(j.get("workspaceDisk"), dict) and j["workspaceDisk"].get("totalBytes", 0) > 0,
+                  "workspaceDisk %r" % j.get("workspaceDisk"))
+
+
+@case("2 sd signature: missing, wrong key, other body, expired, future, seconds, uppercase: 401")
+def c_signature(ctx, res):
+    b = ctx.execute_body("print(1)")
+    data = json.dumps(b).encode()
+    expect(res, ctx.sd("POST", "/execute", b), 401, BAD_SIGNATURE, "unsigned")
+    t, s_wrong = ctx.sign(data, token="not-the-token-0123456789")
+    expect(res, ctx.sd("POST", "/execute", b, signed=True, ts=t, sig=s_wrong), 401, BAD_SIGNATURE, "wrong key")
+    t, s_other = ctx.sign(data + b" ")
+    expect(res, ctx.sd("POST", "/execute", b, signed=True, ts=t, sig=s_other), 401, BAD_SIGNATURE, "other body")
+    ms = int(time.time() * 1000)
+    for what, ts in (("expired (-31 s)", ms - 31000), ("future (+31 s)", ms + 31000), ("seconds", ms // 1000)):
+        expect(res, ctx.sd("POST", "/execute", b, signed=True, ts=ts), 401, BAD_SIGNATURE, what)
+    t, s = ctx.sign(data)
+    expect(res, ctx.sd("POST", "/execute", b, signed=True, ts=t, sig=s.upper()), 401, BAD_SIGNATURE, "uppercase")
+    # Within the window (-20 s) it is good: the same body runs.
+    r = ctx.sd("POST", "/execute", b, signed=True, ts=ms - 20000, timeout=RUN_TIMEOUT)
+    expect(res, r, 200, what="signed 20 s ago")
+
+
+# ---- 3: execute --------------------------------------------------------------------------------
+
+@case("3 sd execute: a python run creates files (createdFiles, sorted), the answer in their shape")
+def c_create(ctx, res):
+    code = ("import os\nos.makedirs('sub', exist_ok=True)\nopen('sub/b.txt','w').write('b')\n"
+            "open('a.txt','w').write('a')\nopen('keep.txt','w').write('k')\nprint('made', flush=True)\n")
+    b, r = ctx.execute(code)
+    if not expect(res, r, 200, what="POST /execute"):
+        return
+    j = r.json()
+    res.eq("exitCode", j.get("exitCode"), 0)
+    res.eq("stdout", j.get("stdout"), "made\n")
+    res.eq("stderr", j.get("stderr"), "")
+    res.eq("createdFiles", j.get("createdFiles"), ["a.txt", "keep.txt", "sub/b.txt"])
+    res.eq("modifiedFiles", j.get("modifiedFiles"), [])
+    res.eq("kernelId", j.get("kernelId"), "ephemeral:" + b["executionId"])
+    res.eq("kernelMode", j.get("kernelMode"), "ephemeral")
+    res.eq("language", j.get("language"), "python")
+    res.eq("sandbox", j.get("sandbox"), "bubblewrap")
+    res.eq("networkPolicy", j.get("networkPolicy"), "none")
+    res.eq("workingDirectory", j.get("workingDirectory"), "/workspace")
+    env = j.get("environmentVariables") or {}
+    res.eq("environmentVariables.HOME", env.get("HOME"), "/workspace")
+    res.eq("environmentVariables.PYTHONNOUSERSITE", env.get("PYTHONNOUSERSITE"), "1")
+    res.check("PATH" in env, "environmentVariables without PATH: %r" % env)
+    for k in ("startedAt", "finishedAt"):
+        res.check(ISO.match(j.get(k) or ""), "%s %r is not an ISO time" % (k, j.get(k)))
+    res.check((j.get("startedAt") or "") <= (j.get("finishedAt") or ""), "startedAt after finishedAt")
+    snap = j.get("workspaceSnapshot") or {}
+    res.eq("workspaceSnapshot.pool", snap.get("pool"), "agent-state")
+    res.check(re.match(r"^sha256:[0-9a-f]{64}$", snap.get("digest") or ""), "digest %r" % snap.get("digest"))
+    res.check(isinstance(snap.get("size"), int) and snap["size"] > 0, "size %r" % snap.get("size"))
+    res.check(isinstance(snap.get("mediaType"), str), "mediaType")
+    ctx.first_snapshot = snap.get("digest")
+
+
+@case("3 sd execute: the next run modifies one file and creates another (modifiedFiles)")
+def c_modify(ctx, res):
+    code = "open('a.txt','w').write('changed')\nopen('c.txt','w').write('c')\nprint(open('keep.txt').read())\n"
+    b, r = ctx.execute(code)
+    if not expect(res, r, 200, what="POST /execute"):
+        return
+    j = r.json()
+    res.eq("stdout (the workspace persists under its key)", j.get("stdout"), "k\n")
+    res.eq("createdFiles", j.get("createdFiles"), ["c.txt"])
+    res.eq("modifiedFiles", j.get("modifiedFiles"), ["a.txt"])
+    res.check((j.get("workspaceSnapshot") or {}).get("digest") != getattr(ctx, "first_snapshot", None),
+              "the snapshot did not change")
+    # Nothing written: both empty.
+    b, r = ctx.execute("print(2)")
+    if expect(res, r, 200, what="read-only run"):
+        res.eq("files of a run that writes nothing", files_of(res, r), ([], []))
+
+
+@case("3 sd execute: exit codes and stderr; another workspace key is another workspace")
+def c_exit(ctx, res):
+    b, r = ctx.execute("import sys\nprint('bye', file=sys.stderr)\nsys.exit(3)\n")
+    if expect(res, r, 200, what="sys.exit(3)"):
+        res.eq("exitCode", r.json().get("exitCode"), 3)
+        res.eq("stderr", r.json().get("stderr"), "bye\n")
+    b, r = ctx.execute("import os\nprint(sorted(os.listdir('.')))\n", runnerWorkspaceKey=ctx.key + "/agents/sub")
+    if expect(res, r, 200, what="other key"):
+        res.eq("stdout of a fresh workspace", r.json().get("stdout"), "[]\n")
+
+
+@case("3 sd execute: an executionId used again is 409 in their words")
+def c_replay(ctx, res):
+    body = ctx.execute_body("print(1)")
+    r = ctx.sd("POST", "/execute", body, signed=True, timeout=RUN_TIMEOUT)
+    expect(res, r, 200, what="first")
+    r = ctx.sd("POST", "/execute", body, signed=True, timeout=RUN_TIMEOUT)
+    expect(res, r, 409, {"error": "Execution ID has already been used"}, "again")
+
+
+@case("3 sd execute: bad bodies are 400 {error} (persistent, no key, bad key, negative limit, mounts, JSON)")
+def c_bad(ctx, res):
+    persistent = ("Runner executions must be ephemeral; persistent runtimes are no longer supported. "
+                  "Use managed Shell Execution for background tasks")
+    b, r = ctx.execute("print(1)", kernelMode="persistent")
+    expect(res, r, 400, {"error": persistent}, "persistent")
+    for what, kw in (("no runnerWorkspaceKey", {"runnerWorkspaceKey": None}),
+                     ("key with ..", {"runnerWorkspaceKey": "a/../b"}),
+                     ("absolute key", {"runnerWorkspaceKey": "/etc"}),
+                     ("negative executionTimeoutMs", {"executionTimeoutMs": -1}),
+                     ("fractional maxOutputBytes", {"maxOutputBytes": 1.5}),
+                     ("blank code", {"code": "  "}),
+                     ("no executionId", {"executionId": None}),
+                     ("language", {"language": "cobol"}),
+                     ("language shell on /execute", {"language": "shell"})):
+        body = ctx.execute_body("print(1)")
+        body.update(kw)
+        body = {k: v for k, v in body.items() if v is not None}
+        r = ctx.sd("POST", "/execute", body, signed=True)
+        if expect(res, r, 400, what=what):
+            res.check(isinstance((r.json() or {}).get("error"), str) and len(r.json()) == 1,
+                      "%s: not their error shape: %s" % (what, r.brief()))
+    body = ctx.execute_body("print(1)")
+    body["permissionEpoch"]["mounts"] = [{"source": "/", "mode": "read-write"}]
+    expect(res, ctx.sd("POST", "/execute", body, signed=True), 400, what="mounts")
+    r = ctx.sd("POST", "/execute", signed=True, raw=b'{"executionId": ')
+    if expect(res, r, 400, what="broken JSON"):
+        res.check(str((r.json() or {}).get("error", "")).startswith("Invalid JSON"), r.brief())
+
+
+@case("3 sd execute: a timeout is 400 'Python execution timed out after N ms'")
+def c_timeout(ctx, res):
+    t0 = now()
+    b, r = ctx.execute("import time\ntime.sleep(30)\n", executionTimeoutMs=1000)
+    expect(res, r, 400, {"error": "Python execution timed out after 1000 ms"}, "sleep 30 with 1 s")
+    res.check(now() - t0 < 10, "the timeout took %.1f s" % (now() - t0))
+
+
+@case("3 sd execute: maxOutputBytes bounds stdout+stderr with their marker, head and tail kept")
+def c_output(ctx, res):
+    b, r = ctx.execute("print('H' + 'x' * 3000 + 'T')\n", maxOutputBytes=300)
+    if not expect(res, r, 200, what="3 KB with a 300 byte budget"):
+        return
+    out = r.json().get("stdout", "")
+    res.check(len(out.encode()) <= 300, "stdout is %d bytes" % len(out.encode()))
+    res.check("[output truncated: exceeded 300 bytes; set SCIENCE_AGENT_MAX_OUTPUT_BYTES=0 to disable]" in out,
+              "no marker: %r" % trunc(out))
+    res.check(out.startswith("H") and out.endswith("T\n"), "head/tail lost: %r" % trunc(out))
+
+
+@case("3 sd execute: a client that disconnects aborts its run")
+def c_disconnect(ctx, res):
+    body = ctx.execute_body("import time\nprint('x', flush=True)\ntime.sleep(60)\n")
+    data = json.dumps(body).encode()
+    t, sig = ctx.sign(data)
+    headers = [("Authorization", "Bearer " + ctx.d.token), ("Content-Type", "application/json"),
+               ("x-science-execution-timestamp", t), ("x-science-execution-signature", sig)]
+    s = L.socket.create_connection((L.LOOPBACK, ctx.d.sd_port), timeout=5)
+
+    def active():
+        r = ctx.sd("GET", "/status")
+        return [x.get("executionId") for x in (r.json() or {}).get("activeExecutions", [])]
+    try:
+        s.sendall(L.build_request("POST", "/execute", headers, data))
+        t0 = now()
+        while body["executionId"] not in active() and now() - t0 < 5:
+            time.sleep(0.1)
+        res.check(body["executionId"] in active(), "the run never showed in /status activeExecutions")
+        # Past its launch (a cancel during the launch falls back to the 5 s kill grace, on our
+        # own API as well); the run itself would take 60 s.
+        time.sleep(0.5)
+    finally:
+        s.close()
+    t0 = now()
+    while body["executionId"] in active() and now() - t0 < 10:
+        time.sleep(0.1)
+    res.check(body["executionId"] not in active(), "the run is still active 10 s after the disconnect")
+    res.note("gone %.2f s after the disconnect" % (now() - t0))
+
+
+@case("3 sd execute-shell (legacy): bash -euo pipefail, answered at its end in their shape")
+def c_execute_shell(ctx, res):
+    body = ctx.execute_body("echo one > legacy.txt\ncat legacy.txt\nfalse\necho never\n")
+    body.pop("language")
+    r = ctx.sd("POST", "/execute-shell", body, signed=True, timeout=RUN_TIMEOUT)
+    if not expect(res, r, 200, what="POST /execute-shell"):
+        return
+    j = r.json()
+    res.eq("exitCode", j.get("exitCode"), 1)
+    res.eq("stdout", j.get("stdout"), "one\n")
+    res.eq("language", j.get("language"), "shell")
+    res.eq("environmentRevisionId", j.get("environmentRevisionId"), "system-shell-bwrap-v1")
+    res.eq("createdFiles", j.get("createdFiles"), ["legacy.txt"])
+    res.check("PYTHONNOUSERSITE" not in (j.get("environmentVariables") or {}), "python's variable on a shell run")
+    expect(res, ctx.sd("POST", "/execute-shell", body), 401, BAD_SIGNATURE, "unsigned")
+    b2 = dict(body, executionId=str(uuid.uuid4()), kernelMode="persistent")
+    r = ctx.sd("POST", "/execute-shell", b2, signed=True)
+    expect(res, r, 400, what="persistent")
+
+
+@case("3 sd kernels: none is kept; teardown answers count 0 (sessionId required)")
+def c_kernels(ctx, res):
+    r = ctx.sd("GET", "/kernels")
+    expect(res, r, 200, [], "GET /kernels")
+    expect(res, ctx.sd("POST", "/kernels/teardown", {"sessionId": "session-1"}), 200,
+           {"count": 0, "reason": "Persistent kernel memory was cleared"}, "teardown")
+    expect(res, ctx.sd("POST", "/kernels/teardown", {"sessionId": "s", "reason": "policy changed"}), 200,
+           {"count": 0, "reason": "policy changed"}, "teardown with a reason")
+    expect(res, ctx.sd("POST", "/kernels/teardown", {}), 400, {"error": "sessionId is required"}, "no sessionId")
+    expect(res, ctx.sd("POST", "/kernels/k-1/teardown"), 200,
+           {"count": 0, "kernelId": "k-1", "reason": "Persistent kernel memory was cleared"}, "one kernel")
+    expect(res, ctx.sd("GET", "/kernels", auth=False), 401, UNAUTHORIZED, "no token")
+
+
+# ---- 5: managed shell executions --------------------------------------------------------------
+
+def shell_submit(ctx, res, code, **kw):
+    body = ctx.execute_body(code, **kw)
+    body.pop("language")
+    body["executionId"] = "shell:" + uuid.uuid4().hex
+    r = ctx.sd("POST", "/shell-executions", body, signed=True)
+    return body, r
+
+
+def shell_path(body, suffix="", session="session-1", agent="main", extra=""):
+    return "/shell-executions/%s%s?sessionId=%s&agentId=%s%s" % (body["executionId"], suffix, session, agent, extra)
+
+
+def shell_wait(ctx, res, body, limit=15.0):
+    """Poll as their API does (every 200 ms) until a terminal state; return the last record."""
+    t0 = now()
+    while now() - t0 < limit:
+        r = ctx.sd("GET", shell_path(body))
+        if r.status != 200:
+            res.fail("poll: %s" % r.brief())
+            return None
+        j = r.json()
+        if j.get("state") not in ("queued", "running"):
+            return j
+        time.sleep(0.2)
+    res.fail("no terminal state within %.0f s" % limit)
+    return None
+
+
+@case("5 sd shell: submit 202, poll to completed with result, version and createdFiles")
+def c_shell(ctx, res):
+    body, r = shell_submit(ctx, res, "mkdir -p out\necho hi > out/s.txt\necho done\n")
+    if not expect(res, r, 202, what="POST /shell-executions"):
+        return
+    j = r.json()
+    res.eq("202 id", j.get("id"), body["executionId"])
+    res.eq("202 state", j.get("state"), "queued")
+    res.eq("202 owner", (j.get("sessionId"), j.get("agentId")), ("session-1", "main"))
+    res.check(ISO.match(j.get("queuedAt") or ""), "queuedAt %r" % j.get("queuedAt"))
+    j = shell_wait(ctx, res, body)
+    if j is None:
+        return
+    res.eq("state", j.get("state"), "completed")
+    result = j.get("result") or {}
+    res.eq("result.exitCode", result.get("exitCode"), 0)
+    res.eq("result.stdout", result.get("stdout"), "done\n")
+    res.eq("result.language", result.get("language"), "shell")
+    res.eq("result.environmentRevisionId", result.get("environmentRevisionId"), "system-shell-bwrap-v1")
+    res.eq("result.createdFiles", result.get("createdFiles"), ["out/s.txt"])
+    res.check(isinstance(result.get("workspaceSnapshot"), dict), "no result.workspaceSnapshot")
+    res.eq("version", j.get("version"), result.get("workspaceSnapshot"))
+    for k in ("startedAt", "finishedAt"):
+        res.check(ISO.match(j.get(k) or ""), "%s %r" % (k, j.get(k)))
+    # The python runs of the same key see the file: one workspace.
+    b, r = ctx.execute("print(open('out/s.txt').read(), end='')\n")
+    if expect(res, r, 200, what="python after shell"):
+        res.eq("python reads the shell's file", r.json().get("stdout"), "hi\n")
+
+
+@case("5 sd shell: bash -euo pipefail (a failing command stops it), another owner finds nothing, ids are not reused")
+def c_shell_rules(ctx, res):
+    body, r = shell_submit(ctx, res, "echo before\nfalse\necho after\n")
+    if not expect(res, r, 202, what="submit"):
+        return
+    j = shell_wait(ctx, res, body)
+    if j is not None:
+        res.eq("state", j.get("state"), "failed")
+        res.eq("exitCode", (j.get("result") or {}).get("exitCode"), 1)
+        res.eq("stdout", (j.get("result") or {}).get("stdout"), "before\n")
+    for what, path in (("other agent", shell_path(body, agent="subagent:x")),
+                       ("other session", shell_path(body, session="session-2")),
+                       ("no owner", "/shell-executions/%s" % body["executionId"])):
+        expect(res, ctx.sd("GET", path), 400, {"error": "Execution not found for this Agent"}, what)
+    r = ctx.sd("POST", "/shell-executions", body, signed=True)
+    expect(res, r, 400, {"error": "Execution ID has already been used; query it instead of replaying the command"},
+           "resubmitted")
+    b2 = dict(body, executionId="bad id with spaces")
+    expect(res, ctx.sd("POST", "/shell-executions", b2, signed=True), 400, what="bad executionId")
+    expect(res, ctx.sd("POST", "/shell-executions", dict(body, executionId="x" + body["executionId"])), 401,
+           BAD_SIGNATURE, "unsigned submit")
+
+
+@case("5 sd shell: logs in 4 KiB chunks, at most 4 a page, cursors continue where they stopped")
+def c_shell_logs(ctx, res):
+    body, r = shell_submit(ctx, res, "head -c 20000 /dev/zero | tr '\\0' a\necho -n err >&2\n")
+    if not expect(res, r, 202, what="submit"):
+        return
+    if shell_wait(ctx, res, body) is None:
+        return
+    texts = {"stdout": "", "stderr": ""}
+    cursor, pages, seen = 1, 0, []
+    while pages < 10:
+        r = ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=%d" % cursor))
+        if not expect(res, r, 200, what="logs cursor %d" % cursor):
+            return
+        j = r.json()
+        pages += 1
+        res.check(len(j.get("chunks", [])) <= 4, "more than 4 chunks: %d" % len(j["chunks"]))
+        for c in j.get("chunks", []):
+            res.check(len(c["text"]) <= 4096, "chunk of %d" % len(c["text"]))
+            texts[c["stream"]] += c["text"]
+            seen.append(c["cursor"])
+        cursor = j.get("nextCursor")
+        if not j.get("truncated"):
+            break
+    res.check(texts["stdout"] == "a" * 20000, "stdout through the pages: %d bytes, %r..." % (
+        len(texts["stdout"]), trunc(texts["stdout"][:80])))
+    res.eq("stderr through the pages", texts["stderr"], "err")
+    res.eq("pages", pages, 2)
+    res.check(seen == sorted(seen) and len(set(seen)) == len(seen), "cursors %r" % seen)
+    r = ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=%d" % cursor))
+    if expect(res, r, 200, what="logs past the end"):
+        res.eq("chunks past the end", r.json().get("chunks"), [])
+    expect(res, ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=0")), 400, what="cursor 0")
+
+
+@case("5 sd shell: cancel (unsigned, no body) is 202 and the run ends cancelled")
+def c_shell_cancel(ctx, res):
+    body, r = shell_submit(ctx, res, "echo started\nsleep 60\n")
+    if not expect(res, r, 202, what="submit"):
+        return
+    time.sleep(0.5)
+    r = ctx.sd("POST", shell_path(body, "/cancel"))
+    if expect(res, r, 202, what="cancel"):
+        res.eq("cancel answers its record", r.json().get("id"), body["executionId"])
+    t0 = now()
+    j = shell_wait(ctx, res, body)
+    if j is not None:
+        res.eq("state", j.get("state"), "cancelled")
+        res.check(now() - t0 < 10, "cancel took %.1f s" % (now() - t0))
+    expect(res, ctx.sd("POST", shell_path(body, "/cancel", agent="other")), 400,
+           {"error": "Execution not found for this Agent"}, "another agent's cancel")
+
+
+# ---- 4: our own API beside it ------------------------------------------------------------------
+
+@case("4 native listener: our API and its v1 signature still work; neither takes the other's signature")
+def c_native(ctx, res):
+    d = ctx.d
+    r = L.http(d.port, "GET", "/health")
+    if expect(res, r, 200, what="native /health"):
+        res.check(isinstance(r.json().get("sandbox"), dict), "native /health is not ours: %s" % r.brief())
+    body = json.dumps({"workspaceId": "native-ws", "language": "python", "code": "print(6*7)"}).encode()
+    ts = int(time.time())
+    sig = L.signature(d.key, ts, "POST", "/execute", body)
+    headers = [("Authorization", "Bearer " + d.token), ("Content-Type", "application/json"),
+               ("X-Sandbox-Timestamp", str(ts)), ("X-Sandbox-Signature", sig)]
+    r = L.http(d.port, "POST", "/execute", headers, body, timeout=RUN_TIMEOUT)
+    if expect(res, r, 200, what="native /execute"):
+        res.eq("native stdout", r.json().get("stdout"), "42\n")
+        res.eq("native status", r.json().get("status"), "exited")
+    # Their signature on our listener, ours on theirs: both refused.
+    sd_body = json.dumps(ctx.execute_body("print(1)")).encode()
+    t, s = ctx.sign(sd_body)
+    r = L.http(d.port, "POST", "/execute",
+               [("Authorization", "Bearer " + d.token), ("Content-Type", "application/json"),
+                ("x-science-execution-timestamp", t), ("x-science-execution-signature", s)], sd_body)
+    res.check(r.status == 401 and r.json().get("error") != BAD_SIGNATURE["error"],
+              "their signature on our listener: %s" % r.brief())
+    r = L.http(d.sd_port, "POST", "/execute", headers, body, timeout=RUN_TIMEOUT)
+    expect(res, r, 401, BAD_SIGNATURE, "our signature on theirs")
+
+
+# ---- 6: socket activation ----------------------------------------------------------------------
+
+@case("6 socket activation: FileDescriptorName=sciencediscovery picks the dialect, 'api' stays ours")
+def c_socket_activation(ctx, res):
+    """A second daemon (own state and runtime dirs, same credentials) started by
+    systemd-socket-activate with two named sockets, as a socket unit with FileDescriptorName= does."""
+    d = ctx.d
+    tmp = L.tempfile.mkdtemp(prefix="sd-activation.", dir=d.tmp)
+    os.chmod(tmp, 0o755)     # searchable by the sandbox user (a daemon started as root hands over to it)
+    for sub in ("state", "run"):
+        os.mkdir(os.path.join(tmp, sub), 0o700)
+    T.chown_tree(tmp, d.run_as)
+    env = dict(d.env(), STATE_DIRECTORY=os.path.join(tmp, "state"), RUNTIME_DIRECTORY=os.path.join(tmp, "run"))
+    p_api, p_sd = Daemon._pick_port(), Daemon._pick_port()
+    argv = ["systemd-socket-activate", "-l", "%s:%d" % (L.LOOPBACK, p_api), "-l", "%s:%d" % (L.LOOPBACK, p_sd),
+            "--fdname=api:sciencediscovery"]
+    for k, v in env.items():
+        argv += ["-E", "%s=%s" % (k, v)]
+    argv += ["--", d.path, "--config", d.conf, "--log-target", "console"]
+    log_path = os.path.join(tmp, "daemon.log")
+    with open(log_path, "ab") as logf:
+        proc = L.subprocess.Popen(argv, stdin=L.subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
+                                  cwd=tmp, close_fds=True, **T.popen_ids(d.run_as))
+    try:
+        r_api = r_sd = None
+        t0 = now()
+        while now() - t0 < 15 and proc.poll() is None:
+            try:
+                # The first connection starts the daemon; it then serves both sockets.
+                r_api = L.http(p_api, "GET", "/health", timeout=3)
+                r_sd = L.http(p_sd, "GET", "/health", timeout=3)
+                break
+            except (OSError, HttpError):
+                time.sleep(0.2)
+        if not res.check(r_api is not None and r_sd is not None, "no answers; log: %s" % trunc(open(log_path).read(), 1500)):
+            return
+        res.check(r_api.status == 200 and isinstance((r_api.json() or {}).get("sandbox"), dict),
+                  "socket 'api' is not our API: %s" % r_api.brief())
+        res.check(r_sd.status == 200 and (r_sd.json() or {}).get("sandbox") == "bubblewrap" and
+                  "npuBroker" in (r_sd.json() or {}), "socket 'sciencediscovery' is not theirs: %s" % r_sd.brief())
+        r = L.http(p_sd, "GET", "/status")
+        expect(res, r, 401, UNAUTHORIZED, "their /status without a token, socket-activated")
+        r = L.http(p_api, "GET", "/status")
+        res.check(r.status == 401 and r.json().get("error") != "Unauthorized", "our /status: %s" % r.brief())
+    finally:
+        # Without --accept, systemd-socket-activate execs the daemon in its own process: one pid.
+        proc.terminate()
+        try:
+            res.eq("exit status after SIGTERM", proc.wait(10), 0)
+        except L.subprocess.TimeoutExpired:
+            res.fail("the socket-activated daemon did not stop within 10 s of SIGTERM")
+            proc.kill()
+            proc.wait(5)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--keep-tmp", action="store_true")
+    T.add_run_as_option(ap)
+    args = ap.parse_args()
+
+    budget = L.Budget(BUDGET)
+    out = sys.stdout
+    tap = L.Tap(out)
+    out.write("1..%d\n" % len(CASES))
+    run_as = T.resolve_run_as(args.run_as)
+    # Logs of managed runs are kept up to MaxOutputBytes: room for the 20 KB of the logs case.
+    d = Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
+               config=L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K"))
+    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
+    if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
+        d.cleanup()
+        return 1
+    out.write("# ScienceDiscovery listener on 127.0.0.1:%d\n" % d.sd_port)
+    ctx = Ctx(d, args.verbose)
+    try:
+        for name, fn in CASES:
+            res = Result(name)
+            t0 = now()
+            if budget.left() <= 0:
+                res.fail("not run: the time budget is exhausted")
+            elif not d.alive():
+                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
+            else:
+                try:
+                    fn(ctx, res)
+                except (HttpError, OSError, Exception):                  # noqa: BLE001
+                    res.fail("test error:\n" + traceback.format_exc())
+                if not d.alive():
+                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
+            res.note("(%.2fs)" % (now() - t0))
+            tap.emit(res, verbose=args.verbose)
+    finally:
+        if tap.failed:
+            L.write_log_tail(d, out)
+        d.terminate()
+        d.cleanup()
+    return tap.summary(len(CASES), budget.elapsed())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
