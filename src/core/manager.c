@@ -492,11 +492,11 @@ int manager_listen(Manager *m, char **extra_listen) {
         return 0;
 }
 
-int manager_adopt_listeners(Manager *m, int *fds, size_t n) {
+int manager_adopt_listeners(Manager *m, int *fds, const unsigned *tags, size_t n) {
         int r;
 
         for (size_t i = 0; i < n; i++) {
-                r = http_server_add_listener(m->http, fds[i]);
+                r = http_server_add_listener_tag(m->http, fds[i], tags[i]);
                 fds[i] = -EBADF;        /* taken, or closed on failure */
                 if (r < 0)
                         return log_error_errno(r, "Failed to serve the listening socket handed on: %m");

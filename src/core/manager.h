@@ -124,9 +124,10 @@ static inline void manager_freep(Manager **m) {
 int manager_listen(Manager *m, char **extra_listen);
 /*
  * manager_adopt_listeners() - instead of manager_listen() after a re-execution (reexec.h): serve
- * the listening sockets the previous image handed on (taking ownership of @fds). Return: 0 or -errno.
+ * the listening sockets the previous image handed on, each with its tag (the API dialect it
+ * speaks), taking ownership of @fds. Return: 0 or -errno.
  */
-int manager_adopt_listeners(Manager *m, int *fds, size_t n);
+int manager_adopt_listeners(Manager *m, int *fds, const unsigned *tags, size_t n);
 
 /* manager_run() - notify readiness, run until SIGTERM/SIGINT or idle exit. Return: 0 or -errno. */
 int manager_run(Manager *m);

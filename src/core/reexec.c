@@ -33,6 +33,7 @@ void reexec_state_done(ReexecState *s) {
         for (size_t i = 0; i < s->n_listen_fds; i++)
                 safe_close(s->listen_fds[i]);
         free(s->listen_fds);
+        free(s->listen_tags);
         secrets_done(&s->secrets);
         cgroup_root_free(s->cgroups);
         free(s->cgroups_reason);
@@ -117,10 +118,11 @@ static int state_parse(json_object *o, ReexecState *s, const char **ret_what) {
             json_object_array_length(a) == 0 || json_object_array_length(a) > 1024)
                 return -EINVAL;
         s->listen_fds = calloc(json_object_array_length(a), sizeof(int));
-        if (!s->listen_fds)
+        s->listen_tags = calloc(json_object_array_length(a), sizeof(unsigned));
+        if (!s->listen_fds || !s->listen_tags)
                 return -ENOMEM;
         for (size_t i = 0; i < json_object_array_length(a); i++) {
-                json_object *l = json_object_array_get_idx(a, i);
+                json_object *l = json_object_array_get_idx(a, i), *t;
                 int fd;
 
                 r = fd_from_json(l, "fd", &fd);
@@ -129,6 +131,10 @@ static int state_parse(json_object *o, ReexecState *s, const char **ret_what) {
                 if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
                         return -EBADF;
                 s->listen_fds[s->n_listen_fds++] = fd;
+                if (!json_object_object_get_ex(l, "tag", &t) || !json_object_is_type(t, json_type_int) ||
+                    json_object_get_int64(t) < 0 || json_object_get_int64(t) > UINT_MAX)
+                        return -EINVAL;
+                s->listen_tags[i] = (unsigned) json_object_get_int64(t);
         }
 
         *ret_what = "the secrets";
@@ -214,7 +220,7 @@ static int add_secret(json_object *o, const char *key, const char *name, const v
 }
 
 /* What the new image takes over; the fds it names are left open, FD_CLOEXEC cleared. */
-static int state_build(Manager *m, const int *fds, size_t n, json_object **ret) {
+static int state_build(Manager *m, const int *fds, const unsigned *tags, size_t n, json_object **ret) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *a = json_object_new_array();
         int r;
 
@@ -228,6 +234,8 @@ static int state_build(Manager *m, const int *fds, size_t n, json_object **ret) 
                         return -ENOMEM;
                 }
                 r = add_fd(l, "fd", fds[i]);
+                if (r >= 0)
+                        r = json_add(l, "tag", json_object_new_int64(tags ? tags[i] : 0));
                 if (r < 0)
                         return r;
         }
@@ -300,6 +308,7 @@ static uint64_t now_mono(void) {
 int manager_reexec(Manager **mp, char *const argv[]) {
         _cleanup_(json_object_putp) json_object *state = NULL;
         _cleanup_free_ int *fds = NULL;
+        _cleanup_free_ unsigned *tags = NULL;
         Manager *m = *mp;
         char path[PATH_MAX];
         unsigned generation;
@@ -315,9 +324,9 @@ int manager_reexec(Manager **mp, char *const argv[]) {
         if ((size_t) l > strlen(DELETED_SUFFIX) && streq(path + l - strlen(DELETED_SUFFIX), DELETED_SUFFIX))
                 path[l - strlen(DELETED_SUFFIX)] = '\0';
 
-        r = http_server_take_listeners(m->http, &fds, &n);
+        r = http_server_take_listeners(m->http, &fds, &tags, &n);
         if (r >= 0)
-                r = state_build(m, fds, n, &state);
+                r = state_build(m, fds, tags, n, &state);
         if (r < 0)
                 return log_error_errno(r, "Cannot re-execute: failed to hand the listening sockets and secrets on: %m");
         /* The cgroup directories' fds go on to the new image: freeing the Manager must not close them. */

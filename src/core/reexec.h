@@ -8,7 +8,8 @@
  * again, so once its runs and connections are done it re-executes the binary at its path, the
  * way long-running servers upgrade, handing the new image what it cannot get again by itself:
  *
- *   - the listening sockets: connections made meanwhile wait in their backlog for the new image;
+ *   - the listening sockets, each with the API dialect it speaks: connections made meanwhile wait
+ *     in their backlog for the new image;
  *   - the secrets: started as root, they were read before it became the service user;
  *   - its own cgroups (made as root) and the reason why it has none or may not run executions.
  *
@@ -32,6 +33,7 @@ typedef struct CgroupRoot CgroupRoot;
 
 typedef struct ReexecState {
         int *listen_fds;
+        unsigned *listen_tags;  /* each listener's tag: the API dialect it speaks (http-dialect.h) */
         size_t n_listen_fds;
         Secrets secrets;
         CgroupRoot *cgroups;

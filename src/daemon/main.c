@@ -311,7 +311,7 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return r;
 
-        r = reexecuted ? manager_adopt_listeners(m, reexec.listen_fds, reexec.n_listen_fds)
+        r = reexecuted ? manager_adopt_listeners(m, reexec.listen_fds, reexec.listen_tags, reexec.n_listen_fds)
                        : manager_listen(m, arg_listen);
         if (r < 0)
                 return r;

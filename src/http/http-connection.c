@@ -159,7 +159,7 @@ void http_server_retire(HttpServer *s) {
                 (void) sd_event_source_set_enabled(s->listeners[i], SD_EVENT_OFF);
 }
 
-int http_server_take_listeners(HttpServer *s, int **ret_fds, size_t *ret_n) {
+int http_server_take_listeners(HttpServer *s, int **ret_fds, unsigned **ret_tags, size_t *ret_n) {
         int *fds = NULL;
 
         if (s->n_listeners > 0) {
@@ -173,6 +173,7 @@ int http_server_take_listeners(HttpServer *s, int **ret_fds, size_t *ret_n) {
         }
         *ret_n = s->n_listeners;
         s->listeners = mfree(s->listeners);
+        *ret_tags = STEAL(s->listener_tags);
         s->n_listeners = 0;
         *ret_fds = fds;
         return 0;

@@ -73,10 +73,11 @@ int http_server_add_listener_tag(HttpServer *s, int fd, unsigned tag);
 void http_server_retire(HttpServer *s);
 unsigned http_server_n_connections(const HttpServer *s);
 /*
- * http_server_take_listeners() - stop serving the listening sockets and hand their fds to the
- * caller (a re-execution passes them on). Return: 0 with *@ret_fds (free it) and *@ret_n, -ENOMEM.
+ * http_server_take_listeners() - stop serving the listening sockets and hand their fds and tags
+ * to the caller (a re-execution passes them on). Return: 0 with *@ret_fds and *@ret_tags (free
+ * both) and *@ret_n, -ENOMEM.
  */
-int http_server_take_listeners(HttpServer *s, int **ret_fds, size_t *ret_n);
+int http_server_take_listeners(HttpServer *s, int **ret_fds, unsigned **ret_tags, size_t *ret_n);
 unsigned http_server_n_listeners(const HttpServer *s);
 uint64_t http_server_n_requests(const HttpServer *s);
 

@@ -25,6 +25,7 @@ import hmac
 import json
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -641,6 +642,31 @@ def c_socket_activation(ctx, res):
             res.fail("the socket-activated daemon did not stop within 10 s of SIGTERM")
             proc.kill()
             proc.wait(5)
+
+
+# ---- 7: re-execution --------------------------------------------------------------------------
+
+@case("7 SIGHUP by hand: the daemon re-executes itself; each listener keeps its dialect and serves a run")
+def c_reexec(ctx, res):
+    d = ctx.d
+    pid = d.proc.pid
+    os.kill(pid, signal.SIGHUP)
+    deadline, j = now() + 15, {}
+    while now() < deadline:
+        h = d.health(timeout=2.0)
+        j = (h.json() or {}) if h is not None and h.status == 200 else {}
+        if j.get("reexecutions") == 1:
+            break
+        time.sleep(0.1)
+    res.eq("native /health reexecutions", j.get("reexecutions"), 1)
+    res.eq("the daemon's pid", d.proc.pid, pid)
+    res.check(isinstance(j.get("sandbox"), dict), "the native listener no longer speaks our API: %r" % j)
+    r = ctx.sd("GET", "/health", auth=False)
+    if expect(res, r, 200, what="sd /health after the re-execution"):
+        res.eq("sd /health sandbox", r.json().get("sandbox"), "bubblewrap")
+    _, r = ctx.execute("print(40 + 2)")
+    if expect(res, r, 200, what="sd /execute after the re-execution"):
+        res.eq("its stdout", r.json().get("stdout"), "42\n")
 
 
 def main():

@@ -78,7 +78,7 @@ static void test_round_trip(void **state) {
         assert_true(d >= 0);
         assert_int_equal(fd_cloexec(l, 0), 0);
         (void) snprintf(json, sizeof(json),
-                        "{\"listeners\":[{\"fd\":%d}],\"tokenFd\":%d,\"signingKeyFd\":%d,"
+                        "{\"listeners\":[{\"fd\":%d,\"tag\":1}],\"tokenFd\":%d,\"signingKeyFd\":%d,"
                         "\"cgroups\":{\"v2\":false,\"description\":\"cgroup v1 (memory, pids) under X\","
                         "\"hierarchies\":[{\"ctrls\":3,\"fd\":%d}]},\"cgroupsReason\":null,"
                         "\"identityError\":\"no user\",\"staleBinary\":\"/x could not be executed\",\"generation\":2}",
@@ -93,6 +93,7 @@ static void test_round_trip(void **state) {
         assert_false(fd_is_open(k));
         assert_int_equal(s.n_listen_fds, 1);
         assert_int_equal(s.listen_fds[0], l);
+        assert_int_equal(s.listen_tags[0], 1);          /* the dialect it speaks */
         assert_int_equal(fcntl(l, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);  /* not inherited further */
         assert_int_equal(fcntl(d, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
         assert_string_equal(s.secrets.token, TOKEN);
@@ -141,26 +142,26 @@ static void test_refused(void **state) {
         expect_refused("a directory as a listener", json, "Bad file descriptor");
         /* Each refusal closes what it had taken: a new listener each time. */
         l = listening_socket();
-        (void) snprintf(json, sizeof(json), "{\"listeners\":[{\"fd\":%d}],\"tokenFd\":\"x\"}", l);
+        (void) snprintf(json, sizeof(json), "{\"listeners\":[{\"fd\":%d,\"tag\":0}],\"tokenFd\":\"x\"}", l);
         expect_refused("no token fd", json, "the secrets");
         l = listening_socket();
         t = secret_fd("short");
         k = secret_fd(KEY);
         (void) snprintf(json, sizeof(json),
-                        "{\"listeners\":[{\"fd\":%d}],\"tokenFd\":%d,\"signingKeyFd\":%d,\"generation\":1}", l, t, k);
+                        "{\"listeners\":[{\"fd\":%d,\"tag\":0}],\"tokenFd\":%d,\"signingKeyFd\":%d,\"generation\":1}", l, t, k);
         expect_refused("a token too short", json, "the secrets");
         l = listening_socket();
         t = secret_fd(TOKEN);
         k = secret_fd(KEY);
         (void) snprintf(json, sizeof(json),
-                        "{\"listeners\":[{\"fd\":%d}],\"tokenFd\":%d,\"signingKeyFd\":%d,\"generation\":0}", l, t, k);
+                        "{\"listeners\":[{\"fd\":%d,\"tag\":0}],\"tokenFd\":%d,\"signingKeyFd\":%d,\"generation\":0}", l, t, k);
         expect_refused("generation 0", json, "start-up state");
         l = listening_socket();
         t = secret_fd(TOKEN);
         k = secret_fd(KEY);
         f = secret_fd("a regular file");
         (void) snprintf(json, sizeof(json),
-                        "{\"listeners\":[{\"fd\":%d}],\"tokenFd\":%d,\"signingKeyFd\":%d,\"generation\":1,"
+                        "{\"listeners\":[{\"fd\":%d,\"tag\":0}],\"tokenFd\":%d,\"signingKeyFd\":%d,\"generation\":1,"
                         "\"cgroups\":{\"v2\":true,\"description\":\"d\",\"hierarchies\":[{\"ctrls\":3,\"fd\":%d}]}}",
                         l, t, k, f);
         expect_refused("a cgroup fd that is no directory", json, "the cgroups");
