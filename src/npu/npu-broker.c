@@ -615,7 +615,7 @@ int npu_broker_new(const NpuBrokerParams *p, NpuBroker **ret, char **ret_error) 
         if (b->jobs_fd < 0)
                 return set_message(ret_error, b->jobs_fd, "the job store %s cannot be opened: %s", b->jobs_dir,
                            strerror(-b->jobs_fd));
-        if (npu_host_scan_nodes(b->device_root, &nodes) >= 0)
+        if (npu_host_scan_nodes(b->device_root, &nodes, NULL) >= 0)
                 b->mgmt = STEAL(nodes.mgmt);
         npu_host_nodes_done(&nodes);
         broker_recover(b);
