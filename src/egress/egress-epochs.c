@@ -633,7 +633,8 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                 }
         r = epoch_new(ee, STEAL(p), &ep);
         if (r < 0)
-                return asprintf(ret_error, "its gateway could not be set up: %s", strerror(-r)) < 0 ? -ENOMEM : r;
+                return asprintf(ret_error, "its gateway could not be set up under '%s/egress': %s", ee->runtime_dir,
+                                strerror(-r)) < 0 ? -ENOMEM : r;
         if (ep->failed) {
                 egress_epoch_release(ep);
                 return asprintf(ret_error, "the gateway unit sandbox-runner-egress@.socket could not be started "
