@@ -40,7 +40,8 @@ void api_quota_put(Manager *m, HttpRequest *req, const Route *route, json_object
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid quota settings: %s.", why);
         r = quota_settings_save(m->state_dir, &n);
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The quota settings could not be saved to '%s/settings/quota.json': %s.",
+                return http_reply_error(req, HTTP_ERROR_INTERNAL,
+                                        "The quota settings could not be saved to '%s/settings/quota.json': %s.",
                                         m->state_dir, strerror(-r));
         m->quota = n;
         log_struct(LOG_NOTICE,

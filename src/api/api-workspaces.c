@@ -186,8 +186,8 @@ void api_revisions(Manager *m, HttpRequest *req, const Route *route, json_object
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such workspace.");
         r = cas_list_refs(m->cas, ws, &refs, &n);
         if (r < 0 && r != -ENOENT)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The revisions of workspace '%s' cannot be listed: %s.",
-                                        ws, strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL,
+                                        "The revisions of workspace '%s' cannot be listed: %s.", ws, strerror(-r));
         o = json_object_new_object();
         list = json_object_new_array();
         if (!o || !list) {
@@ -224,8 +224,8 @@ static int read_revision(Manager *m, HttpRequest *req, const char **params, size
                 return -ENOENT;
         }
         if (r < 0) {
-                http_reply_error(req, HTTP_ERROR_INTERNAL, "Revision '%s' of workspace '%s' cannot be read: %s.", id, ws,
-                                 strerror(-r));
+                http_reply_error(req, HTTP_ERROR_INTERNAL, "Revision '%s' of workspace '%s' cannot be read: %s.",
+                                 id, ws, strerror(-r));
                 return r;
         }
         return 0;
@@ -372,8 +372,9 @@ static void restore_reply(Restore *x, int error) {
         if (x->req) {
                 http_request_set_userdata(x->req, NULL, NULL);
                 if (error < 0)
-                        http_reply_error(x->req, HTTP_ERROR_INTERNAL, "The restore of '%s' into workspace '%s' failed: %s.",
-                                         x->ref_name, x->ws, strerror(-error));
+                        http_reply_error(x->req, HTTP_ERROR_INTERNAL,
+                                         "The restore of '%s' into workspace '%s' failed: %s.", x->ref_name, x->ws,
+                                         strerror(-error));
                 else if ((o = json_object_new_object())) {
                         json_object_object_add(o, "workspaceId", json_object_new_string(x->ws));
                         json_object_object_add(o, "restored", json_object_new_string(x->ref_name));

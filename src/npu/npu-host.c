@@ -70,7 +70,8 @@ static int scan_refuse(char **ret_why, int error, const char *device_root, const
         if (error == -ENOMEM || !ret_why)
                 return error;
         if (error == -E2BIG)
-                return set_message(ret_why, error, "the NPU device root '%s' ([NPU] DeviceRoot=) has more than %d chips",
+                return set_message(ret_why, error,
+                                   "the NPU device root '%s' ([NPU] DeviceRoot=) has more than %d chips",
                                    device_root, NPU_SMI_CHIPS_MAX);
         return set_message(ret_why, error, "cannot %s the NPU device root '%s' ([NPU] DeviceRoot=): %s", what,
                            device_root, strerror(-error));

@@ -401,8 +401,9 @@ int scope_manager_probe(ScopeManager *sm, char **ret_reason) {
 
         pid = fork();
         if (pid < 0)
-                return ret_reason ? set_message(ret_reason, negative_errno(), "cannot fork the test scope's process: %m")
-                                  : negative_errno();
+                return ret_reason ?
+                       set_message(ret_reason, negative_errno(), "cannot fork the test scope's process: %m") :
+                       negative_errno();
         if (pid == 0) {
                 (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
                 for (;;)
