@@ -40,8 +40,10 @@ HttpError api_environment_refusal_error(EnvRefusal refusal, bool execution) {
         return refusal_errors[refusal];
 }
 
-/* The answer of a manager call: its JSON with @status, its refusal, or a failure. */
-static void reply(HttpRequest *req, int r, unsigned status, json_object *o, EnvRefusal refusal, char *why) {
+/* The answer of a manager call on environment @name (NULL: on all of them): its JSON with @status, its
+ * refusal, or a failure. */
+static void reply(HttpRequest *req, const char *name, int r, unsigned status, json_object *o, EnvRefusal refusal,
+                  char *why) {
         _cleanup_(json_object_putp) json_object *owned = o;
         _cleanup_free_ char *w = why;
 
@@ -49,8 +51,11 @@ static void reply(HttpRequest *req, int r, unsigned status, json_object *o, EnvR
                 return http_reply_oom(req);
         if (r < 0 && w)
                 return http_reply_error(req, api_environment_refusal_error(refusal, false), "%s.", w);
+        if (r < 0 && name)
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "Environment '%s' could not be changed: %s.",
+                                        name, strerror(-r));
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The environment could not be changed: %s.",
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The environments could not be changed: %s.",
                                         strerror(-r));
         http_reply_json(req, status, owned);
 }
@@ -77,7 +82,7 @@ void api_environments_list(Manager *m, HttpRequest *req, const Route *route, jso
                            const char **params, size_t *lens) {
         if (unavailable(m, req))
                 return;
-        reply(req, 0, 200, env_manager_list_json(m->environments), 0, NULL);
+        reply(req, NULL, 0, 200, env_manager_list_json(m->environments), 0, NULL);
 }
 
 /* An endpoint of one environment ({name} in the path): the manager's call, its answer. */
@@ -95,7 +100,7 @@ static void name_call(Manager *m, HttpRequest *req, const char *p, size_t len, E
         if (!param_name(p, len, name))
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such environment.");
         r = call(m->environments, name, &o, &refusal, &why);
-        reply(req, r, status, o, refusal, why);
+        reply(req, name, r, status, o, refusal, why);
 }
 
 void api_environment_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
@@ -125,14 +130,14 @@ void api_environment_put(Manager *m, HttpRequest *req, const Route *route, json_
         if (!param_name(params[0], lens[0], name))
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid environment name.");
         r = env_manager_put(m->environments, name, body, &o, &refusal, &why);
-        reply(req, r, 202, o, refusal, why);
+        reply(req, name, r, 202, o, refusal, why);
 }
 
 void api_environments_setup(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                             const char **params, size_t *lens) {
         if (unavailable(m, req))
                 return;
-        reply(req, 0, 200, env_manager_setup_json(m->environments), 0, NULL);
+        reply(req, NULL, 0, 200, env_manager_setup_json(m->environments), 0, NULL);
 }
 
 void api_environments_retry(Manager *m, HttpRequest *req, const Route *route, json_object *body,
@@ -146,5 +151,5 @@ void api_environments_retry(Manager *m, HttpRequest *req, const Route *route, js
         if (unavailable(m, req))
                 return;
         r = env_manager_retry(m->environments, name, &o, &refusal, &why);
-        reply(req, r, 202, o, refusal, why);
+        reply(req, name, r, 202, o, refusal, why);
 }

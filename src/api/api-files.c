@@ -158,7 +158,7 @@ static int on_put_body(HttpRequest *req, const void *data, size_t size, int erro
         if (r == -EFBIG)
                 upload_refuse(u, r, "the file exceeds %" PRIu64 " bytes", u->file_max);
         else if (r < 0)
-                upload_refuse(u, r, "writing the file failed: %s", strerror(-r));
+                upload_refuse(u, r, "writing '%s' failed: %s", u->parts[0].path, strerror(-r));
         return r;
 }
 
@@ -371,7 +371,8 @@ static int on_upload_lease(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         u->retry = sd_event_source_disable_unref(u->retry);
         if (r < 0) {
-                http_reply_error(u->req, HTTP_ERROR_INTERNAL, "The workspace lease cannot be taken: %s.", strerror(-r));
+                http_reply_error(u->req, HTTP_ERROR_INTERNAL, "The lease of workspace '%s' cannot be taken: %s.",
+                                 u->ws, strerror(-r));
                 http_request_set_userdata(u->req, NULL, NULL);
                 upload_free(u);
                 return 0;

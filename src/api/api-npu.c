@@ -143,7 +143,8 @@ void api_npu_jobs_list(Manager *m, HttpRequest *req, const Route *route, json_ob
                 return;
         r = npu_jobs_list(npu_broker_jobs_fd(m->broker), session, &jobs, &n);
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The jobs cannot be listed: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The jobs of session '%s' cannot be listed: %s.",
+                                        session, strerror(-r));
         o = json_object_new_object();
         l = json_object_new_array();
         if (o && l) {
@@ -199,7 +200,8 @@ void api_npu_job_log(Manager *m, HttpRequest *req, const Route *route, json_obje
         if (r == -ENOENT)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No job '%s' of session '%s'.", id, session);
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The job's log cannot be read: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The log of job '%s' cannot be read: %s.", id,
+                                        strerror(-r));
         (void) snprintf(next, sizeof(next), "%" PRIu64, chunk.next_offset);
         const char *const hdr[] = { "X-Sandbox-Next-Offset", next,
                                     "X-Sandbox-Job-Finished", chunk.finished ? "1" : "0", NULL };
@@ -227,7 +229,8 @@ void api_npu_job_result(Manager *m, HttpRequest *req, const Route *route, json_o
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "Job '%s' has no result (it is %s).", id,
                                         npu_job_state_to_string(job->state));
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The job's result cannot be read: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The result of job '%s' cannot be read: %s.", id,
+                                        strerror(-r));
         o = npu_job_result_to_json(&result);
         npu_job_result_done(&result);
         if (!o)

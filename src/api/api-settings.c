@@ -40,7 +40,9 @@ void api_quota_put(Manager *m, HttpRequest *req, const Route *route, json_object
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid quota settings: %s.", why);
         r = quota_settings_save(m->state_dir, &n);
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The settings could not be saved: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL,
+                                        "The quota settings could not be saved to '%s/settings/quota.json': %s.",
+                                        m->state_dir, strerror(-r));
         m->quota = n;
         log_struct(LOG_NOTICE,
                    "MESSAGE_ID=" SR_MESSAGE_QUOTA_CHANGED,
@@ -77,6 +79,7 @@ void api_network_put(Manager *m, HttpRequest *req, const Route *route, json_obje
         if (r == -EINVAL)
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid network policy: %s.", error ?: "bad value");
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The network policy could not be applied: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The network policy could not be applied: %s.",
+                                        error ?: strerror(-r));
         api_network_get(m, req, route, body, params, lens);
 }

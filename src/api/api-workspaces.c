@@ -186,7 +186,8 @@ void api_revisions(Manager *m, HttpRequest *req, const Route *route, json_object
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such workspace.");
         r = cas_list_refs(m->cas, ws, &refs, &n);
         if (r < 0 && r != -ENOENT)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The revisions cannot be listed: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL,
+                                        "The revisions of workspace '%s' cannot be listed: %s.", ws, strerror(-r));
         o = json_object_new_object();
         list = json_object_new_array();
         if (!o || !list) {
@@ -223,7 +224,8 @@ static int read_revision(Manager *m, HttpRequest *req, const char **params, size
                 return -ENOENT;
         }
         if (r < 0) {
-                http_reply_error(req, HTTP_ERROR_INTERNAL, "The revision cannot be read: %s.", strerror(-r));
+                http_reply_error(req, HTTP_ERROR_INTERNAL, "Revision '%s' of workspace '%s' cannot be read: %s.",
+                                 id, ws, strerror(-r));
                 return r;
         }
         return 0;
@@ -247,7 +249,8 @@ void api_revision_tree(Manager *m, HttpRequest *req, const Route *route, json_ob
         if (r == -ENOENT || r == -ENOTDIR || r == -EINVAL)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No directory '%s' in this revision.", dir);
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The tree cannot be read: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "Directory '%s' of this revision cannot be read: %s.",
+                                        isempty(dir) ? "/" : dir, strerror(-r));
         o = json_object_new_object();
         list = json_object_new_array();
         size_t unlisted = 0;
@@ -324,7 +327,8 @@ void api_revision_file(Manager *m, HttpRequest *req, const Route *route, json_ob
         if (r == -ENOENT || r == -ENOTDIR || r == -EINVAL)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No file '%s' in this revision.", path);
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The file cannot be read: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "'%s' of this revision cannot be read: %s.", path,
+                                        strerror(-r));
         if (repr_digest_from_hex(digest, repr, sizeof(repr)) < 0) {
                 safe_close(fd);
                 return http_reply_error(req, HTTP_ERROR_INTERNAL, "Corrupt digest.");
@@ -368,7 +372,9 @@ static void restore_reply(Restore *x, int error) {
         if (x->req) {
                 http_request_set_userdata(x->req, NULL, NULL);
                 if (error < 0)
-                        http_reply_error(x->req, HTTP_ERROR_INTERNAL, "The restore failed: %s.", strerror(-error));
+                        http_reply_error(x->req, HTTP_ERROR_INTERNAL,
+                                         "The restore of '%s' into workspace '%s' failed: %s.", x->ref_name, x->ws,
+                                         strerror(-error));
                 else if ((o = json_object_new_object())) {
                         json_object_object_add(o, "workspaceId", json_object_new_string(x->ws));
                         json_object_object_add(o, "restored", json_object_new_string(x->ref_name));
@@ -462,7 +468,8 @@ void api_restore(Manager *m, HttpRequest *req, const Route *route, json_object *
         if (r == -ENOENT || r == -EINVAL)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "Workspace '%s' has no revision '%s'.", ws, exec);
         if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The revision cannot be read: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "Revision '%s' of workspace '%s' cannot be read: %s.",
+                                        exec, ws, strerror(-r));
 
         x = calloc(1, sizeof(*x));
         if (!x) {
@@ -482,7 +489,8 @@ void api_restore(Manager *m, HttpRequest *req, const Route *route, json_object *
         if (x->ws_fd < 0) {
                 r = x->ws_fd;
                 restore_free(x);
-                return http_reply_error(req, HTTP_ERROR_INTERNAL, "The workspace cannot be opened: %s.", strerror(-r));
+                return http_reply_error(req, HTTP_ERROR_INTERNAL, "Workspace '%s' cannot be opened: %s.", ws,
+                                        strerror(-r));
         }
         r = sd_event_add_time_relative(m->event, &x->retry, CLOCK_MONOTONIC, 0, USEC_PER_MSEC, on_restore_retry, x);
         if (r < 0) {

@@ -589,9 +589,9 @@ static void manager_setup_npu(Manager *m) {
                                     .bwrap = m->config.bwrap,
                                     .probe = &m->probe.probe,
                             },
-                            &m->npu);
+                            &m->npu, &m->npu_error);
         if (r < 0) {
-                if (asprintf(&m->npu_error, "%s", strerror(-r)) < 0)
+                if (!m->npu_error && asprintf(&m->npu_error, "%s", strerror(-r)) < 0)
                         m->npu_error = NULL;            /* contents undefined on failure */
                 log_error("Chips and devices are unavailable: %s", m->npu_error ?: "out of memory");
                 return;

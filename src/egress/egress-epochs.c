@@ -32,6 +32,7 @@
 #include "util/log.h"
 #include "util/helper-path.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 
 #define GATEWAY_IDLE_EXIT_SEC "60"
 
@@ -546,7 +547,7 @@ json_object *egress_current_json(EgressEpochs *ee) {
 }
 
 int egress_set_policy(EgressEpochs *ee, json_object *body, char **ret_error) {
-        _cleanup_free_ char *path = network_settings_path(ee), *tmp = NULL, *dir = NULL;
+        _cleanup_free_ char *path = network_settings_path(ee), *tmp = NULL, *dir = NULL, *revision = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         EgressPolicy *p = NULL;
         int r;
@@ -571,9 +572,18 @@ int egress_set_policy(EgressEpochs *ee, json_object *body, char **ret_error) {
                 r = errno > 0 ? -errno : -EIO;
                 (void) unlink(tmp);
                 egress_policy_free(p);
-                return r;
+                return ret_error ? set_message(ret_error, r, "it cannot be saved to '%s': %s", path, strerror(-r)) : r;
         }
-        return egress_rotate(ee, p);
+        revision = strdup(egress_policy_revision(p));
+        if (!revision) {
+                egress_policy_free(p);
+                return -ENOMEM;
+        }
+        r = egress_rotate(ee, p);
+        if (r < 0 && r != -ENOMEM && ret_error)
+                return set_message(ret_error, r, "the gateway of revision %s cannot be set up under '%s/egress': %s",
+                                   revision, ee->runtime_dir, strerror(-r));
+        return r;
 }
 
 int egress_epoch_acquire(EgressEpochs *ee, EgressEpoch **ret, const char **ret_reason) {
@@ -623,7 +633,8 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                 }
         r = epoch_new(ee, STEAL(p), &ep);
         if (r < 0)
-                return asprintf(ret_error, "its gateway could not be set up: %s", strerror(-r)) < 0 ? -ENOMEM : r;
+                return asprintf(ret_error, "its gateway could not be set up under '%s/egress': %s", ee->runtime_dir,
+                                strerror(-r)) < 0 ? -ENOMEM : r;
         if (ep->failed) {
                 egress_epoch_release(ep);
                 return asprintf(ret_error, "the gateway unit sandbox-runner-egress@.socket could not be started "

@@ -36,7 +36,8 @@ static inline void egress_epochs_freep(EgressEpochs **ee) {
 json_object *egress_current_json(EgressEpochs *ee);
 /*
  * egress_set_policy() - PUT /api/network-policy: validate, persist, rotate the epoch (new runs
- * use the new revision; running ones keep theirs). Return: 0, -EINVAL with *ret_error, -errno.
+ * use the new revision; running ones keep theirs). Return: 0, -EINVAL with *ret_error, -ENOMEM,
+ * -errno (with *ret_error naming the file or directory that failed).
  */
 int egress_set_policy(EgressEpochs *ee, json_object *body, char **ret_error);
 

@@ -635,7 +635,8 @@ int env_manager_new(const EnvManagerParams *p, EnvManager **ret, char **ret_erro
                        -ENOMEM : r;
         r = env_setup_recover(m);
         if (r < 0)
-                return asprintf(ret_error, "cannot load the environments: %s", strerror(-r)) < 0 ? -ENOMEM : r;
+                return asprintf(ret_error, "cannot load the environments from %s/environments: %s", p->state_dir,
+                                strerror(-r)) < 0 ? -ENOMEM : r;
         *ret = STEAL(m);
         return 0;
 }

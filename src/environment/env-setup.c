@@ -350,7 +350,8 @@ static void on_done(int error, const char *message, json_object *result, void *u
                 r = setup_publish(e, result);
                 if (r < 0) {
                         _cleanup_free_ char *why = NULL;
-                        if (asprintf(&why, "the new prefix could not be made live: %s", strerror(-r)) < 0)
+                        if (asprintf(&why, "the new revision of environment '%s' could not be made live under "
+                                     "'%s/environments': %s", e->name, m->state_dir, strerror(-r)) < 0)
                                 why = NULL;   /* setup_failed() then says "the setup failed" */
                         setup_failed(e, why);
                 }
@@ -505,8 +506,8 @@ void env_setup_next(EnvManager *m) {
                         _cleanup_free_ char *why = NULL;
                         if (e->error)
                                 why = strdup(e->error);
-                        else if (asprintf(&why, "the provisioning sandbox could not be started: %s",
-                                          strerror(-r)) < 0)
+                        else if (asprintf(&why, "the provisioning sandbox of environment '%s' could not be "
+                                          "started: %s", e->name, strerror(-r)) < 0)
                                 why = NULL;   /* setup_failed() then says "the setup failed" */
                         setup_failed(e, why);
                         setup_finished(e);

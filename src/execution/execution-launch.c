@@ -195,7 +195,7 @@ void execution_scope_start(Execution *e) {
                         },
                         description, on_scope_started, e, &e->scope);
         if (r < 0)
-                execution_fail(e, r, "could not ask systemd for a scope: %s", strerror(-r));
+                execution_fail(e, r, "could not ask systemd for the scope %s: %s", e->unit, strerror(-r));
 }
 
 /* bwrap's --info-fd: {"child-pid": N} (N = the sandbox's pid 1, as we see it), then EOF. */
@@ -376,7 +376,7 @@ static int launch_spawn(Execution *e, char **argv, const SandboxFds *fds, const 
         if (r == -ECHILD)
                 return execution_fail_keeper_gone(e, &keeper_exit);
         if (r < 0)
-                return execution_fail(e, r, "could not start the sandbox: %s", strerror(-r));
+                return execution_fail(e, r, "could not start the sandbox (%s): %s", c->bwrap, strerror(-r));
         return 0;
 }
 
@@ -470,7 +470,8 @@ int execution_launch(Execution *e) {
                 return 0;
         }
         if (r < 0)
-                return execution_fail(e, r, "could not measure the workspace: %s", strerror(-r));
+                return execution_fail(e, r, "could not measure workspace '%s': %s", e->req->workspace_id,
+                                      strerror(-r));
 
         r = launch_spawn(e, f.argv, &fds, &limits);
         if (r < 0)
@@ -499,11 +500,13 @@ static int execution_try_lease(Execution *e) {
                 e->ws_fd = safe_close(e->ws_fd);
                 e->ws_fd = workspace_open(e->ctx->workspaces_fd, e->req->workspace_id);
                 if (e->ws_fd < 0)
-                        return execution_fail(e, e->ws_fd, "could not open workspace '%s'", e->req->workspace_id);
+                        return execution_fail(e, e->ws_fd, "could not open workspace '%s': %s", e->req->workspace_id,
+                                              strerror(-e->ws_fd));
                 return 0;   /* retried by the lease timer */
         }
         if (fd < 0)
-                return execution_fail(e, fd, "could not take the workspace lease: %s", strerror(-fd));
+                return execution_fail(e, fd, "could not take the lease of workspace '%s': %s", e->req->workspace_id,
+                                      strerror(-fd));
         e->lease_fd = fd;
         e->lease_source = sd_event_source_disable_unref(e->lease_source);
         return 1;

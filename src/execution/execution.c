@@ -454,7 +454,9 @@ static void on_snapshot_done(ThreadTask *t, int error, const char *out, void *us
         if (error < 0) {
                 log_warning_errno(error, "Failed to snapshot workspace '%s' after execution '%s': %m",
                                   e->req->workspace_id, e->id);
-                e->snapshot_error = strdup(strerror(-error));
+                if (asprintf(&e->snapshot_error, "the snapshot of workspace '%s' failed: %s", e->req->workspace_id,
+                             strerror(-error)) < 0)
+                        e->snapshot_error = NULL;   /* contents undefined on failure */
         } else {
                 e->snapshot = strdup(out);
                 e->ctx->snapshot_published(e->ctx->userdata);

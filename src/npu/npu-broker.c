@@ -291,7 +291,7 @@ static int job_start_child(BrokerJob *j, char **ret_why) {
                 return -ENOMEM;
         j->pid = fork();
         if (j->pid < 0)
-                return set_message(ret_why, -errno, "cannot start the job's runner: %m");
+                return set_message(ret_why, -errno, "cannot start the job's runner %s: %m", b->runner);
         if (j->pid == 0) {
                 sigset_t none;
 
@@ -456,7 +456,8 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
         if (r < 0) {
                 job_free(j);
                 return r == -EINVAL ? set_message(ret_why, -EINVAL, "the job cannot be made: %s", reason ?: "invalid")
-                                    : set_message(ret_why, r, "the job cannot be stored: %s", strerror(-r));
+                                    : set_message(ret_why, r, "job %s cannot be stored in the job store: %s", id,
+                                                  strerror(-r));
         }
         r = npu_manager_claim(b->npu, j->chips, j->n_chips, NULL, holder, on_claimed, j, &claim, ret_why);
         if (r < 0) {
@@ -615,7 +616,7 @@ int npu_broker_new(const NpuBrokerParams *p, NpuBroker **ret, char **ret_error) 
         if (b->jobs_fd < 0)
                 return set_message(ret_error, b->jobs_fd, "the job store %s cannot be opened: %s", b->jobs_dir,
                            strerror(-b->jobs_fd));
-        if (npu_host_scan_nodes(b->device_root, &nodes) >= 0)
+        if (npu_host_scan_nodes(b->device_root, &nodes, NULL) >= 0)
                 b->mgmt = STEAL(nodes.mgmt);
         npu_host_nodes_done(&nodes);
         broker_recover(b);

@@ -127,7 +127,7 @@ int npu_discover(int out_fd, void *userdata) {
         NpuManager *m = userdata;
         _cleanup_(json_object_putp) json_object *root = json_object_new_object(), *chips = json_object_new_array(),
                                                 *mgmt = json_object_new_array();
-        _cleanup_free_ char *state_error = NULL;
+        _cleanup_free_ char *state_error = NULL, *scan_error = NULL;
         NpuHostNodes nodes = {};
         NpuSmiChips state = {};
         const char *source = NULL, *text;
@@ -135,9 +135,9 @@ int npu_discover(int out_fd, void *userdata) {
 
         if (!root || !chips || !mgmt)
                 return -ENOMEM;
-        r = npu_host_scan_nodes(m->device_root, &nodes);
+        r = npu_host_scan_nodes(m->device_root, &nodes, &scan_error);
         if (r < 0) {
-                json_object_object_add(root, "error", json_object_new_string(strerror(-r)));
+                json_object_object_add(root, "error", json_object_new_string(scan_error ?: strerror(-r)));
                 goto out;
         }
         for (char **n = nodes.mgmt; n && *n; n++)

@@ -65,7 +65,19 @@ static int unsigned_compare(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-int npu_host_scan_nodes(const char *device_root, NpuHostNodes *ret) {
+/* The reason of a failed scan of @device_root, naming it (what users see in /npu/chips and /health). */
+static int scan_refuse(char **ret_why, int error, const char *device_root, const char *what) {
+        if (error == -ENOMEM || !ret_why)
+                return error;
+        if (error == -E2BIG)
+                return set_message(ret_why, error,
+                                   "the NPU device root '%s' ([NPU] DeviceRoot=) has more than %d chips",
+                                   device_root, NPU_SMI_CHIPS_MAX);
+        return set_message(ret_why, error, "cannot %s the NPU device root '%s' ([NPU] DeviceRoot=): %s", what,
+                           device_root, strerror(-error));
+}
+
+int npu_host_scan_nodes(const char *device_root, NpuHostNodes *ret, char **ret_why) {
         static const char *const mgmt_names[] = { NPU_MGMT_NODES };
         bool mgmt_found[ELEMENTSOF(mgmt_names)] = {};
         _cleanup_(closedirp) DIR *d = NULL;
@@ -78,7 +90,7 @@ int npu_host_scan_nodes(const char *device_root, NpuHostNodes *ret) {
                 return -EINVAL;
         d = opendir(device_root);
         if (!d)
-                return negative_errno();
+                return scan_refuse(ret_why, negative_errno(), device_root, "open");
         chips = malloc(NPU_SMI_CHIPS_MAX * sizeof(unsigned));
         mgmt = calloc(1, sizeof(char *));
         if (!chips || !mgmt)
@@ -90,14 +102,14 @@ int npu_host_scan_nodes(const char *device_root, NpuHostNodes *ret) {
 
                 r = readdir_no_dot(d, &de);
                 if (r < 0)
-                        return r;
+                        return scan_refuse(ret_why, r, device_root, "read");
                 if (r == 0)
                         break;
                 if (chip_node_name(de->d_name, &v)) {
                         if (!is_char_device_at(dirfd(d), de->d_name))
                                 continue;
                         if (n >= NPU_SMI_CHIPS_MAX)
-                                return -E2BIG;
+                                return scan_refuse(ret_why, -E2BIG, device_root, "read");
                         chips[n++] = v;         /* names are unique in a directory: so are the ids */
                         continue;
                 }

@@ -33,11 +33,13 @@ typedef struct NpuHostNodes {
  * "davinci01", "davinci", "davinci_manager") that is a character device itself (lstat: a symlink,
  * a regular file or a directory of that name is not counted). A management node is one of
  * NPU_MGMT_NODES that is a character device. Other entries are ignored.
- * @ret is written only on success (then npu_host_nodes_done() it).
+ * @ret is written only on success (then npu_host_nodes_done() it). On failure other than -ENOMEM,
+ * *@ret_why (may be NULL) says why, naming @device_root ("cannot open the NPU device root '/x/dev'
+ * ([NPU] DeviceRoot=): Permission denied").
  * Return: 0, -E2BIG (more than NPU_SMI_CHIPS_MAX chips), -ENOMEM, or -errno of opening or
  * reading @device_root (-ENOENT when it does not exist).
  */
-int npu_host_scan_nodes(const char *device_root, NpuHostNodes *ret);
+int npu_host_scan_nodes(const char *device_root, NpuHostNodes *ret, char **ret_why);
 
 /* npu_host_nodes_done() - free what @n holds and empty it. */
 void npu_host_nodes_done(NpuHostNodes *n);

@@ -77,7 +77,7 @@ static bool dir_exists(const char *p) {
         return p && stat(p, &st) >= 0 && S_ISDIR(st.st_mode);
 }
 
-int npu_manager_new(const NpuManagerParams *p, NpuManager **ret) {
+int npu_manager_new(const NpuManagerParams *p, NpuManager **ret, char **ret_error) {
         _cleanup_(npu_manager_freep) NpuManager *m = NULL;
         const Config *c = p->config;
 
@@ -107,7 +107,8 @@ int npu_manager_new(const NpuManagerParams *p, NpuManager **ret) {
                 if (strv_extend(&m->cdi_dirs, *d) < 0)
                         return -ENOMEM;
         if (mkdir(m->scratch_dir, 0700) < 0 && errno != EEXIST)
-                return log_error_errno(errno, "Cannot create %s: %m", m->scratch_dir);
+                return set_message(ret_error, negative_errno(), "cannot create the probes' scratch directory %s: %m",
+                                   m->scratch_dir);
         *ret = STEAL(m);
         return 0;
 }

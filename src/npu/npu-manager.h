@@ -28,8 +28,9 @@ typedef struct NpuManagerParams {
         const SandboxProbe *probe;      /* borrowed: the Manager's, for the daemon's lifetime */
 } NpuManagerParams;
 
-/* npu_manager_new() - with [NPU] Enable=yes only. Return: 0 or -errno. */
-int npu_manager_new(const NpuManagerParams *p, NpuManager **ret);
+/* npu_manager_new() - with [NPU] Enable=yes only. Return: 0, -ENOMEM, or -errno with *@ret_error
+ * naming what failed (the probes' scratch directory). */
+int npu_manager_new(const NpuManagerParams *p, NpuManager **ret, char **ret_error);
 /* npu_manager_start() - find and probe the chips (after READY; a child task). */
 void npu_manager_start(NpuManager *m);
 NpuManager *npu_manager_free(NpuManager *m);

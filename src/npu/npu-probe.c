@@ -117,13 +117,13 @@ static int probe_run(const char *bwrap, char **argv, const int fds[4], unsigned 
         pid_t pid;
 
         if (pipe2(pipefd, O_CLOEXEC) < 0)
-                return set_message(ret_why, -errno, "cannot make a pipe: %m");
+                return set_message(ret_why, -errno, "the probe of chip %u: cannot make a pipe: %m", id);
         pid = fork();
         if (pid < 0) {
                 r = -errno;
                 safe_close(pipefd[0]);
                 safe_close(pipefd[1]);
-                return set_message(ret_why, r, "cannot fork: %s", strerror(-r));
+                return set_message(ret_why, r, "the probe of chip %u: cannot fork %s: %s", id, bwrap, strerror(-r));
         }
         if (pid == 0)
                 probe_exec(bwrap, argv, fds, pipefd[1]);

@@ -129,7 +129,7 @@ static int open_config(const char *ws, const char *resolved, char **ret_why) {
         if (fd < 0 && (errno == ELOOP || errno == EXDEV))
                 return npu_refuse(ret_why, -EPERM, "configPath: changed while it was being checked");
         if (fd < 0)
-                return npu_refuse(ret_why, -EPERM, "configPath: cannot be opened: %m");
+                return npu_refuse(ret_why, -EPERM, "configPath: '%s' cannot be opened: %m", resolved + strlen(ws) + 1);
         return fd;
 }
 
@@ -151,7 +151,7 @@ static int read_config(const char *ws, const char *rel, char **ret_path, char **
         if (!resolved && (errno == ENOENT || errno == ENOTDIR))
                 return npu_refuse(ret_why, -ENOENT, "configPath: no such file");
         if (!resolved)
-                return npu_refuse(ret_why, -EPERM, "configPath: cannot be resolved: %m");
+                return npu_refuse(ret_why, -EPERM, "configPath: '%s' cannot be resolved: %m", rel);
         if (!path_under(resolved, ws))
                 return npu_refuse(ret_why, -EPERM, "configPath: resolves outside the session's workspace");
         if (streq(resolved, ws))
@@ -161,7 +161,7 @@ static int read_config(const char *ws, const char *rel, char **ret_path, char **
         if (fd < 0)
                 return fd;
         if (fstat(fd, &st) < 0)
-                return npu_refuse(ret_why, -EPERM, "configPath: cannot be examined: %m");
+                return npu_refuse(ret_why, -EPERM, "configPath: '%s' cannot be examined: %m", rel);
         if (!S_ISREG(st.st_mode))
                 return npu_refuse(ret_why, -EPERM, "configPath: not a regular file");
         /* A hard link may name a file the session could never reach by a path (SECURITY.md §5). */
@@ -176,7 +176,8 @@ static int read_config(const char *ws, const char *rel, char **ret_path, char **
                 return -ENOMEM;
         n = loop_read(fd, text, want);
         if (n < 0)
-                return npu_refuse(ret_why, -EPERM, "configPath: cannot be read: %s", strerror(-errno_from_ssize(n)));
+                return npu_refuse(ret_why, -EPERM, "configPath: '%s' cannot be read: %s", rel,
+                                  strerror(-errno_from_ssize(n)));
         if ((size_t) n > NPU_CONFIG_MAX_BYTES)
                 return npu_refuse(ret_why, -EBADMSG, "configPath: larger than 1 MiB");
         text[n] = '\0';

@@ -292,7 +292,8 @@ static int prepare_v2(CgroupRoot *root, const char *own, uid_t uid, gid_t gid, c
         (void) snprintf(pid, sizeof(pid), "%d", (int) getpid());
         r = dfd < 0 ? negative_errno() : write_at(dfd, "cgroup.procs", pid);
         if (r < 0)
-                return set_message(ret_reason, r, "cgroup v2: cannot move the daemon into its leaf: %s", strerror(-r));
+                return set_message(ret_reason, r, "cgroup v2: cannot move the daemon into %s/" ROOT_NAME "/" DAEMON_NAME
+                                   ": %s", own, strerror(-r));
         pfd = open(own, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         r = pfd < 0 ? negative_errno() : write_at(pfd, "cgroup.subtree_control", enable);
         if (r >= 0)

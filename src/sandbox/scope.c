@@ -19,6 +19,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/scope.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 
 struct ScopeManager {
         sd_event *event;
@@ -400,7 +401,9 @@ int scope_manager_probe(ScopeManager *sm, char **ret_reason) {
 
         pid = fork();
         if (pid < 0)
-                return negative_errno();
+                return ret_reason ?
+                       set_message(ret_reason, negative_errno(), "cannot fork the test scope's process: %m") :
+                       negative_errno();
         if (pid == 0) {
                 (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
                 for (;;)
@@ -436,11 +439,12 @@ int scope_manager_probe(ScopeManager *sm, char **ret_reason) {
         }
         if (st.done)
                 r = st.error;
-        if (r < 0 && ret_reason &&
-            asprintf(ret_reason, "a test scope could not be created: %s",
+finish:
+        /* Every failure but -ENOMEM names the unit (or says it could not be made). */
+        if (r < 0 && r != -ENOMEM && ret_reason &&
+            asprintf(ret_reason, "the test scope %s could not be created: %s", name ?: "(unnamed)",
                      st.message ?: strerror(-r)) < 0)
                 r = -ENOMEM;
-finish:
         (void) kill(pid, SIGKILL);
         (void) waitpid(pid, NULL, 0);
         if (s) {
@@ -461,7 +465,11 @@ int scope_manager_open_system(sd_event *e, sd_bus **ret_bus, ScopeManager **ret,
         if (r >= 0)
                 r = scope_manager_new(e, *ret_bus, ret);
         if (r < 0) {
-                if (asprintf(ret_reason, "cannot connect to the system bus: %s", strerror(-r)) < 0)
+                /* sd_bus_open_system()'s address: $DBUS_SYSTEM_BUS_ADDRESS, else the default. */
+                const char *address = secure_getenv("DBUS_SYSTEM_BUS_ADDRESS");
+
+                if (asprintf(ret_reason, "cannot connect to the system bus (%s): %s",
+                             !isempty(address) ? address : "unix:path=/run/dbus/system_bus_socket", strerror(-r)) < 0)
                         return -ENOMEM;
                 return -ENOTCONN;
         }

@@ -21,7 +21,8 @@ re-probe at launch refusing by name a chip claimed after start-up (409 npu_chip_
 chip held by a run; inside an NPU sandbox exactly the selected nodes, the CANN variables, PATH,
 getent, ptrace/mount/bpf still denied, no interface but lo; a plain sandbox unchanged; CDI
 applied exactly and refused specs listed with reasons; request validation; a daemon without
-[NPU] Enable=yes refusing chips; the host NPU broker's jobs; the operator CLI sandbox-runnerctl
+[NPU] Enable=yes refusing chips; a device root the daemon cannot enter named in every answer that
+reports it; the host NPU broker's jobs; the operator CLI sandbox-runnerctl
 (--ctl, by default next to the daemon in the build tree) against the same daemon: npu chips, exec
 --npu/--device, npu submit --wait, npu jobs/log/result. Output is TAP; nothing is skipped.
 """
@@ -410,6 +411,57 @@ def case_disabled(ctx, res):
         res.check(st == 400 and (j or {}).get("error") == "npu_unavailable", "GET /npu/chips: %d %s" % (st, j))
         st, h = c2.req("GET", "/health")
         res.eq("/health.npu", (h or {}).get("npu"), {"enabled": False})
+    finally:
+        d2.cleanup()
+
+
+def proc_uid(pid):
+    """The effective uid of process @pid (from /proc)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                return int(line.split()[2])
+    raise AssertionError("no Uid: line for pid %d" % pid)
+
+
+@case("a DeviceRoot= the daemon cannot enter: /npu/chips, /health and a launch name it (issue 21)")
+def case_device_root_unreadable(ctx, res):
+    d2 = L.Daemon(ctx.d.path, run_as=ctx.d.run_as, config="")
+    try:
+        # A directory of root, mode 0700, above the device root: the daemon (its service user in
+        # both postures: started as root it drops to SandboxUser=) cannot enter it.
+        locked = os.path.join(d2.tmp, "locked")
+        dev = os.path.join(locked, "dev")
+        os.mkdir(locked, 0o700)
+        os.mkdir(dev, 0o755)
+        os.chown(locked, 0, 0)
+        os.chmod(locked, 0o700)
+        with open(d2.conf, "w") as f:
+            f.write("[NPU]\nEnable=yes\nDeviceRoot=%s\nDriverDirectory=%s\nNpuSmi=%s\nProbeTimeoutSec=30\n"
+                    "[Environments]\nBootstrap=\n[Runner]\nIdleExitSec=0\n[Execution]\nAllowUnscoped=yes\n"
+                    % (dev, ctx.driver, ctx.smi))
+        d2.start()
+        uid = proc_uid(d2.proc.pid)
+        res.check(uid != 0, "the daemon runs as uid %d, not root (else it could enter %s)" % (uid, locked))
+        c2 = EnvClient(d2, ctx.budget, "npu-locked", "npulocked")
+        deadline = now() + 60
+        while True:
+            st, j = c2.req("GET", "/npu/chips")
+            if st != 200 or (j or {}).get("phase") not in ("idle", "probing") or now() > deadline:
+                break
+            ctx.budget.expired.wait(0.2)
+        want = "cannot open the NPU device root '%s'" % dev
+        err = (j or {}).get("error", "")
+        res.check(st == 200 and j.get("phase") == "failed", "GET /npu/chips: %d %s" % (st, j))
+        res.check(want in err and "Permission denied" in err and err != "Permission denied",
+                  "/npu/chips error names the device root: %r" % err)
+        st, h = c2.req("GET", "/health")
+        herr = ((h or {}).get("npu") or {}).get("error", "")
+        res.check(want in herr and "Permission denied" in herr, "/health.npu.error names the device root: %r" % herr)
+        st, j = c2.execute({"command": "true", "npu": {"chips": [0]}})
+        msg = (j or {}).get("message", "")
+        res.check(st == 400 and j.get("error") == "npu_unavailable" and want in msg,
+                  "a launch with chips names the device root: %d %s" % (st, j))
     finally:
         d2.cleanup()
 

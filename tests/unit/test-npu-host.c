@@ -2,7 +2,8 @@
 /*
  * Unit tests of src/npu/npu-host.c: the device-node scan of a temporary directory (character
  * devices made with mknod(), so the test must run as root, as CI does: it fails, it does not
- * skip, elsewhere) next to regular files, symlinks, directories and names that are not chips;
+ * skip, elsewhere) next to regular files, symlinks, directories and names that are not chips, and
+ * why a scan failed, naming the directory;
  * npu_run_capture() (stdout, stderr's last line, exit status, signals, the timeout, the 1 MiB cap,
  * a missing program, stdin and inherited fds, SIGCHLD ignored); npu_host_read_state() through a fake libdcmi.so
  * (tests/helpers/fake-dcmi.c), one without dcmi_get_device_health() (falls back), and fake
@@ -68,7 +69,7 @@ static void test_scan_nodes(void **state) {
         assert_int_equal(mkdirat(d->fd, "davinci7", 0700), 0);
         assert_int_equal(mkfifoat(d->fd, "davinci8", 0600), 0);
 
-        assert_int_equal(npu_host_scan_nodes(d->path, &n), 0);
+        assert_int_equal(npu_host_scan_nodes(d->path, &n, NULL), 0);
         assert_int_equal(n.n_chips, 5);
         assert_int_equal(n.chips[0], 0);
         assert_int_equal(n.chips[1], 1);
@@ -86,17 +87,17 @@ static void test_scan_nodes_empty(void **state) {
         NpuHostNodes none = { .n_chips = 77 };
         _cleanup_free_ char *missing = NULL;
 
-        assert_int_equal(npu_host_scan_nodes(d->path, &n), 0);
+        assert_int_equal(npu_host_scan_nodes(d->path, &n, NULL), 0);
         assert_int_equal(n.n_chips, 0);
         assert_non_null(n.mgmt);
         assert_null(n.mgmt[0]);
 
         assert_true(asprintf(&missing, "%s/no-such-dir", d->path) > 0);
-        assert_int_equal(npu_host_scan_nodes(missing, &none), -ENOENT);
+        assert_int_equal(npu_host_scan_nodes(missing, &none, NULL), -ENOENT);
         assert_int_equal(none.n_chips, 77);                     /* untouched */
 
         /* the host's /dev: whatever it has, each chip listed is a character device there */
-        assert_int_equal(npu_host_scan_nodes("/dev", &dev), 0);
+        assert_int_equal(npu_host_scan_nodes("/dev", &dev, NULL), 0);
         for (size_t i = 0; i < dev.n_chips; i++) {
                 char path[64];
                 struct stat st;
@@ -105,6 +106,52 @@ static void test_scan_nodes_empty(void **state) {
                 assert_int_equal(lstat(path, &st), 0);
                 assert_true(S_ISCHR(st.st_mode));
         }
+}
+
+/* A failed scan says why, naming the device root: what /npu/chips and /health show (issue 21). */
+static void test_scan_nodes_why(void **state) {
+        TestDir *d = *state;
+        _cleanup_(npu_host_nodes_done) NpuHostNodes n = {};
+        _cleanup_free_ char *missing = NULL, *file = NULL, *many = NULL, *want = NULL, *why = NULL;
+        _cleanup_close_ int many_fd = -EBADF;
+
+        assert_true(asprintf(&missing, "%s/no-such-dir", d->path) > 0);
+        assert_int_equal(npu_host_scan_nodes(missing, &n, &why), -ENOENT);
+        assert_true(asprintf(&want, "cannot open the NPU device root '%s' ([NPU] DeviceRoot=): %s", missing,
+                             strerror(ENOENT)) > 0);
+        assert_string_equal(why, want);
+        why = mfree(why);
+        want = mfree(want);
+
+        make_file(d->fd, "not-a-dir", "", 0600);
+        assert_true(asprintf(&file, "%s/not-a-dir", d->path) > 0);
+        assert_int_equal(npu_host_scan_nodes(file, &n, &why), -ENOTDIR);
+        assert_true(asprintf(&want, "cannot open the NPU device root '%s' ([NPU] DeviceRoot=): %s", file,
+                             strerror(ENOTDIR)) > 0);
+        assert_string_equal(why, want);
+        why = mfree(why);
+        want = mfree(want);
+
+        /* one chip more than NPU_SMI_CHIPS_MAX */
+        assert_int_equal(mkdirat(d->fd, "many", 0700), 0);
+        many_fd = openat(d->fd, "many", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(many_fd >= 0);
+        for (unsigned i = 0; i <= NPU_SMI_CHIPS_MAX; i++) {
+                char name[32];
+
+                (void) snprintf(name, sizeof(name), "davinci%u", i);
+                make_char_device(many_fd, name);
+        }
+        assert_true(asprintf(&many, "%s/many", d->path) > 0);
+        assert_int_equal(npu_host_scan_nodes(many, &n, &why), -E2BIG);
+        assert_true(asprintf(&want, "the NPU device root '%s' ([NPU] DeviceRoot=) has more than %d chips", many,
+                             NPU_SMI_CHIPS_MAX) > 0);
+        assert_string_equal(why, want);
+        why = mfree(why);
+
+        /* success leaves it alone */
+        assert_int_equal(npu_host_scan_nodes(d->path, &n, &why), 0);
+        assert_null(why);
 }
 
 typedef struct RunCase {
@@ -331,6 +378,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_scan_nodes, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_scan_nodes_empty, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test_setup_teardown(test_scan_nodes_why, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test(test_run_capture),
                 cmocka_unit_test(test_run_capture_exec_failure),
                 cmocka_unit_test(test_run_capture_sigchld_ignored),
