@@ -393,7 +393,7 @@ static ssize_t log_follow_read(HttpRequest *req, uint64_t pos, char *buf, size_t
 void api_shell_logs(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                     const char **params, size_t *lens) {
         const char *stream = http_request_query(req, "stream") ?: "stdout";
-        const char *offset_s = http_request_query(req, "offset"), *follow_s = http_request_query(req, "follow");
+        const char *follow_s = http_request_query(req, "follow");
         _cleanup_close_ int fd = -EBADF;
         char id[129], next[32], name[16];
         uint64_t offset = 0;
@@ -408,14 +408,8 @@ void api_shell_logs(Manager *m, HttpRequest *req, const Route *route, json_objec
         s = record_stream_from_string(stream);
         if (s < 0)
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "stream must be 'stdout' or 'stderr'.");
-        if (offset_s) {
-                char *end = NULL;
-                errno = 0;
-                unsigned long long v = strtoull(offset_s, &end, 10);
-                if (errno != 0 || !end || *end || offset_s[0] < '0' || offset_s[0] > '9')
-                        return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "offset must be a byte offset (decimal).");
-                offset = v;
-        }
+        if (api_query_offset(req, &offset) < 0)
+                return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "offset must be a byte offset (decimal).");
         if (follow_s) {
                 if (!streq(follow_s, "0") && !streq(follow_s, "1"))
                         return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "follow must be 0 or 1.");

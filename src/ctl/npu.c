@@ -129,8 +129,9 @@ static int npu_result(const CtlOptions *o, int argc, char *argv[]) {
 
 static int npu_cancel(const CtlOptions *o, int argc, char *argv[]) {
         static const char *const first[] = { "jobId", "state", NULL };
-        _cleanup_(json_object_putp) json_object *body = json_object_new_object();
+        _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
         _cleanup_free_ char *path = NULL;
+        int r;
 
         if (!body || json_add_string(body, "sessionId", o->npu_session, strlen(o->npu_session)) < 0)
                 return log_oom();
@@ -138,16 +139,10 @@ static int npu_cancel(const CtlOptions *o, int argc, char *argv[]) {
         path = job_path(argv[0], "/cancel", NULL, NULL);
         if (!path)
                 return CTL_EXIT_FAILURE;
-        return request_and_show(o,
-                                &(const Request) {
-                                        .method = "POST",
-                                        .path = path,
-                                        .need_token = true,
-                                        .sign = true,
-                                        .json = body,
-                                        .timeout_usec = o->timeout_usec,
-                                },
-                                first);
+        r = request_post_signed(o, path, body, &answer);
+        if (r != 0)
+                return r;
+        return show_answer(o, answer, first);
 }
 
 /* ---- logs and waiting -------------------------------------------------------------------------- */
@@ -320,16 +315,7 @@ static int submit_job(const CtlOptions *o, const char *workload, char **ret_id) 
         }
         if (r < 0)
                 return log_oom();
-        r = request(o,
-                    &(const Request) {
-                            .method = "POST",
-                            .path = "/npu/jobs",
-                            .need_token = true,
-                            .sign = true,
-                            .json = body,
-                            .timeout_usec = o->timeout_usec,
-                    },
-                    &answer);
+        r = request_post_signed(o, "/npu/jobs", body, &answer);
         if (r != 0)
                 return r;
         if (!json_string_field(answer, "jobId")) {

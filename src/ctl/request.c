@@ -386,6 +386,19 @@ int request_and_show(const CtlOptions *o, const Request *req, const char *const 
         return show_answer(o, answer, first);
 }
 
+int request_post_signed(const CtlOptions *o, const char *path, json_object *json, json_object **ret_answer) {
+        return request(o,
+                       &(const Request) {
+                               .method = "POST",
+                               .path = path,
+                               .need_token = true,
+                               .sign = true,
+                               .json = json,
+                               .timeout_usec = o->timeout_usec,
+                       },
+                       ret_answer);
+}
+
 int request_get(const CtlOptions *o, const char *path, json_object **ret_answer) {
         return request(o,
                        &(const Request) {

@@ -117,16 +117,7 @@ static int start_run(const CtlOptions *o, json_object *body, json_object **ret_s
         const char *s;
         int r;
 
-        r = request(o,
-                    &(const Request) {
-                            .method = "POST",
-                            .path = "/shell-executions",
-                            .need_token = true,
-                            .sign = true,
-                            .json = body,
-                            .timeout_usec = o->timeout_usec,
-                    },
-                    &started);
+        r = request_post_signed(o, "/shell-executions", body, &started);
         if (r != 0)
                 return r;
 
@@ -296,17 +287,14 @@ int verb_logs(const CtlOptions *o, int argc, char *argv[]) {
 
 int verb_cancel(const CtlOptions *o, int argc, char *argv[]) {
         static const char *const first[] = { "executionId", "state", NULL };
+        _cleanup_(json_object_putp) json_object *answer = NULL;
         _cleanup_free_ char *path = execution_path(argv[0], "/cancel");
+        int r;
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        return request_and_show(o,
-                                &(const Request) {
-                                        .method = "POST",
-                                        .path = path,
-                                        .need_token = true,
-                                        .sign = true,
-                                        .timeout_usec = o->timeout_usec,
-                                },
-                                first);
+        r = request_post_signed(o, path, NULL, &answer);
+        if (r != 0)
+                return r;
+        return show_answer(o, answer, first);
 }

@@ -83,21 +83,7 @@ int npu_json_parse(const char *text, size_t len, int max_depth, const char *what
 /* ---- validators ------------------------------------------------------------------------------- */
 
 bool npu_workload_id_valid(const char *id) {
-        size_t n;
-
-        if (!id)
-                return false;
-        n = strlen(id);
-        if (n == 0 || n > NPU_WORKLOAD_ID_MAX)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = id[i];
-                bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-
-                if (!alnum && (i == 0 || !strchr("._-", c)))
-                        return false;
-        }
-        return true;
+        return str_token_valid(id, NPU_WORKLOAD_ID_MAX, LOWERCASE_LETTERS DIGITS, LOWERCASE_LETTERS DIGITS "._-");
 }
 
 /* Components of @p from @start on: non-empty, not "." or "..". @p has no trailing '/'. */
@@ -537,17 +523,6 @@ const NpuWorkload *npu_workloads_find(const NpuWorkloads *w, const char *id) {
         return NULL;
 }
 
-/* json_object_object_add() that takes @v in every case (NULL: an allocation failed). Return: 0 or -ENOMEM. */
-static int add_field(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static json_object *workload_to_json(const NpuWorkload *w) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_(json_object_putp) json_object *inputs = json_object_new_array();
@@ -562,11 +537,11 @@ static json_object *workload_to_json(const NpuWorkload *w) {
                         return NULL;
                 }
         }
-        if (add_field(o, "id", json_object_new_string(w->id)) < 0 ||
-            add_field(o, "description", json_object_new_string(w->description)) < 0 ||
-            add_field(o, "chips", json_object_new_int64(w->chips)) < 0 ||
-            add_field(o, "timeoutSec", json_new_u64(w->timeout_usec / USEC_PER_SEC)) < 0 ||
-            add_field(o, "inputs", STEAL(inputs)) < 0)
+        if (json_add(o, "id", json_object_new_string(w->id)) < 0 ||
+            json_add(o, "description", json_object_new_string(w->description)) < 0 ||
+            json_add(o, "chips", json_object_new_int64(w->chips)) < 0 ||
+            json_add(o, "timeoutSec", json_new_u64(w->timeout_usec / USEC_PER_SEC)) < 0 ||
+            json_add(o, "inputs", STEAL(inputs)) < 0)
                 return NULL;
         return STEAL(o);
 }

@@ -50,8 +50,29 @@ int json_write_file_atomic_at(int dfd, const char *name, json_object *o, int fla
         return write_file_atomic_at(dfd, name, buf, n + 1, mode);
 }
 
+int json_parse_text(const char *text, size_t size, json_object **ret) {
+        json_object *o;
+
+        if (strlen(text) != size)
+                return -EBADMSG;
+        o = json_tokener_parse(text);
+        if (!o)
+                return -EBADMSG;
+        *ret = o;
+        return 0;
+}
+
 int json_add(json_object *o, const char *key, json_object *v) {
         if (!v || json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int json_array_add(json_object *a, json_object *v) {
+        /* json-c takes a NULL element as JSON null: here it is the OOM of whoever made @v. */
+        if (!v || json_object_array_add(a, v) < 0) {
                 json_object_put(v);
                 return -ENOMEM;
         }
@@ -63,13 +84,19 @@ json_object *json_strv_new(char *const *l) {
 
         if (!a)
                 return NULL;
-        for (char *const *s = l; s && *s; s++) {
-                json_object *v = json_object_new_string(*s);
-
-                if (!v || json_object_array_add(a, v) < 0) {
-                        json_object_put(v);
+        for (char *const *s = l; s && *s; s++)
+                if (json_array_add(a, json_object_new_string(*s)) < 0)
                         return NULL;
-                }
-        }
+        return STEAL(a);
+}
+
+json_object *json_unsigned_array_new(const unsigned *v, size_t n) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (json_array_add(a, json_object_new_int64(v[i])) < 0)
+                        return NULL;
         return STEAL(a);
 }

@@ -32,8 +32,21 @@ int json_text_check_strict(const char *text, size_t size, const char **ret_why);
  */
 int json_write_file_atomic_at(int dfd, const char *name, json_object *o, int flags, mode_t mode);
 
+/*
+ * json_parse_text() - the JSON document in the @size bytes of @text (NUL-terminated, as the read_file
+ * helpers leave it), parsed by json-c's default tokener. Return: 0, or -EBADMSG for a NUL byte
+ * inside the @size bytes or text that is not JSON.
+ */
+int json_parse_text(const char *text, size_t size, json_object **ret);
+
 /* json_add() - add @v (consumed; NULL after an OOM counts as one) under @key. Return: 0 or -ENOMEM. */
 int json_add(json_object *o, const char *key, json_object *v);
 
+/* json_array_add() - append @v (consumed; NULL after an OOM counts as one) to @a. Return: 0 or -ENOMEM. */
+int json_array_add(json_object *a, json_object *v);
+
 /* json_strv_new() - a JSON array of the strings of @l (which may be NULL). Return: NULL on OOM. */
 json_object *json_strv_new(char *const *l);
+
+/* json_unsigned_array_new() - a JSON array of the @n numbers of @v (NULL if @n is 0). Return: NULL on OOM. */
+json_object *json_unsigned_array_new(const unsigned *v, size_t n);

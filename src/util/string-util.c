@@ -44,6 +44,20 @@ bool str_has_prefix_ci(const char *s, const char *prefix) {
         return s && strncasecmp(s, prefix, strlen(prefix)) == 0;
 }
 
+bool str_token_valid(const char *s, size_t max, const char *first_charset, const char *charset) {
+        size_t n;
+
+        if (!s)
+                return false;
+        n = strlen(s);
+        if (n == 0 || n > max)
+                return false;
+        /* s[0] is not NUL here: strchr() would find the terminator of any set. */
+        if (first_charset && !strchr(first_charset, s[0]))
+                return false;
+        return strspn(s, charset) == n;
+}
+
 int set_messagev(char **ret_message, int error, const char *fmt, va_list ap) {
         if (vasprintf(ret_message, fmt, ap) < 0) {
                 *ret_message = NULL;
