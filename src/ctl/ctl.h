@@ -192,6 +192,15 @@ int request_and_show(const CtlOptions *o, const Request *req, const char *const 
 /* POST @json (NULL: no body) to @path, signed, with the token and the --timeout limit. Returns an
  * exit code (see request()). */
 int request_post_signed(const CtlOptions *o, const char *path, json_object *json, json_object **ret_answer);
+/* The same, then show_answer() with @first. Returns an exit code. */
+int request_post_signed_and_show(const CtlOptions *o, const char *path, json_object *json, const char *const *first);
+
+/* PUT @json to @path with the token and the --timeout limit. Returns an exit code (see request()). */
+int request_put(const CtlOptions *o, const char *path, json_object *json, json_object **ret_answer);
+
+/* GET a log (@req: its path, time limits and error handling) into @sink, counted from 0; the 2xx
+ * answer's headers in @ret_response. Returns an exit code (see request()). */
+int request_log(const CtlOptions *o, const Request *req, LogSink *sink, HttpResponse *ret_response);
 
 /* GET @path with the token and the --timeout limit. Returns an exit code (see request()). */
 int request_get(const CtlOptions *o, const char *path, json_object **ret_answer);

@@ -480,15 +480,7 @@ static int put_env(const CtlOptions *o, const char *name, json_object *body) {
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        r = request(o,
-                    &(const Request) {
-                            .method = "PUT",
-                            .path = path,
-                            .need_token = true,
-                            .json = body,
-                            .timeout_usec = o->timeout_usec,
-                    },
-                    &answer);
+        r = request_put(o, path, body, &answer);
         if (r != 0)
                 return r;
         if (!o->wait)

@@ -129,9 +129,8 @@ static int npu_result(const CtlOptions *o, int argc, char *argv[]) {
 
 static int npu_cancel(const CtlOptions *o, int argc, char *argv[]) {
         static const char *const first[] = { "jobId", "state", NULL };
-        _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *answer = NULL;
+        _cleanup_(json_object_putp) json_object *body = json_object_new_object();
         _cleanup_free_ char *path = NULL;
-        int r;
 
         if (!body || json_add_string(body, "sessionId", o->npu_session, strlen(o->npu_session)) < 0)
                 return log_oom();
@@ -139,10 +138,7 @@ static int npu_cancel(const CtlOptions *o, int argc, char *argv[]) {
         path = job_path(argv[0], "/cancel", NULL, NULL);
         if (!path)
                 return CTL_EXIT_FAILURE;
-        r = request_post_signed(o, path, body, &answer);
-        if (r != 0)
-                return r;
-        return show_answer(o, answer, first);
+        return request_post_signed_and_show(o, path, body, first);
 }
 
 /* ---- logs and waiting -------------------------------------------------------------------------- */
@@ -153,7 +149,6 @@ static int read_log_chunk(const CtlOptions *o, const char *id, uint64_t offset, 
                           bool *ret_finished) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_free_ char *path = NULL;
-        json_object *answer = NULL;     /* a raw answer: stays NULL */
         char query[32];
         const char *h;
         uint64_t v;
@@ -164,22 +159,7 @@ static int read_log_chunk(const CtlOptions *o, const char *id, uint64_t offset, 
         if (!path)
                 return CTL_EXIT_FAILURE;
 
-        sink->bytes = 0;
-        sink->error = 0;
-        r = request(o,
-                    &(const Request) {
-                            .method = "GET",
-                            .path = path,
-                            .need_token = true,
-                            .timeout_usec = o->timeout_usec,
-                            .write_body = log_sink_write,
-                            .write_userdata = sink,
-                            .accept = "application/octet-stream",
-                            .raw_answer = true,
-                            .callback_error = &sink->error,
-                            .ret_response = &resp,
-                    },
-                    &answer);
+        r = request_log(o, &(const Request) { .path = path, .timeout_usec = o->timeout_usec }, sink, &resp);
         if (r != 0)
                 return r;
 

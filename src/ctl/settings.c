@@ -17,18 +17,6 @@ static json_object *unref(json_object *o) {
         return NULL;
 }
 
-static int put_json(const CtlOptions *o, const char *path, json_object *body, json_object **ret) {
-        return request(o,
-                       &(const Request) {
-                               .method = "PUT",
-                               .path = path,
-                               .need_token = true,
-                               .json = body,
-                               .timeout_usec = o->timeout_usec,
-                       },
-                       ret);
-}
-
 /* ---- quota ------------------------------------------------------------------------------------- */
 
 static const struct {
@@ -327,7 +315,7 @@ int verb_policy(const CtlOptions *o, int argc, char *argv[]) {
                 /* Nothing to remove: the policy stays as it is. */
                 return print_policy(o, current, before);
 
-        r = put_json(o, POLICY_PATH, body, &answer);
+        r = request_put(o, POLICY_PATH, body, &answer);
         if (r != 0)
                 return r;
         if (empty_note)
