@@ -22,8 +22,6 @@
 /* The allowlist nests four levels deep (object, array, workload, argv/env); a little slack. */
 #define NPU_WORKLOADS_MAX_DEPTH 16
 
-SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
-
 /* ---- shared helpers -------------------------------------------------------------------------- */
 
 int npu_refuse(char **ret_why, int error, const char *fmt, ...) {
@@ -47,11 +45,10 @@ bool npu_string_clean(const char *s) {
 
 int npu_json_parse(const char *text, size_t len, int max_depth, const char *what, json_object **ret,
                    char **ret_why) {
-        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         enum json_tokener_error err;
         const char *strict_why = NULL;
-        size_t end;
+        int r;
 
         if (len == 0)
                 return npu_refuse(ret_why, -EBADMSG, "%s: empty; a JSON object is required", what);
@@ -61,19 +58,15 @@ int npu_json_parse(const char *text, size_t len, int max_depth, const char *what
         if (json_text_check_strict(text, len, &strict_why) < 0)
                 return npu_refuse(ret_why, -EBADMSG, "%s: %s", what, strict_why);
 
-        tok = json_tokener_new_ex(max_depth);
-        if (!tok)
-                return -ENOMEM;
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        o = json_tokener_parse_ex(tok, text, (int) len);
-        err = json_tokener_get_error(tok);
-        if (err == json_tokener_continue)
-                return npu_refuse(ret_why, -EBADMSG, "%s: the JSON document is incomplete", what);
-        if (err != json_tokener_success)
-                return npu_refuse(ret_why, -EBADMSG, "%s: invalid JSON: %s", what, json_tokener_error_desc(err));
-        for (end = json_tokener_get_parse_end(tok); end < len; end++)
-                if (!strchr(" \t\r\n", text[end]) || text[end] == '\0')
-                        return npu_refuse(ret_why, -EBADMSG, "%s: trailing data after the JSON document", what);
+        r = json_parse_strict(text, len, max_depth, &o, &err);
+        if (r == -EBADMSG && err == json_tokener_continue)
+                return npu_refuse(ret_why, r, "%s: the JSON document is incomplete", what);
+        if (r == -EBADMSG && err == json_tokener_success)
+                return npu_refuse(ret_why, r, "%s: trailing data after the JSON document", what);
+        if (r == -EBADMSG)
+                return npu_refuse(ret_why, r, "%s: invalid JSON: %s", what, json_tokener_error_desc(err));
+        if (r < 0)
+                return r;
         if (!json_object_is_type(o, json_type_object))
                 return npu_refuse(ret_why, -EBADMSG, "%s: must be a JSON object", what);
         *ret = STEAL(o);

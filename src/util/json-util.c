@@ -2,6 +2,7 @@
 /* json-c helpers of the tree (json-util.h). */
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,37 @@ int json_parse_text(const char *text, size_t size, json_object **ret) {
         if (!o)
                 return -EBADMSG;
         *ret = o;
+        return 0;
+}
+
+
+SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
+
+int json_parse_strict(const char *text, size_t len, int max_depth, json_object **ret,
+                      enum json_tokener_error *ret_error) {
+        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        enum json_tokener_error err;
+
+        if (len > INT_MAX)
+                return -EFBIG;
+        tok = json_tokener_new_ex(max_depth);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        o = json_tokener_parse_ex(tok, text, (int) len);
+        err = json_tokener_get_error(tok);
+        if (err != json_tokener_success) {
+                *ret_error = err;
+                return -EBADMSG;
+        }
+        /* strchr() finds the terminator too: a NUL byte is not white space. */
+        for (size_t end = json_tokener_get_parse_end(tok); end < len; end++)
+                if (text[end] == '\0' || !strchr(" \t\r\n", text[end])) {
+                        *ret_error = json_tokener_success;
+                        return -EBADMSG;
+                }
+        *ret = STEAL(o);
         return 0;
 }
 

@@ -39,6 +39,18 @@ int json_write_file_atomic_at(int dfd, const char *name, json_object *o, int fla
  */
 int json_parse_text(const char *text, size_t size, json_object **ret);
 
+/*
+ * json_parse_strict() - the one JSON document in the @len bytes of @text (at most INT_MAX),
+ * parsed by json-c in strict mode with UTF-8 validation and at most @max_depth levels; only white
+ * space may follow it. Callers that must refuse what strict mode lets through run
+ * json_text_check_strict() first.
+ * Return: 0; -ENOMEM; -EFBIG if @len is over INT_MAX; -EBADMSG with *@ret_error:
+ * json_tokener_continue if the text ends inside the document, json_tokener_success if something
+ * other than white space follows it, else json-c's error (json_tokener_error_desc() names it).
+ */
+int json_parse_strict(const char *text, size_t len, int max_depth, json_object **ret,
+                      enum json_tokener_error *ret_error);
+
 /* json_add() - add @v (consumed; NULL after an OOM counts as one) under @key. Return: 0 or -ENOMEM. */
 int json_add(json_object *o, const char *key, json_object *v);
 
