@@ -261,21 +261,32 @@ static int claim_devices(Manager *m, HttpRequest *req, Execution *e, const unsig
         return 1;
 }
 
-void api_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
-                 const char **params, size_t *lens) {
+/* A run of @body: answered when it ends, or (@managed: POST /shell-executions) once it started. */
+static void start_execution(Manager *m, HttpRequest *req, json_object *body, ExecutionKind kind, bool managed) {
         const unsigned *chips;
         size_t n_chips;
         char *const *devices;
         Execution *e;
 
-        e = prepare_execution(m, req, body, streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL
-                                                                                   : EXECUTION_KIND_EXECUTE,
-                              &chips, &n_chips, &devices);
+        e = prepare_execution(m, req, body, kind, &chips, &n_chips, &devices);
         if (!e)
                 return;
+        /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
+        if (managed)
+                execution_set_managed(e);
         if (claim_devices(m, req, e, chips, n_chips, devices) != 0)
                 return;
-        execute_go(m, req, e);
+        if (managed)
+                shell_go(m, req, e);
+        else
+                execute_go(m, req, e);
+}
+
+void api_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                 const char **params, size_t *lens) {
+        start_execution(m, req, body,
+                        streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL : EXECUTION_KIND_EXECUTE,
+                        false);
 }
 
 static void reply_execution_failure(HttpRequest *req, Execution *e) {
@@ -308,19 +319,7 @@ static void shell_go(Manager *m, HttpRequest *req, Execution *e) {
 
 void api_shell_create(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                       const char **params, size_t *lens) {
-        const unsigned *chips;
-        size_t n_chips;
-        char *const *devices;
-        Execution *e;
-
-        e = prepare_execution(m, req, body, EXECUTION_KIND_SHELL, &chips, &n_chips, &devices);
-        if (!e)
-                return;
-        /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
-        execution_set_managed(e);
-        if (claim_devices(m, req, e, chips, n_chips, devices) != 0)
-                return;
-        shell_go(m, req, e);
+        start_execution(m, req, body, EXECUTION_KIND_SHELL, true);
 }
 
 void api_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,

@@ -376,14 +376,8 @@ static int provision_argv(const EnvProvisionSpec *spec, char ***ret) {
 static int provision_watch(EnvProvision *p, uint64_t timeout_usec) {
         int r;
 
-        (void) fd_nonblock(p->proc.stdout_fd, 1);
-        (void) fd_nonblock(p->proc.stderr_fd, 1);
-        (void) fd_nonblock(p->proc.report_fd, 1);
-        r = sd_event_add_io(p->event, &p->stdout_source, p->proc.stdout_fd, EPOLLIN, on_stdout, p);
-        if (r >= 0)
-                r = sd_event_add_io(p->event, &p->stderr_source, p->proc.stderr_fd, EPOLLIN, on_stderr, p);
-        if (r >= 0)
-                r = sd_event_add_io(p->event, &p->report_source, p->proc.report_fd, EPOLLIN, on_report, p);
+        r = sandbox_process_watch(&p->proc, p->event, on_stdout, on_stderr, on_report, p, &p->stdout_source,
+                                  &p->stderr_source, &p->report_source);
         if (r >= 0)
                 r = sd_event_add_time_relative(p->event, &p->timer_source, CLOCK_MONOTONIC, timeout_usec,
                                                USEC_PER_SEC, on_timeout, p);

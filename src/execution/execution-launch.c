@@ -398,14 +398,8 @@ static int launch_watch(Execution *e, LaunchFiles *f) {
                  * scope: after the go, go()). */
                 keeper_pool_refill(c->keeper_pool);
 
-        (void) fd_nonblock(e->proc.stdout_fd, 1);
-        (void) fd_nonblock(e->proc.stderr_fd, 1);
-        (void) fd_nonblock(e->proc.report_fd, 1);
-        r = sd_event_add_io(c->event, &e->stdout_source, e->proc.stdout_fd, EPOLLIN, execution_on_output, e);
-        if (r >= 0)
-                r = sd_event_add_io(c->event, &e->stderr_source, e->proc.stderr_fd, EPOLLIN, execution_on_output, e);
-        if (r >= 0)
-                r = sd_event_add_io(c->event, &e->report_source, e->proc.report_fd, EPOLLIN, execution_on_report, e);
+        r = sandbox_process_watch(&e->proc, c->event, execution_on_output, execution_on_output, execution_on_report, e,
+                                  &e->stdout_source, &e->stderr_source, &e->report_source);
         if (r >= 0)
                 r = sd_event_add_child_pidfd(c->event, &e->keeper_source, e->proc.keeper_pidfd, WEXITED,
                                              execution_on_keeper_exit, e);

@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -616,6 +617,22 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
         };
         keeper->pid = 0;
         return 0;
+}
+
+int sandbox_process_watch(const SandboxProcess *p, sd_event *e, sd_event_io_handler_t on_stdout,
+                          sd_event_io_handler_t on_stderr, sd_event_io_handler_t on_report, void *userdata,
+                          sd_event_source **ret_stdout, sd_event_source **ret_stderr, sd_event_source **ret_report) {
+        int r;
+
+        (void) fd_nonblock(p->stdout_fd, 1);
+        (void) fd_nonblock(p->stderr_fd, 1);
+        (void) fd_nonblock(p->report_fd, 1);
+        r = sd_event_add_io(e, ret_stdout, p->stdout_fd, EPOLLIN, on_stdout, userdata);
+        if (r >= 0)
+                r = sd_event_add_io(e, ret_stderr, p->stderr_fd, EPOLLIN, on_stderr, userdata);
+        if (r >= 0)
+                r = sd_event_add_io(e, ret_report, p->report_fd, EPOLLIN, on_report, userdata);
+        return r < 0 ? r : 0;
 }
 
 void sandbox_process_done(SandboxProcess *p) {
