@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util/macro.h"
 #include "util/string-util.h"
 
 char *str_escape_log(const char *s, size_t max) {
@@ -42,6 +43,27 @@ char *str_escape_log(const char *s, size_t max) {
 
 bool str_has_prefix_ci(const char *s, const char *prefix) {
         return s && strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int str_buf_append(char **data, size_t *size, size_t *allocated, size_t max, const void *p, size_t n) {
+        if (*size > max || n > max - *size)
+                return -EFBIG;
+        if (*size + n + 1 > *allocated) {
+                size_t a = MAX(*allocated * 2, *size + n + 1);
+                char *b;
+
+                a = MIN(a, max + 1);
+                b = realloc(*data, a);
+
+                if (!b)
+                        return -ENOMEM;
+                *data = b;
+                *allocated = a;
+        }
+        memcpy(*data + *size, p, n);
+        *size += n;
+        (*data)[*size] = '\0';
+        return 0;
 }
 
 bool str_token_valid(const char *s, size_t max, const char *first_charset, const char *charset) {
