@@ -344,8 +344,6 @@ void api_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object
                 json_object_object_del(o, "daemonPid");
                 json_object_object_del(o, "daemonStartTime");
         }
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 

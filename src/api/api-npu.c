@@ -27,8 +27,6 @@ void api_npu_chips(Manager *m, HttpRequest *req, const Route *route, json_object
                                         !m->config.npu_enable ? "Chips and devices are not enabled on this runner ([NPU] Enable=no)"
                                         : m->npu_error ?: "Chips and devices are unavailable");
         o = npu_manager_chips_json(m->npu);
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
@@ -83,8 +81,6 @@ void api_npu_workloads(Manager *m, HttpRequest *req, const Route *route, json_ob
         if (!broker_ready(m, req))
                 return;
         o = npu_broker_workloads_json(m->broker);
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
@@ -183,8 +179,6 @@ void api_npu_job_get(Manager *m, HttpRequest *req, const Route *route, json_obje
         if (!load_job(m, req, params, lens, id, &session, &job))
                 return;
         o = job_json(job);
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 

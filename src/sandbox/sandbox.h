@@ -65,6 +65,18 @@ typedef struct SandboxFds {
         bool start_now;
 } SandboxFds;
 
+/* The files a sandbox gets (SandboxFds), owned: sandbox_files_done() closes them. */
+typedef struct SandboxFiles {
+        int seccomp_fd, passwd_fd, group_fd, hosts_fd, code_fd, stdin_fd;
+} SandboxFiles;
+#define SANDBOX_FILES_NULL                                                                           \
+        ((SandboxFiles) { .seccomp_fd = -EBADF, .passwd_fd = -EBADF, .group_fd = -EBADF,             \
+                          .hosts_fd = -EBADF, .code_fd = -EBADF, .stdin_fd = -EBADF })
+void sandbox_files_done(SandboxFiles *f);
+/* sandbox_files_make_etc() - the sandbox's /etc/passwd, group and hosts (SANDBOX_*_DATA) as memfds
+ * in @f (each -errno on failure). Return: 0 or -ENOMEM. */
+int sandbox_files_make_etc(SandboxFiles *f);
+
 /* A keeper (sandbox-runner-keeper), started ahead of its run, waiting for its job. */
 typedef struct SandboxKeeper {
         pid_t pid;               /* 0 = none */
