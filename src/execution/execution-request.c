@@ -459,12 +459,12 @@ static int parse_limits(json_object *body, const ExecutionMaxima *max, Execution
         return 0;
 }
 
-/* The order of the steps decides which error a bad request gets: keep it. */
 /* The members of a request that take nothing but the body, after its ids and command or program. */
 static int (*const parsers[])(json_object *body, ExecutionRequest *r, char **ret_why) = {
         parse_stdin, parse_env, parse_cwd, parse_environment, parse_npu, parse_devices,
 };
 
+/* The order of the steps decides which error a bad request gets: keep it. */
 int execution_request_parse(json_object *body, ExecutionKind kind, const ExecutionMaxima *max,
                             ExecutionRequest **ret, char **ret_why) {
         _cleanup_(execution_request_freep) ExecutionRequest *r = NULL;
