@@ -89,7 +89,9 @@ void api_environments_list(Manager *m, HttpRequest *req, const Route *route, jso
 typedef int (*EnvNameCall)(EnvManager *m, const char *name, json_object **ret, EnvRefusal *ret_refusal,
                            char **ret_why);
 
-static void name_call(Manager *m, HttpRequest *req, const char *p, size_t len, EnvNameCall call, unsigned status) {
+/* @call NULL: PUT @body (a bad name is a bad request there, not an unknown environment). */
+static void name_call(Manager *m, HttpRequest *req, const char *p, size_t len, EnvNameCall call, json_object *body,
+                      unsigned status) {
         json_object *o = NULL;
         EnvRefusal refusal = 0;
         char *why = NULL, name[64];
@@ -98,39 +100,33 @@ static void name_call(Manager *m, HttpRequest *req, const char *p, size_t len, E
         if (unavailable(m, req))
                 return;
         if (!param_name(p, len, name))
-                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such environment.");
-        r = call(m->environments, name, &o, &refusal, &why);
+                return call ? http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No such environment.") :
+                              http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid environment name.");
+        if (call)
+                r = call(m->environments, name, &o, &refusal, &why);
+        else
+                r = env_manager_put(m->environments, name, body, &o, &refusal, &why);
         reply(req, name, r, status, o, refusal, why);
 }
 
 void api_environment_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                          const char **params, size_t *lens) {
-        name_call(m, req, params[0], lens[0], env_manager_show_json, 200);
+        name_call(m, req, params[0], lens[0], env_manager_show_json, NULL, 200);
 }
 
 void api_environment_revisions(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                                const char **params, size_t *lens) {
-        name_call(m, req, params[0], lens[0], env_manager_revisions_json, 200);
+        name_call(m, req, params[0], lens[0], env_manager_revisions_json, NULL, 200);
 }
 
 void api_environment_delete(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                             const char **params, size_t *lens) {
-        name_call(m, req, params[0], lens[0], env_manager_remove, 202);
+        name_call(m, req, params[0], lens[0], env_manager_remove, NULL, 202);
 }
 
 void api_environment_put(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                          const char **params, size_t *lens) {
-        json_object *o = NULL;
-        EnvRefusal refusal = 0;
-        char *why = NULL, name[64];
-        int r;
-
-        if (unavailable(m, req))
-                return;
-        if (!param_name(params[0], lens[0], name))
-                return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid environment name.");
-        r = env_manager_put(m->environments, name, body, &o, &refusal, &why);
-        reply(req, name, r, 202, o, refusal, why);
+        name_call(m, req, params[0], lens[0], NULL, body, 202);
 }
 
 void api_environments_setup(Manager *m, HttpRequest *req, const Route *route, json_object *body,

@@ -261,21 +261,32 @@ static int claim_devices(Manager *m, HttpRequest *req, Execution *e, const unsig
         return 1;
 }
 
-void api_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
-                 const char **params, size_t *lens) {
+/* A run of @body: answered when it ends, or (@managed: POST /shell-executions) once it started. */
+static void start_execution(Manager *m, HttpRequest *req, json_object *body, ExecutionKind kind, bool managed) {
         const unsigned *chips;
         size_t n_chips;
         char *const *devices;
         Execution *e;
 
-        e = prepare_execution(m, req, body, streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL
-                                                                                   : EXECUTION_KIND_EXECUTE,
-                              &chips, &n_chips, &devices);
+        e = prepare_execution(m, req, body, kind, &chips, &n_chips, &devices);
         if (!e)
                 return;
+        /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
+        if (managed)
+                execution_set_managed(e);
         if (claim_devices(m, req, e, chips, n_chips, devices) != 0)
                 return;
-        execute_go(m, req, e);
+        if (managed)
+                shell_go(m, req, e);
+        else
+                execute_go(m, req, e);
+}
+
+void api_execute(Manager *m, HttpRequest *req, const Route *route, json_object *body,
+                 const char **params, size_t *lens) {
+        start_execution(m, req, body,
+                        streq(route->pattern, "/execute-shell") ? EXECUTION_KIND_SHELL : EXECUTION_KIND_EXECUTE,
+                        false);
 }
 
 static void reply_execution_failure(HttpRequest *req, Execution *e) {
@@ -308,19 +319,7 @@ static void shell_go(Manager *m, HttpRequest *req, Execution *e) {
 
 void api_shell_create(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                       const char **params, size_t *lens) {
-        const unsigned *chips;
-        size_t n_chips;
-        char *const *devices;
-        Execution *e;
-
-        e = prepare_execution(m, req, body, EXECUTION_KIND_SHELL, &chips, &n_chips, &devices);
-        if (!e)
-                return;
-        /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
-        execution_set_managed(e);
-        if (claim_devices(m, req, e, chips, n_chips, devices) != 0)
-                return;
-        shell_go(m, req, e);
+        start_execution(m, req, body, EXECUTION_KIND_SHELL, true);
 }
 
 void api_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
@@ -345,8 +344,6 @@ void api_shell_get(Manager *m, HttpRequest *req, const Route *route, json_object
                 json_object_object_del(o, "daemonPid");
                 json_object_object_del(o, "daemonStartTime");
         }
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
@@ -393,7 +390,7 @@ static ssize_t log_follow_read(HttpRequest *req, uint64_t pos, char *buf, size_t
 void api_shell_logs(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                     const char **params, size_t *lens) {
         const char *stream = http_request_query(req, "stream") ?: "stdout";
-        const char *offset_s = http_request_query(req, "offset"), *follow_s = http_request_query(req, "follow");
+        const char *follow_s = http_request_query(req, "follow");
         _cleanup_close_ int fd = -EBADF;
         char id[129], next[32], name[16];
         uint64_t offset = 0;
@@ -408,14 +405,8 @@ void api_shell_logs(Manager *m, HttpRequest *req, const Route *route, json_objec
         s = record_stream_from_string(stream);
         if (s < 0)
                 return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "stream must be 'stdout' or 'stderr'.");
-        if (offset_s) {
-                char *end = NULL;
-                errno = 0;
-                unsigned long long v = strtoull(offset_s, &end, 10);
-                if (errno != 0 || !end || *end || offset_s[0] < '0' || offset_s[0] > '9')
-                        return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "offset must be a byte offset (decimal).");
-                offset = v;
-        }
+        if (api_query_offset(req, &offset) < 0)
+                return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "offset must be a byte offset (decimal).");
         if (follow_s) {
                 if (!streq(follow_s, "0") && !streq(follow_s, "1"))
                         return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "follow must be 0 or 1.");

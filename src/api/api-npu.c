@@ -27,8 +27,6 @@ void api_npu_chips(Manager *m, HttpRequest *req, const Route *route, json_object
                                         !m->config.npu_enable ? "Chips and devices are not enabled on this runner ([NPU] Enable=no)"
                                         : m->npu_error ?: "Chips and devices are unavailable");
         o = npu_manager_chips_json(m->npu);
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
@@ -83,8 +81,6 @@ void api_npu_workloads(Manager *m, HttpRequest *req, const Route *route, json_ob
         if (!broker_ready(m, req))
                 return;
         o = npu_broker_workloads_json(m->broker);
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
@@ -159,43 +155,46 @@ void api_npu_jobs_list(Manager *m, HttpRequest *req, const Route *route, json_ob
         http_reply_json(req, 200, o);
 }
 
+/* The job the path names, of the request's session; false once the request is answered. */
+static bool load_job(Manager *m, HttpRequest *req, const char **params, size_t *lens, char id[static 129],
+                     const char **ret_session, NpuJob **ret) {
+        int r;
+
+        if (!broker_ready(m, req) || !job_params(req, params, lens, NULL, id, ret_session))
+                return false;
+        r = npu_jobs_load_for_session(npu_broker_jobs_fd(m->broker), id, *ret_session, ret);
+        if (r < 0) {
+                http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No job '%s' of session '%s'.", id, *ret_session);
+                return false;
+        }
+        return true;
+}
+
 void api_npu_job_get(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                      const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(npu_job_freep) NpuJob *job = NULL;
         const char *session;
         char id[129];
-        int r;
 
-        if (!broker_ready(m, req) || !job_params(req, params, lens, NULL, id, &session))
+        if (!load_job(m, req, params, lens, id, &session, &job))
                 return;
-        r = npu_jobs_load_for_session(npu_broker_jobs_fd(m->broker), id, session, &job);
-        if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No job '%s' of session '%s'.", id, session);
         o = job_json(job);
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
 void api_npu_job_log(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                      const char **params, size_t *lens) {
         _cleanup_(npu_job_log_chunk_done) NpuJobLogChunk chunk = {};
-        const char *session, *offset_s = http_request_query(req, "offset");
+        const char *session;
         char id[129], next[32];
-        uint64_t offset = 0;
+        uint64_t offset;
         int r;
 
         if (!broker_ready(m, req) || !job_params(req, params, lens, NULL, id, &session))
                 return;
-        if (offset_s) {
-                char *end = NULL;
-                errno = 0;
-                unsigned long long v = strtoull(offset_s, &end, 10);
-                if (errno != 0 || !end || *end || offset_s[0] < '0' || offset_s[0] > '9')
-                        return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "offset must be a byte offset (decimal).");
-                offset = v;
-        }
+        if (api_query_offset(req, &offset) < 0)
+                return http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "offset must be a byte offset (decimal).");
         r = npu_jobs_read_log(npu_broker_jobs_fd(m->broker), id, session, offset, 1U << 20, &chunk);
         if (r == -ENOENT)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No job '%s' of session '%s'.", id, session);
@@ -219,11 +218,8 @@ void api_npu_job_result(Manager *m, HttpRequest *req, const Route *route, json_o
         char id[129];
         int r;
 
-        if (!broker_ready(m, req) || !job_params(req, params, lens, NULL, id, &session))
+        if (!load_job(m, req, params, lens, id, &session, &job))
                 return;
-        r = npu_jobs_load_for_session(npu_broker_jobs_fd(m->broker), id, session, &job);
-        if (r < 0)
-                return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "No job '%s' of session '%s'.", id, session);
         r = npu_jobs_load_result(npu_broker_jobs_fd(m->broker), id, &result);
         if (r == -ENOENT)
                 return http_reply_error(req, HTTP_ERROR_NOT_FOUND, "Job '%s' has no result (it is %s).", id,

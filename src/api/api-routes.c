@@ -36,6 +36,25 @@ int api_param_id(const char *p, size_t len, char ret[static 129]) {
         return workspace_id_valid(ret) ? 0 : -EINVAL;
 }
 
+int api_query_offset(const HttpRequest *req, uint64_t *ret) {
+        const char *s = http_request_query(req, "offset");
+        unsigned long long v;
+        char *end = NULL;
+
+        if (!s) {
+                *ret = 0;
+                return 0;
+        }
+        if (s[0] < '0' || s[0] > '9')
+                return -EINVAL;         /* strtoull() would take a sign or white space */
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno != 0 || !end || *end)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
 static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
         _cleanup_free_ char *path = str_escape_log(http_request_path(req), 256);
         _cleanup_free_ char *method = str_escape_log(http_request_method(req), 32);

@@ -23,8 +23,6 @@ void api_quota_get(Manager *m, HttpRequest *req, const Route *route, json_object
                    const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = quota_settings_to_json(&m->quota);
 
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
@@ -54,8 +52,6 @@ void api_quota_put(Manager *m, HttpRequest *req, const Route *route, json_object
                    ", upload request %" PRIu64 " bytes (0 = unlimited); new executions use them.",
                    n.max_workspace_bytes, n.max_output_bytes, n.max_upload_file_bytes, n.max_upload_request_bytes);
         o = quota_settings_to_json(&m->quota);
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 
@@ -63,8 +59,6 @@ void api_network_get(Manager *m, HttpRequest *req, const Route *route, json_obje
                      const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = egress_current_json(m->egress);
 
-        if (!o)
-                return http_reply_oom(req);
         http_reply_json(req, 200, o);
 }
 

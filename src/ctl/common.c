@@ -42,6 +42,30 @@ const char *json_string_field(json_object *o, const char *key) {
         return json_object_get_string(v);
 }
 
+json_object *json_array_field(json_object *o, const char *key) {
+        json_object *l;
+
+        if (!json_object_object_get_ex(o, key, &l) || !json_object_is_type(l, json_type_array))
+                return NULL;
+        return l;
+}
+
+int print_string_list(json_object *l) {
+        size_t n = l ? json_object_array_length(l) : 0;
+
+        if (n == 0)
+                printf("(none)");
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *e = output_escaped(json_object_get_string(json_object_array_get_idx(l, i)));
+
+                if (!e)
+                        return -ENOMEM;
+                printf("%s%s", i > 0 ? ", " : "", e);
+        }
+        printf("\n");
+        return 0;
+}
+
 int flush_stdout(void) {
         if (fflush(stdout) != 0 || ferror(stdout)) {
                 log_error("Failed to write to standard output: %s", strerror(errno ?: EIO));
@@ -71,16 +95,6 @@ const char *json_body(json_object *o, size_t *ret_size) {
         if (s && ret_size)
                 *ret_size = strlen(s);  /* embedded NULs are escaped as \u0000 */
         return s;
-}
-
-int json_add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
 }
 
 int json_add_string(json_object *o, const char *key, const char *s, size_t n) {

@@ -189,6 +189,19 @@ int request(const CtlOptions *o, const Request *req, json_object **ret_answer);
  * Returns the exit code. */
 int request_and_show(const CtlOptions *o, const Request *req, const char *const *first);
 
+/* POST @json (NULL: no body) to @path, signed, with the token and the --timeout limit. Returns an
+ * exit code (see request()). */
+int request_post_signed(const CtlOptions *o, const char *path, json_object *json, json_object **ret_answer);
+/* The same, then show_answer() with @first. Returns an exit code. */
+int request_post_signed_and_show(const CtlOptions *o, const char *path, json_object *json, const char *const *first);
+
+/* PUT @json to @path with the token and the --timeout limit. Returns an exit code (see request()). */
+int request_put(const CtlOptions *o, const char *path, json_object *json, json_object **ret_answer);
+
+/* GET a log (@req: its path, time limits and error handling) into @sink, counted from 0; the 2xx
+ * answer's headers in @ret_response. Returns an exit code (see request()). */
+int request_log(const CtlOptions *o, const Request *req, LogSink *sink, HttpResponse *ret_response);
+
 /* GET @path with the token and the --timeout limit. Returns an exit code (see request()). */
 int request_get(const CtlOptions *o, const char *path, json_object **ret_answer);
 
@@ -202,13 +215,18 @@ int show_answer(const CtlOptions *o, json_object *answer, const char *const *fir
 
 /* Field accessors that tolerate anything: NULL, @fallback or false when missing or mistyped. */
 const char *json_string_field(json_object *o, const char *key);
+json_object *json_array_field(json_object *o, const char *key);
 int64_t json_int_field(json_object *o, const char *key, int64_t fallback);
 bool json_bool_field(json_object *o, const char *key);
 
-/* Builders: the value is consumed also on failure. Return 0, -ENOMEM (-EFBIG: string > INT_MAX). */
-int json_add(json_object *o, const char *key, json_object *v);
+/* Builders (and json_add(), util/json-util.h): the value is consumed also on failure. Return 0,
+ * -ENOMEM (-EFBIG: string > INT_MAX). */
 int json_add_string(json_object *o, const char *key, const char *s, size_t n);
 int json_add_u64(json_object *o, const char *key, uint64_t v);
+
+/* The strings of the JSON array @l (NULL: none) escaped and comma-separated, or "(none)"; then a
+ * newline. Return: 0 or -ENOMEM. */
+int print_string_list(json_object *l);
 
 /* The JSON text of @o, for a request body. NULL on OOM. */
 const char *json_body(json_object *o, size_t *ret_size);

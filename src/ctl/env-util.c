@@ -18,28 +18,6 @@ bool env_kind_valid(const char *kind) {
         return kind && (streq(kind, "python") || streq(kind, "r") || streq(kind, "conda"));
 }
 
-/* Adds @v to the array @a; @v is consumed also on failure. */
-static int array_add(json_object *a, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_array_add(a, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-/* Adds @v as @key of @o; @v is consumed also on failure. */
-static int object_add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static const char *string_field(json_object *o, const char *key) {
         json_object *v;
 
@@ -65,8 +43,8 @@ int env_wheel_parse(const char *arg, json_object **ret) {
 
         w = json_object_new_object();
         if (!w ||
-            object_add(w, "workspaceId", json_object_new_string_len(arg, (int) (colon - arg))) < 0 ||
-            object_add(w, "path", json_object_new_string(colon + 1)) < 0)
+            json_add(w, "workspaceId", json_object_new_string_len(arg, (int) (colon - arg))) < 0 ||
+            json_add(w, "path", json_object_new_string(colon + 1)) < 0)
                 return -ENOMEM;
 
         *ret = STEAL(w);
@@ -157,7 +135,7 @@ static int merge_specs(json_object *packages, const char *kind, const char *cons
                                 json_object_put(s);
                                 return -ENOMEM;
                         }
-                } else if (array_add(packages, s) < 0)
+                } else if (json_array_add(packages, s) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -187,7 +165,7 @@ static int merge_wheels(json_object *list, const char *const *wheels, size_t n) 
                                 json_object_put(w);
                                 return -ENOMEM;
                         }
-                } else if (array_add(list, w) < 0)
+                } else if (json_array_add(list, w) < 0)
                         return -ENOMEM;
         }
         return 0;
@@ -195,7 +173,7 @@ static int merge_wheels(json_object *list, const char *const *wheels, size_t n) 
 
 static int add_strings(json_object *a, const char *const *l, size_t n) {
         for (size_t i = 0; i < n; i++)
-                if (array_add(a, json_object_new_string(l[i])) < 0)
+                if (json_array_add(a, json_object_new_string(l[i])) < 0)
                         return -ENOMEM;
         return 0;
 }
@@ -205,10 +183,10 @@ int env_create_body(const EnvCreateArgs *a, json_object **ret) {
         json_object *packages, *wheels, *source, *channels;
         int r;
 
-        if (!body || object_add(body, "kind", json_object_new_string(a->kind ?: "")) < 0 ||
-            object_add(body, "packages", packages = json_object_new_array()) < 0 ||
-            object_add(body, "wheels", wheels = json_object_new_array()) < 0 ||
-            object_add(body, "source", source = json_object_new_object()) < 0)
+        if (!body || json_add(body, "kind", json_object_new_string(a->kind ?: "")) < 0 ||
+            json_add(body, "packages", packages = json_object_new_array()) < 0 ||
+            json_add(body, "wheels", wheels = json_object_new_array()) < 0 ||
+            json_add(body, "source", source = json_object_new_object()) < 0)
                 return -ENOMEM;
 
         if (add_strings(packages, a->packages, a->n_packages) < 0)
@@ -217,13 +195,13 @@ int env_create_body(const EnvCreateArgs *a, json_object **ret) {
         if (r < 0)
                 return r;
 
-        if ((a->index_url && object_add(source, "indexUrl", json_object_new_string(a->index_url)) < 0) ||
-            (a->preset && object_add(source, "preset", json_object_new_string(a->preset)) < 0) ||
-            (a->offline && object_add(source, "offline", json_object_new_boolean(true)) < 0))
+        if ((a->index_url && json_add(source, "indexUrl", json_object_new_string(a->index_url)) < 0) ||
+            (a->preset && json_add(source, "preset", json_object_new_string(a->preset)) < 0) ||
+            (a->offline && json_add(source, "offline", json_object_new_boolean(true)) < 0))
                 return -ENOMEM;
 
         if (a->n_channels > 0) {
-                if (object_add(body, "channels", channels = json_object_new_array()) < 0 ||
+                if (json_add(body, "channels", channels = json_object_new_array()) < 0 ||
                     add_strings(channels, a->channels, a->n_channels) < 0)
                         return -ENOMEM;
         }
@@ -239,7 +217,7 @@ static json_object *copy_strings(json_object *o, const char *key) {
         for (size_t i = 0; a && src && i < json_object_array_length(src); i++) {
                 json_object *s = json_object_array_get_idx(src, i);
 
-                if (json_object_is_type(s, json_type_string) && array_add(a, json_object_get(s)) < 0) {
+                if (json_object_is_type(s, json_type_string) && json_array_add(a, json_object_get(s)) < 0) {
                         json_object_put(a);
                         return NULL;
                 }
@@ -260,12 +238,12 @@ static json_object *copy_wheels(json_object *current) {
                 c = json_object_new_object();
                 if (!c)
                         goto fail;
-                if (object_add(c, "sha256", json_object_new_string(sha)) < 0 ||
-                    object_add(c, "file", json_object_new_string(file)) < 0) {
+                if (json_add(c, "sha256", json_object_new_string(sha)) < 0 ||
+                    json_add(c, "file", json_object_new_string(file)) < 0) {
                         json_object_put(c);
                         goto fail;
                 }
-                if (array_add(a, c) < 0)
+                if (json_array_add(a, c) < 0)
                         goto fail;
         }
         return a;
@@ -287,10 +265,10 @@ static json_object *copy_source(json_object *current) {
                 return s;
         url = string_field(src, "indexUrl");
         preset = string_field(src, "preset");
-        if ((url && object_add(s, "indexUrl", json_object_new_string(url)) < 0) ||
-            (preset && object_add(s, "preset", json_object_new_string(preset)) < 0) ||
+        if ((url && json_add(s, "indexUrl", json_object_new_string(url)) < 0) ||
+            (preset && json_add(s, "preset", json_object_new_string(preset)) < 0) ||
             (json_object_object_get_ex(src, "offline", &v) && json_object_get_boolean(v) &&
-             object_add(s, "offline", json_object_new_boolean(true)) < 0)) {
+             json_add(s, "offline", json_object_new_boolean(true)) < 0)) {
                 json_object_put(s);
                 return NULL;
         }
@@ -308,13 +286,13 @@ int env_install_body(json_object *current, const char *const *specs, size_t n_sp
                 return -EBADMSG;
 
         body = json_object_new_object();
-        if (!body || object_add(body, "kind", json_object_new_string(kind)) < 0 ||
-            object_add(body, "packages", packages = copy_strings(current, "requested")) < 0 ||
-            object_add(body, "wheels", list = copy_wheels(current)) < 0 ||
-            object_add(body, "source", copy_source(current)) < 0)
+        if (!body || json_add(body, "kind", json_object_new_string(kind)) < 0 ||
+            json_add(body, "packages", packages = copy_strings(current, "requested")) < 0 ||
+            json_add(body, "wheels", list = copy_wheels(current)) < 0 ||
+            json_add(body, "source", copy_source(current)) < 0)
                 return -ENOMEM;
         if (array_field(current, "channels") &&
-            object_add(body, "channels", copy_strings(current, "channels")) < 0)
+            json_add(body, "channels", copy_strings(current, "channels")) < 0)
                 return -ENOMEM;
 
         r = merge_specs(packages, kind, specs, n_specs);

@@ -47,16 +47,8 @@ static char *env_path(const char *name, const char *suffix) {
         return p;
 }
 
-static json_object *list_field(json_object *o, const char *key) {
-        json_object *l;
-
-        if (!json_object_object_get_ex(o, key, &l) || !json_object_is_type(l, json_type_array))
-                return NULL;
-        return l;
-}
-
 static size_t list_length(json_object *o, const char *key) {
-        json_object *l = list_field(o, key);
+        json_object *l = json_array_field(o, key);
 
         return l ? json_object_array_length(l) : 0;
 }
@@ -76,7 +68,7 @@ static size_t column_width(json_object *list, const char *key, size_t min) {
 /* ---- list, show, revisions --------------------------------------------------------------------- */
 
 static int print_list(json_object *answer) {
-        json_object *list = list_field(answer, "environments");
+        json_object *list = json_array_field(answer, "environments");
         size_t w;
 
         if (!list) {
@@ -115,24 +107,13 @@ static int print_field(const char *key, const char *value) {
 
 /* The strings of the list @key of @o, comma-separated, or "(none)". */
 static int print_strings(const char *label, json_object *o, const char *key) {
-        json_object *l = list_field(o, key);
-        size_t n = l ? json_object_array_length(l) : 0;
-
-        printf("%-10s %s", label, n == 0 ? "(none)" : "");
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *e = output_escaped(json_object_get_string(json_object_array_get_idx(l, i)));
-
-                if (!e)
-                        return -ENOMEM;
-                printf("%s%s", i > 0 ? ", " : "", e);
-        }
-        printf("\n");
-        return 0;
+        printf("%-10s ", label);
+        return print_string_list(json_array_field(o, key));
 }
 
 /* Lines "  A  B  C..." for each object of the list @key of @o, with the fields @fields. */
 static int print_rows(json_object *o, const char *key, const char *indent, const char *const *fields) {
-        json_object *l = list_field(o, key);
+        json_object *l = json_array_field(o, key);
 
         for (size_t i = 0; l && i < json_object_array_length(l); i++) {
                 json_object *e = json_object_array_get_idx(l, i);
@@ -174,7 +155,7 @@ static int print_env(json_object *e) {
              (json_string_field(source, "preset") && print_field("preset:", json_string_field(source, "preset")) < 0) ||
              print_field("offline:", json_bool_field(source, "offline") ? "yes" : "no") < 0))
                 return log_oom();
-        if (list_field(e, "channels") && print_strings("channels:", e, "channels") < 0)
+        if (json_array_field(e, "channels") && print_strings("channels:", e, "channels") < 0)
                 return log_oom();
         if (print_strings("requested:", e, "requested") < 0)
                 return log_oom();
@@ -203,7 +184,7 @@ static char *created_at(json_object *r) {
 }
 
 static int print_revisions(json_object *answer) {
-        json_object *list = list_field(answer, "revisions");
+        json_object *list = json_array_field(answer, "revisions");
 
         if (!list) {
                 log_error("The answer has no 'revisions' list.");
@@ -226,7 +207,7 @@ static int print_revisions(json_object *answer) {
 /* -v: each revision followed by its packages. */
 static int print_revisions_verbose(json_object *answer) {
         static const char *const package_fields[] = { "name", "version", "sha256", "source", NULL };
-        json_object *list = list_field(answer, "revisions");
+        json_object *list = json_array_field(answer, "revisions");
 
         if (!list) {
                 log_error("The answer has no 'revisions' list.");
@@ -259,14 +240,20 @@ static int env_list(const CtlOptions *o, int argc, char *argv[]) {
         return print_list(answer);
 }
 
-static int env_show(const CtlOptions *o, int argc, char *argv[]) {
-        _cleanup_(json_object_putp) json_object *answer = NULL;
-        _cleanup_free_ char *path = env_path(argv[0], NULL);
-        int r;
+/* GET /environments/@name@suffix, as request_get_unless_json(). Returns an exit code. */
+static int get_env(const CtlOptions *o, const char *name, const char *suffix, json_object **ret_answer) {
+        _cleanup_free_ char *path = env_path(name, suffix);
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        r = request_get_unless_json(o, path, &answer);
+        return request_get_unless_json(o, path, ret_answer);
+}
+
+static int env_show(const CtlOptions *o, int argc, char *argv[]) {
+        _cleanup_(json_object_putp) json_object *answer = NULL;
+        int r;
+
+        r = get_env(o, argv[0], NULL, &answer);
         if (r != 0 || !answer)
                 return r;
         return print_env(answer);
@@ -274,12 +261,9 @@ static int env_show(const CtlOptions *o, int argc, char *argv[]) {
 
 static int env_revisions(const CtlOptions *o, int argc, char *argv[]) {
         _cleanup_(json_object_putp) json_object *answer = NULL;
-        _cleanup_free_ char *path = env_path(argv[0], "/revisions");
         int r;
 
-        if (!path)
-                return CTL_EXIT_FAILURE;
-        r = request_get_unless_json(o, path, &answer);
+        r = get_env(o, argv[0], "/revisions", &answer);
         if (r != 0 || !answer)
                 return r;
         return o->verbose ? print_revisions_verbose(answer) : print_revisions(answer);
@@ -361,7 +345,7 @@ finish:
 
 /* The entries of the "setup" list of @answer, borrowed. */
 static json_object **setup_entries(json_object *answer, size_t *ret_n) {
-        json_object *l = list_field(answer, "setup");
+        json_object *l = json_array_field(answer, "setup");
         size_t n = l ? json_object_array_length(l) : 0;
         json_object **e = calloc(MAX(n, (size_t) 1), sizeof(json_object *));
 
@@ -496,15 +480,7 @@ static int put_env(const CtlOptions *o, const char *name, json_object *body) {
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        r = request(o,
-                    &(const Request) {
-                            .method = "PUT",
-                            .path = path,
-                            .need_token = true,
-                            .json = body,
-                            .timeout_usec = o->timeout_usec,
-                    },
-                    &answer);
+        r = request_put(o, path, body, &answer);
         if (r != 0)
                 return r;
         if (!o->wait)
@@ -619,7 +595,7 @@ static int setup_retry(const CtlOptions *o, const char *name) {
                 printf("(none)\n");
         for (size_t i = 0; i < list_length(answer, "retried"); i++) {
                 _cleanup_free_ char *e = output_escaped(
-                        json_object_get_string(json_object_array_get_idx(list_field(answer, "retried"), i)));
+                        json_object_get_string(json_object_array_get_idx(json_array_field(answer, "retried"), i)));
 
                 if (!e)
                         return log_oom();
@@ -649,7 +625,7 @@ static int setup_show(const CtlOptions *o) {
                 r = request_get(o, ENV_SETUP_PATH, &answer);
                 if (r != 0)
                         return r;
-                if (!list_field(answer, "setup")) {
+                if (!json_array_field(answer, "setup")) {
                         log_error("The answer has no 'setup' list.");
                         return CTL_EXIT_FAILURE;
                 }

@@ -63,17 +63,9 @@ static char *dir_query(const char *dir) {
         return q;
 }
 
-static json_object *entries_of(json_object *answer, const char *key) {
-        json_object *l;
-
-        if (!json_object_object_get_ex(answer, key, &l) || !json_object_is_type(l, json_type_array))
-                return NULL;
-        return l;
-}
-
 /* One line per entry: type, [mode,] size, name ("/" after directories, "-> target" for links). */
 static int print_entries(json_object *answer, bool with_mode) {
-        json_object *list = entries_of(answer, "entries");
+        json_object *list = json_array_field(answer, "entries");
         int64_t unlisted;
 
         if (!list) {
@@ -153,7 +145,7 @@ static int print_revisions(json_object *answer, const char *ws) {
         json_object *list;
         size_t width = strlen("EXECUTION");
 
-        list = entries_of(answer, "revisions");
+        list = json_array_field(answer, "revisions");
         if (!list) {
                 log_error("The answer has no 'revisions' list.");
                 return CTL_EXIT_FAILURE;

@@ -13,6 +13,7 @@
 
 #include "ctl-util.h"
 #include "http-client.h"
+#include "util/string-util.h"
 
 struct HttpClient {
         char *url;              /* as given */
@@ -199,27 +200,11 @@ static size_t header_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {
 }
 
 static size_t buffer_append(Buffer *b, const char *ptr, size_t n) {
-        if (n > b->max - b->size) {
+        int r = str_buf_append(&b->data, &b->size, &b->allocated, b->max, ptr, n);
+
+        if (r == -EFBIG)
                 b->too_big = true;
-                return 0;       /* makes libcurl fail with CURLE_WRITE_ERROR */
-        }
-
-        if (b->size + n + 1 > b->allocated) {
-                size_t a = MAX(b->allocated * 2, b->size + n + 1);
-                char *p;
-
-                a = MIN(a, b->max + 1);
-                p = realloc(b->data, a);
-                if (!p)
-                        return 0;
-                b->data = p;
-                b->allocated = a;
-        }
-
-        memcpy(b->data + b->size, ptr, n);
-        b->size += n;
-        b->data[b->size] = '\0';
-        return n;
+        return r < 0 ? 0 : n;   /* 0 makes libcurl fail with CURLE_WRITE_ERROR */
 }
 
 static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata) {

@@ -73,20 +73,9 @@ int npu_parse_chips(const char *s, unsigned **ret, size_t *ret_n, size_t *ret_ba
 
 json_object *npu_chips_json(const unsigned *chips, size_t n) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *a = json_object_new_array();
 
-        if (!o || !a || json_object_object_add(o, "chips", a) < 0) {
-                json_object_put(a);
+        if (!o || json_add(o, "chips", json_unsigned_array_new(chips, n)) < 0)
                 return NULL;
-        }
-        for (size_t i = 0; i < n; i++) {
-                json_object *v = json_object_new_int64(chips[i]);
-
-                if (!v || json_object_array_add(a, v) < 0) {
-                        json_object_put(v);
-                        return NULL;
-                }
-        }
         return STEAL(o);
 }
 
@@ -136,17 +125,6 @@ int npu_devices_json(const char *const *names, size_t n, json_object **ret, size
         return 0;
 }
 
-/* Adds @v as @key of @o; @v is consumed also on failure. */
-static int object_add(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 int npu_job_body(const char *workload, const char *session, const char *config_path, json_object **ret) {
         _cleanup_(json_object_putp) json_object *body = NULL;
         json_object *inputs;
@@ -156,12 +134,12 @@ int npu_job_body(const char *workload, const char *session, const char *config_p
 
         body = json_object_new_object();
         if (!body ||
-            object_add(body, "workloadId", json_object_new_string(workload)) < 0 ||
-            object_add(body, "sessionId", json_object_new_string(session)) < 0)
+            json_add(body, "workloadId", json_object_new_string(workload)) < 0 ||
+            json_add(body, "sessionId", json_object_new_string(session)) < 0)
                 return -ENOMEM;
         if (config_path &&
-            (object_add(body, "inputs", inputs = json_object_new_object()) < 0 ||
-             object_add(inputs, "configPath", json_object_new_string(config_path)) < 0))
+            (json_add(body, "inputs", inputs = json_object_new_object()) < 0 ||
+             json_add(inputs, "configPath", json_object_new_string(config_path)) < 0))
                 return -ENOMEM;
 
         *ret = STEAL(body);

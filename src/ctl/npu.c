@@ -138,16 +138,7 @@ static int npu_cancel(const CtlOptions *o, int argc, char *argv[]) {
         path = job_path(argv[0], "/cancel", NULL, NULL);
         if (!path)
                 return CTL_EXIT_FAILURE;
-        return request_and_show(o,
-                                &(const Request) {
-                                        .method = "POST",
-                                        .path = path,
-                                        .need_token = true,
-                                        .sign = true,
-                                        .json = body,
-                                        .timeout_usec = o->timeout_usec,
-                                },
-                                first);
+        return request_post_signed_and_show(o, path, body, first);
 }
 
 /* ---- logs and waiting -------------------------------------------------------------------------- */
@@ -158,7 +149,6 @@ static int read_log_chunk(const CtlOptions *o, const char *id, uint64_t offset, 
                           bool *ret_finished) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_free_ char *path = NULL;
-        json_object *answer = NULL;     /* a raw answer: stays NULL */
         char query[32];
         const char *h;
         uint64_t v;
@@ -169,22 +159,7 @@ static int read_log_chunk(const CtlOptions *o, const char *id, uint64_t offset, 
         if (!path)
                 return CTL_EXIT_FAILURE;
 
-        sink->bytes = 0;
-        sink->error = 0;
-        r = request(o,
-                    &(const Request) {
-                            .method = "GET",
-                            .path = path,
-                            .need_token = true,
-                            .timeout_usec = o->timeout_usec,
-                            .write_body = log_sink_write,
-                            .write_userdata = sink,
-                            .accept = "application/octet-stream",
-                            .raw_answer = true,
-                            .callback_error = &sink->error,
-                            .ret_response = &resp,
-                    },
-                    &answer);
+        r = request_log(o, &(const Request) { .path = path, .timeout_usec = o->timeout_usec }, sink, &resp);
         if (r != 0)
                 return r;
 
@@ -320,16 +295,7 @@ static int submit_job(const CtlOptions *o, const char *workload, char **ret_id) 
         }
         if (r < 0)
                 return log_oom();
-        r = request(o,
-                    &(const Request) {
-                            .method = "POST",
-                            .path = "/npu/jobs",
-                            .need_token = true,
-                            .sign = true,
-                            .json = body,
-                            .timeout_usec = o->timeout_usec,
-                    },
-                    &answer);
+        r = request_post_signed(o, "/npu/jobs", body, &answer);
         if (r != 0)
                 return r;
         if (!json_string_field(answer, "jobId")) {

@@ -389,6 +389,53 @@ int request_and_show(const CtlOptions *o, const Request *req, const char *const 
         return show_answer(o, answer, first);
 }
 
+/* A request of @method with the token and --timeout; @json (NULL: none) as its body. */
+static Request json_request(const CtlOptions *o, const char *method, const char *path, json_object *json, bool sign) {
+        return (Request) {
+                .method = method,
+                .path = path,
+                .need_token = true,
+                .sign = sign,
+                .json = json,
+                .timeout_usec = o->timeout_usec,
+        };
+}
+
+int request_post_signed(const CtlOptions *o, const char *path, json_object *json, json_object **ret_answer) {
+        Request req = json_request(o, "POST", path, json, true);
+
+        return request(o, &req, ret_answer);
+}
+
+int request_post_signed_and_show(const CtlOptions *o, const char *path, json_object *json, const char *const *first) {
+        Request req = json_request(o, "POST", path, json, true);
+
+        return request_and_show(o, &req, first);
+}
+
+int request_put(const CtlOptions *o, const char *path, json_object *json, json_object **ret_answer) {
+        Request req = json_request(o, "PUT", path, json, false);
+
+        return request(o, &req, ret_answer);
+}
+
+int request_log(const CtlOptions *o, const Request *req, LogSink *sink, HttpResponse *ret_response) {
+        json_object *answer = NULL;     /* a raw answer: stays NULL */
+        Request get = *req;
+
+        get.method = "GET";
+        get.need_token = true;
+        get.write_body = log_sink_write;
+        get.write_userdata = sink;
+        get.accept = "application/octet-stream";
+        get.raw_answer = true;
+        get.callback_error = &sink->error;
+        get.ret_response = ret_response;
+        sink->bytes = 0;
+        sink->error = 0;
+        return request(o, &get, &answer);
+}
+
 int request_get(const CtlOptions *o, const char *path, json_object **ret_answer) {
         return request(o,
                        &(const Request) {

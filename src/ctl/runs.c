@@ -38,7 +38,6 @@ static int read_log(const CtlOptions *o, const char *id, const char *stream, uin
                     uint64_t *ret_next, bool quiet_404, long *ret_status) {
         _cleanup_(http_response_done) HttpResponse resp = {};
         _cleanup_free_ char *base = NULL, *path = NULL;
-        json_object *answer = NULL;
         const char *next;
         int r;
 
@@ -48,25 +47,16 @@ static int read_log(const CtlOptions *o, const char *id, const char *stream, uin
         if (asprintf(&path, "%s?stream=%s&offset=%" PRIu64 "%s", base, stream, offset, follow ? "&follow=1" : "") < 0)
                 return log_oom();
 
-        sink->bytes = 0;
-        sink->error = 0;
-        r = request(o, &(const Request) {
-                            .method = "GET",
-                            .path = path,
-                            .need_token = true,
-                            /* A followed log lasts as long as the run. */
-                            .timeout_usec = follow ? ctl_long_timeout(o) : o->timeout_usec,
-                            .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
-                            .write_body = log_sink_write,
-                            .write_userdata = sink,
-                            .accept = "application/octet-stream",
-                            .raw_answer = true,
-                            .callback_error = &sink->error,
-                            .ret_response = &resp,
-                            .quiet_status = quiet_404 ? 404 : 0,
-                            .ret_status = ret_status,
-                    },
-                    &answer);
+        r = request_log(o,
+                        &(const Request) {
+                                .path = path,
+                                /* A followed log lasts as long as the run. */
+                                .timeout_usec = follow ? ctl_long_timeout(o) : o->timeout_usec,
+                                .connect_timeout_usec = CONNECT_TIMEOUT_USEC,
+                                .quiet_status = quiet_404 ? 404 : 0,
+                                .ret_status = ret_status,
+                        },
+                        sink, &resp);
         if (r != 0)
                 return r;
 
@@ -117,16 +107,7 @@ static int start_run(const CtlOptions *o, json_object *body, json_object **ret_s
         const char *s;
         int r;
 
-        r = request(o,
-                    &(const Request) {
-                            .method = "POST",
-                            .path = "/shell-executions",
-                            .need_token = true,
-                            .sign = true,
-                            .json = body,
-                            .timeout_usec = o->timeout_usec,
-                    },
-                    &started);
+        r = request_post_signed(o, "/shell-executions", body, &started);
         if (r != 0)
                 return r;
 
@@ -300,13 +281,5 @@ int verb_cancel(const CtlOptions *o, int argc, char *argv[]) {
 
         if (!path)
                 return CTL_EXIT_FAILURE;
-        return request_and_show(o,
-                                &(const Request) {
-                                        .method = "POST",
-                                        .path = path,
-                                        .need_token = true,
-                                        .sign = true,
-                                        .timeout_usec = o->timeout_usec,
-                                },
-                                first);
+        return request_post_signed_and_show(o, path, NULL, first);
 }

@@ -17,18 +17,6 @@ static json_object *unref(json_object *o) {
         return NULL;
 }
 
-static int put_json(const CtlOptions *o, const char *path, json_object *body, json_object **ret) {
-        return request(o,
-                       &(const Request) {
-                               .method = "PUT",
-                               .path = path,
-                               .need_token = true,
-                               .json = body,
-                               .timeout_usec = o->timeout_usec,
-                       },
-                       ret);
-}
-
 /* ---- quota ------------------------------------------------------------------------------------- */
 
 static const struct {
@@ -171,24 +159,8 @@ static int list_add_args(json_object *l, int argc, char *argv[]) {
 }
 
 static int print_list(const char *label, json_object *o, const char *key) {
-        json_object *l;
-        size_t n;
-
         printf("%-10s", label);
-        if (!json_object_object_get_ex(o, key, &l) || !json_object_is_type(l, json_type_array) ||
-            (n = json_object_array_length(l)) == 0) {
-                printf("(none)\n");
-                return 0;
-        }
-        for (size_t i = 0; i < n; i++) {
-                _cleanup_free_ char *e = output_escaped(json_object_get_string(json_object_array_get_idx(l, i)));
-
-                if (!e)
-                        return -ENOMEM;
-                printf("%s%s", i > 0 ? ", " : "", e);
-        }
-        printf("\n");
-        return 0;
+        return print_string_list(json_array_field(o, key));
 }
 
 /* The policy in @answer; @before: the revision before a change (NULL for "show"). */
@@ -343,7 +315,7 @@ int verb_policy(const CtlOptions *o, int argc, char *argv[]) {
                 /* Nothing to remove: the policy stays as it is. */
                 return print_policy(o, current, before);
 
-        r = put_json(o, POLICY_PATH, body, &answer);
+        r = request_put(o, POLICY_PATH, body, &answer);
         if (r != 0)
                 return r;
         if (empty_note)

@@ -290,6 +290,16 @@ static int write_policy_file(const char *path, EgressPolicy *p) {
 
 /* A new epoch for the allowlist @p (ownership taken): its policy snapshot written and its
  * gateway started (a socket unit) or listened for (by hand). One reference, the caller's. */
+/* "@what revision R @state (gateway G).", the journal's record of an epoch put to use. */
+static void log_epoch(const EgressEpoch *ep, int priority, const char *what, const char *state) {
+        log_struct(priority,
+                   "MESSAGE_ID=" SR_MESSAGE_POLICY_ROTATED,
+                   "SANDBOX_EGRESS_REVISION=%s", ep->revision,
+                   "SANDBOX_EGRESS_GATEWAY=%s", ep->systemd ? "systemd" : "child",
+                   "MESSAGE=%s revision %s %s (gateway %s).", what, ep->revision, state,
+                   ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
+}
+
 static int epoch_new(EgressEpochs *ee, EgressPolicy *p, EgressEpoch **ret) {
         _cleanup_free_ char *dir = NULL;
         EgressEpoch *ep;
@@ -370,12 +380,7 @@ static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
         ee->current = ep;
         if (old)
                 egress_epoch_release(old);
-        log_struct(LOG_NOTICE,
-                   "MESSAGE_ID=" SR_MESSAGE_POLICY_ROTATED,
-                   "SANDBOX_EGRESS_REVISION=%s", ep->revision,
-                   "SANDBOX_EGRESS_GATEWAY=%s", ep->systemd ? "systemd" : "child",
-                   "MESSAGE=Network policy revision %s in force (gateway %s).", ep->revision,
-                   ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
+        log_epoch(ep, LOG_NOTICE, "Network policy", "in force");
         return 0;
 }
 
@@ -640,12 +645,7 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                 return asprintf(ret_error, "the gateway unit sandbox-runner-egress@.socket could not be started "
                                            "(see the journal)") < 0 ? -ENOMEM : -EOPNOTSUPP;
         }
-        log_struct(LOG_INFO,
-                   "MESSAGE_ID=" SR_MESSAGE_POLICY_ROTATED,
-                   "SANDBOX_EGRESS_REVISION=%s", ep->revision,
-                   "SANDBOX_EGRESS_GATEWAY=%s", ep->systemd ? "systemd" : "child",
-                   "MESSAGE=Egress revision %s set up for a provisioning sandbox (gateway %s).", ep->revision,
-                   ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
+        log_epoch(ep, LOG_INFO, "Egress", "set up for a provisioning sandbox");
         *ret = ep;
         return 0;
 }

@@ -54,10 +54,6 @@ struct EnvProvision {
         char *error_message;
 };
 
-static const char passwd_data[] = SANDBOX_PASSWD_DATA;
-static const char group_data[] = SANDBOX_GROUP_DATA;
-static const char hosts_data[] = SANDBOX_HOSTS_DATA;
-
 static void set_error(EnvProvision *p, int error, const char *fmt, ...) _printf_(3, 4);
 static void set_error(EnvProvision *p, int error, const char *fmt, ...) {
         va_list ap;
@@ -309,20 +305,7 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 /* The files bwrap gets, in the execution's layout; closed once the keeper has its copies. */
-typedef struct ProvisionFiles {
-        int seccomp_fd, passwd_fd, group_fd, hosts_fd, code_fd, stdin_fd;
-} ProvisionFiles;
-
-static void provision_files_done(ProvisionFiles *f) {
-        safe_close(f->seccomp_fd);
-        safe_close(f->passwd_fd);
-        safe_close(f->group_fd);
-        safe_close(f->hosts_fd);
-        safe_close(f->code_fd);
-        safe_close(f->stdin_fd);
-}
-
-static int provision_files(const EnvProvisionSpec *spec, ProvisionFiles *f) {
+static int provision_files(const EnvProvisionSpec *spec, SandboxFiles *f) {
         _cleanup_free_ char *seccomp_error = NULL;
         int r;
 
@@ -331,12 +314,10 @@ static int provision_files(const EnvProvisionSpec *spec, ProvisionFiles *f) {
         if (r < 0)
                 return log_error_errno(r, "Cannot build the provisioning sandbox's seccomp filter: %s",
                                        seccomp_error ?: strerror(-r));
-        f->passwd_fd = memfd_new_data("sandbox-passwd", passwd_data, strlen(passwd_data));
-        f->group_fd = memfd_new_data("sandbox-group", group_data, strlen(group_data));
-        f->hosts_fd = memfd_new_data("sandbox-hosts", hosts_data, strlen(hosts_data));
+        r = sandbox_files_make_etc(f);
         f->code_fd = memfd_new_data("sandbox-provision", spec->script, spec->script_size);
         f->stdin_fd = memfd_new_data("sandbox-plan", spec->plan, strlen(spec->plan));
-        if (f->passwd_fd < 0 || f->group_fd < 0 || f->hosts_fd < 0 || f->code_fd < 0 || f->stdin_fd < 0)
+        if (r < 0 || f->code_fd < 0 || f->stdin_fd < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -376,14 +357,8 @@ static int provision_argv(const EnvProvisionSpec *spec, char ***ret) {
 static int provision_watch(EnvProvision *p, uint64_t timeout_usec) {
         int r;
 
-        (void) fd_nonblock(p->proc.stdout_fd, 1);
-        (void) fd_nonblock(p->proc.stderr_fd, 1);
-        (void) fd_nonblock(p->proc.report_fd, 1);
-        r = sd_event_add_io(p->event, &p->stdout_source, p->proc.stdout_fd, EPOLLIN, on_stdout, p);
-        if (r >= 0)
-                r = sd_event_add_io(p->event, &p->stderr_source, p->proc.stderr_fd, EPOLLIN, on_stderr, p);
-        if (r >= 0)
-                r = sd_event_add_io(p->event, &p->report_source, p->proc.report_fd, EPOLLIN, on_report, p);
+        r = sandbox_process_watch(&p->proc, p->event, on_stdout, on_stderr, on_report, p, &p->stdout_source,
+                                  &p->stderr_source, &p->report_source);
         if (r >= 0)
                 r = sd_event_add_time_relative(p->event, &p->timer_source, CLOCK_MONOTONIC, timeout_usec,
                                                USEC_PER_SEC, on_timeout, p);
@@ -392,10 +367,7 @@ static int provision_watch(EnvProvision *p, uint64_t timeout_usec) {
 
 int env_provision_start(const EnvProvisionSpec *spec, EnvProvisionProgressFn progress, EnvProvisionDoneFn done,
                         void *userdata, EnvProvision **ret) {
-        _cleanup_(provision_files_done) ProvisionFiles f = {
-                .seccomp_fd = -EBADF, .passwd_fd = -EBADF, .group_fd = -EBADF, .hosts_fd = -EBADF,
-                .code_fd = -EBADF, .stdin_fd = -EBADF,
-        };
+        _cleanup_(sandbox_files_done) SandboxFiles f = SANDBOX_FILES_NULL;
         _cleanup_strv_free_ char **argv = NULL;
         SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
         EnvProvision *p;

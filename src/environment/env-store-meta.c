@@ -14,63 +14,27 @@
 #include "environment/env-store.h"
 #include "util/json-util.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 #include "util/strv.h"
 
 #define SHA256_HEX_LEN 64
 
 bool env_name_valid(const char *name) {
-        size_t n;
-
-        if (!name)
-                return false;
-        n = strlen(name);
-        if (n == 0 || n > ENV_NAME_MAX)
-                return false;
-        if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
-                return false;
-        for (size_t i = 1; i < n; i++) {
-                char c = name[i];
-
-                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
-                        return false;
-        }
-        return !strstr(name, "..") && !streq(name, "setup");
+        return str_token_valid(name, ENV_NAME_MAX, LOWERCASE_LETTERS DIGITS, LOWERCASE_LETTERS DIGITS "._-") &&
+               !strstr(name, "..") && !streq(name, "setup");
 }
 
 bool env_setup_id_valid(const char *id) {
-        size_t n;
-
-        if (!id)
-                return false;
-        n = strlen(id);
-        if (n == 0 || n > ENV_SETUP_ID_MAX)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = id[i];
-
-                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_' || c == '-'))
-                        return false;
-        }
-        return true;
+        return str_token_valid(id, ENV_SETUP_ID_MAX, NULL, ALPHANUMERICAL "_-");
 }
 
 bool env_wheel_file_valid(const char *file) {
         size_t n;
 
-        if (!file)
+        if (!str_token_valid(file, ENV_WHEEL_FILE_MAX, ALPHANUMERICAL "_+-", ALPHANUMERICAL "._+-"))
                 return false;
         n = strlen(file);
-        if (n <= strlen(".whl") || n > ENV_WHEEL_FILE_MAX || file[0] == '.')
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = file[i];
-
-                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '.' || c == '_' || c == '+' || c == '-'))
-                        return false;
-        }
-        return streq(file + n - strlen(".whl"), ".whl");
+        return n > strlen(".whl") && streq(file + n - strlen(".whl"), ".whl");
 }
 
 bool env_sha256_valid(const char *s) {
@@ -105,15 +69,7 @@ EnvMeta *env_meta_free(EnvMeta *m) {
 /* ---- to JSON ------------------------------------------------------------------------------------- */
 
 static int json_add_string(json_object *o, const char *key, const char *value) {
-        json_object *v = json_object_new_string(value);
-
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
+        return json_add(o, key, json_object_new_string(value));
 }
 
 static json_object *wheels_to_json(const EnvWheel *w, size_t n) {

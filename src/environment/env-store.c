@@ -65,7 +65,6 @@ int env_store_mkdir_open(int dfd, const char *name, mode_t mode) {
 
 static int read_json_at(int dfd, const char *name, json_object **ret) {
         _cleanup_free_ char *data = NULL;
-        json_object *o;
         size_t size;
         int r;
 
@@ -74,13 +73,7 @@ static int read_json_at(int dfd, const char *name, json_object **ret) {
                 return -EBADMSG;                /* not a regular file, or far too large */
         if (r < 0)
                 return r;
-        if (strlen(data) != size)
-                return -EBADMSG;
-        o = json_tokener_parse(data);
-        if (!o)
-                return -EBADMSG;
-        *ret = o;
-        return 0;
+        return json_parse_text(data, size, ret);
 }
 
 /* Remove the temporary files (ENV_STORE_TMP_PREFIX) a crash left in @dfd. */
@@ -240,14 +233,18 @@ int env_store_list(EnvStore *s, char ***ret_names) {
         return 0;
 }
 
-static int load_at(int env_fd, const char *name, EnvMeta **ret) {
+/* meta.json (@setup: setup.json, less its "setupId": a new setup gets a new id) of @env_fd as
+ * the EnvMeta of @name. */
+static int load_file_at(int env_fd, bool setup, const char *name, EnvMeta **ret) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(env_meta_freep) EnvMeta *m = NULL;
         int r;
 
-        r = read_json_at(env_fd, "meta.json", &o);
+        r = read_json_at(env_fd, setup ? "setup.json" : "meta.json", &o);
         if (r < 0)
                 return r;
+        if (setup)
+                json_object_object_del(o, "setupId");
         r = env_meta_from_json(o, &m);
         if (r < 0)
                 return r;
@@ -255,6 +252,10 @@ static int load_at(int env_fd, const char *name, EnvMeta **ret) {
                 return -EBADMSG;
         *ret = STEAL(m);
         return 0;
+}
+
+static int load_at(int env_fd, const char *name, EnvMeta **ret) {
+        return load_file_at(env_fd, false, name, ret);
 }
 
 int env_store_load(EnvStore *s, const char *name, EnvMeta **ret) {
@@ -317,25 +318,12 @@ int env_store_save_setup(EnvStore *s, const EnvMeta *wanted, const char *setup_i
 }
 
 int env_store_load_setup(EnvStore *s, const char *name, EnvMeta **ret) {
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        _cleanup_(env_meta_freep) EnvMeta *m = NULL;
         _cleanup_close_ int fd = -EBADF;
-        int r;
 
         fd = open_env_dir(s, name);
         if (fd < 0)
                 return fd == -ENOTDIR || fd == -ELOOP ? -ENOENT : fd;
-        r = read_json_at(fd, "setup.json", &o);
-        if (r < 0)
-                return r;
-        json_object_object_del(o, "setupId");   /* a new setup gets a new id */
-        r = env_meta_from_json(o, &m);
-        if (r < 0)
-                return r;
-        if (!streq(m->name, name))
-                return -EBADMSG;
-        *ret = STEAL(m);
-        return 0;
+        return load_file_at(fd, true, name, ret);
 }
 
 int env_store_clear_setup(EnvStore *s, const char *name) {

@@ -447,11 +447,15 @@ class Copier:
             os.close(fi)
 
 
-def copy_debian(dpkg, closure, copier, progress, owners):
-    """Copies the closure's files; owners: top-level entry under the target -> (pkg, version).
-    A package whose files are already in the prefix (the venv's own pip/setuptools/pkg_resources)
-    is left out, with a note on stderr."""
-    copied = []
+def copy_debian(dpkg, closure, source, target, progress):
+    """Copies the closure's files under source (Debian's directory) to target; returns owners:
+    top-level entry under target -> (pkg, version). A package whose files are already in the
+    prefix (the venv's own pip/setuptools/pkg_resources) is left out, with a note on stderr."""
+    owners = {}
+    if not closure:
+        return owners
+    copier = Copier(source, target)
+    copier.dirs.add("")
     for name in closure:
         progress.start("copy %s" % name)
         entries = copier.plan(dpkg.file_list(name))
@@ -460,11 +464,10 @@ def copy_debian(dpkg, closure, copier, progress, owners):
             log("%s left out: the prefix already has %s" % (name, clash[0]))
         elif entries:
             copier.copy(entries)
-            copied.append(name)
             for rel, _ in entries:
                 owners.setdefault(rel.split("/")[0], (name, dpkg.version(name)))
         progress.finish()
-    return copied
+    return owners
 
 
 # --------------------------------------------------------------------------------------------
@@ -672,11 +675,8 @@ def provision_python(plan, tmp):
         raise ProvisionError("the venv has no %s" % site)
     progress.finish()
 
-    owners = {}
+    owners = copy_debian(dpkg, closure, PY_DIST_PACKAGES, site, progress)
     if closure:
-        copier = Copier(PY_DIST_PACKAGES, site)
-        copier.dirs.add("")
-        copy_debian(dpkg, closure, copier, progress, owners)
         # The prefix is read-only in runs: byte-code now, or every import compiles again.
         progress.start("compile")
         compile_site(prefix, site)
@@ -778,11 +778,7 @@ def provision_r(plan, tmp):
                                     exe=shlex.quote(os.path.join(R_BIN, prog))), 0o755)
     progress.finish()
 
-    owners = {}
-    if closure:
-        copier = Copier(R_SITE_LIBRARY, lib)
-        copier.dirs.add("")
-        copy_debian(dpkg, closure, copier, progress, owners)
+    owners = copy_debian(dpkg, closure, R_SITE_LIBRARY, lib, progress)
 
     pkgs = []
     for entry in sorted(os.listdir(lib)):

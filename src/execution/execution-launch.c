@@ -133,10 +133,6 @@ static int execution_quota_begin(Execution *e) {
                                           USEC_PER_MSEC, on_quota_tick, e);
 }
 
-static const char passwd_data[] = SANDBOX_PASSWD_DATA;
-static const char group_data[] = SANDBOX_GROUP_DATA;
-static const char hosts_data[] = SANDBOX_HOSTS_DATA;
-
 /* The run's limits on the daemon's own cgroup: the keeper's, or a new one it is moved into. */
 static int execution_cgroup_setup(Execution *e, pid_t keeper_pid) {
         ScopeLimits limits = {
@@ -242,24 +238,15 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
 
 /* The files and command line of one launch, closed when it is done (the keeper has its copies). */
 typedef struct LaunchFiles {
-        int seccomp_fd, passwd_fd, group_fd, hosts_fd, code_fd, stdin_fd;
+        SandboxFiles files;
         int info_r, info_w;               /* bwrap's --info-fd */
         char **argv;
 } LaunchFiles;
 
-#define LAUNCH_FILES_NULL                                                                            \
-        (LaunchFiles) {                                                                              \
-                .seccomp_fd = -EBADF, .passwd_fd = -EBADF, .group_fd = -EBADF, .hosts_fd = -EBADF,   \
-                .code_fd = -EBADF, .stdin_fd = -EBADF, .info_r = -EBADF, .info_w = -EBADF,          \
-        }
+#define LAUNCH_FILES_NULL ((LaunchFiles) { .files = SANDBOX_FILES_NULL, .info_r = -EBADF, .info_w = -EBADF })
 
 static void launch_files_done(LaunchFiles *f) {
-        safe_close(f->seccomp_fd);
-        safe_close(f->passwd_fd);
-        safe_close(f->group_fd);
-        safe_close(f->hosts_fd);
-        safe_close(f->code_fd);
-        safe_close(f->stdin_fd);
+        sandbox_files_done(&f->files);
         safe_close(f->info_r);
         safe_close(f->info_w);
         strv_free(f->argv);
@@ -272,18 +259,16 @@ static int launch_prepare_files(Execution *e, LaunchFiles *f) {
 
         r = seccomp_program_for_variant(e->devices.npu ? SECCOMP_VARIANT_NPU :
                                         e->egress ? SECCOMP_VARIANT_NETWORK : SECCOMP_VARIANT_BASELINE,
-                                        &f->seccomp_fd, &seccomp_error);
+                                        &f->files.seccomp_fd, &seccomp_error);
         if (r < 0)
                 return execution_fail(e, r, "could not build the seccomp filter: %s", seccomp_error ?: strerror(-r));
-        f->passwd_fd = memfd_new_data("sandbox-passwd", passwd_data, strlen(passwd_data));
-        f->group_fd = memfd_new_data("sandbox-group", group_data, strlen(group_data));
-        f->hosts_fd = memfd_new_data("sandbox-hosts", hosts_data, strlen(hosts_data));
+        r = sandbox_files_make_etc(&f->files);
         if (e->req->code)
-                f->code_fd = memfd_new_data("sandbox-code", e->req->code, e->req->code_size);
-        f->stdin_fd = e->req->stdin_data ? memfd_new_data("sandbox-stdin", e->req->stdin_data, e->req->stdin_size)
-                                         : open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (f->passwd_fd < 0 || f->group_fd < 0 || f->hosts_fd < 0 || f->stdin_fd < 0 ||
-            (e->req->code && f->code_fd < 0))
+                f->files.code_fd = memfd_new_data("sandbox-code", e->req->code, e->req->code_size);
+        f->files.stdin_fd = e->req->stdin_data ?
+                memfd_new_data("sandbox-stdin", e->req->stdin_data, e->req->stdin_size) :
+                open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (r < 0 || f->files.stdin_fd < 0 || (e->req->code && f->files.code_fd < 0))
                 return execution_fail(e, -ENOMEM, "could not prepare the sandbox's files");
         return 0;
 }
@@ -398,14 +383,8 @@ static int launch_watch(Execution *e, LaunchFiles *f) {
                  * scope: after the go, go()). */
                 keeper_pool_refill(c->keeper_pool);
 
-        (void) fd_nonblock(e->proc.stdout_fd, 1);
-        (void) fd_nonblock(e->proc.stderr_fd, 1);
-        (void) fd_nonblock(e->proc.report_fd, 1);
-        r = sd_event_add_io(c->event, &e->stdout_source, e->proc.stdout_fd, EPOLLIN, execution_on_output, e);
-        if (r >= 0)
-                r = sd_event_add_io(c->event, &e->stderr_source, e->proc.stderr_fd, EPOLLIN, execution_on_output, e);
-        if (r >= 0)
-                r = sd_event_add_io(c->event, &e->report_source, e->proc.report_fd, EPOLLIN, execution_on_report, e);
+        r = sandbox_process_watch(&e->proc, c->event, execution_on_output, execution_on_output, execution_on_report, e,
+                                  &e->stdout_source, &e->stderr_source, &e->report_source);
         if (r >= 0)
                 r = sd_event_add_child_pidfd(c->event, &e->keeper_source, e->proc.keeper_pidfd, WEXITED,
                                              execution_on_keeper_exit, e);
@@ -446,8 +425,9 @@ int execution_launch(Execution *e) {
         if (r < 0)
                 return r;
         fds = (SandboxFds) {
-                .stdin_fd = f.stdin_fd, .seccomp_fd = f.seccomp_fd, .passwd_fd = f.passwd_fd,
-                .group_fd = f.group_fd, .hosts_fd = f.hosts_fd, .code_fd = e->req->code ? f.code_fd : -1,
+                .stdin_fd = f.files.stdin_fd, .seccomp_fd = f.files.seccomp_fd, .passwd_fd = f.files.passwd_fd,
+                .group_fd = f.files.group_fd, .hosts_fd = f.files.hosts_fd,
+                .code_fd = e->req->code ? f.files.code_fd : -1,
                 .info_fd = f.info_w,
                 .start_now = !e->early,
         };

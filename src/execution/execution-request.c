@@ -459,6 +459,11 @@ static int parse_limits(json_object *body, const ExecutionMaxima *max, Execution
         return 0;
 }
 
+/* The members of a request that take nothing but the body, after its ids and command or program. */
+static int (*const parsers[])(json_object *body, ExecutionRequest *r, char **ret_why) = {
+        parse_stdin, parse_env, parse_cwd, parse_environment, parse_npu, parse_devices,
+};
+
 /* The order of the steps decides which error a bad request gets: keep it. */
 int execution_request_parse(json_object *body, ExecutionKind kind, const ExecutionMaxima *max,
                             ExecutionRequest **ret, char **ret_why) {
@@ -486,24 +491,12 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
         k = kind == EXECUTION_KIND_SHELL ? parse_command(body, r, ret_why) : parse_program(body, r, ret_why);
         if (k < 0)
                 return k;
-        k = parse_stdin(body, r, ret_why);
-        if (k < 0)
-                return k;
-        k = parse_env(body, r, ret_why);
-        if (k < 0)
-                return k;
-        k = parse_cwd(body, r, ret_why);
-        if (k < 0)
-                return k;
-        k = parse_environment(body, r, ret_why);
-        if (k < 0)
-                return k;
-        k = parse_npu(body, r, ret_why);
-        if (k < 0)
-                return k;
-        k = parse_devices(body, r, ret_why);
-        if (k < 0)
-                return k;
+        /* In this order: the first refusal is the one reported. */
+        for (size_t i = 0; i < ELEMENTSOF(parsers); i++) {
+                k = parsers[i](body, r, ret_why);
+                if (k < 0)
+                        return k;
+        }
         k = parse_limits(body, max, r, ret_why);
         if (k < 0)
                 return k;

@@ -233,9 +233,12 @@ int http_route_match(const char *pattern, const char *path, const char **params,
 /* ---- replies --------------------------------------------------------------------------------- */
 
 void http_reply_json(HttpRequest *req, unsigned status, json_object *o) {
-        const char *s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        const char *s;
         int r;
 
+        if (!o)
+                return http_reply_oom(req);
+        s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         r = http_request_reply(req, status, "application/json", s, strlen(s), false, NULL);
         if (r < 0)
                 log_warning_errno(r, "Failed to queue a reply, ignoring: %m");

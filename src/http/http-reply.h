@@ -24,6 +24,7 @@ typedef struct HttpRequest HttpRequest;
 
 
 /* Replies: JSON bodies, and {"error": code, "message": …} with the kind's code and status. */
+/* http_reply_json() - @o (not consumed) as the answer; NULL (its allocation failed): http_reply_oom(). */
 void http_reply_json(HttpRequest *req, unsigned status, json_object *o);
 void http_reply_error_full(HttpRequest *req, HttpError error, bool close, const char *const *headers,
                            const char *fmt, ...) __attribute__((format(printf, 5, 6)));

@@ -21,6 +21,7 @@
 #include "http/http-server-internal.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 
 /* ---- MHD callbacks --------------------------------------------------------------------------- */
 
@@ -248,17 +249,9 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
                         req->body_size = req->body_alloc = 0;
                         return MHD_YES;
                 }
-                if (req->body_size + n + 1 > req->body_alloc) {
-                        size_t want = MAX(req->body_alloc * 2, req->body_size + n + 1);
-                        char *b = realloc(req->body, want);
-                        if (!b)
-                                return MHD_NO;
-                        req->body = b;
-                        req->body_alloc = want;
-                }
-                memcpy(req->body + req->body_size, upload_data, n);
-                req->body_size += n;
-                req->body[req->body_size] = '\0';
+                /* Within body_cap (checked above): only an allocation can fail. */
+                if (str_buf_append(&req->body, &req->body_size, &req->body_alloc, SIZE_MAX - 1, upload_data, n) < 0)
+                        return MHD_NO;
                 return MHD_YES;
         }
 

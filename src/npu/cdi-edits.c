@@ -74,15 +74,20 @@ void cdi_mount_done(CdiMount *m) {
         m->container_path = mfree(m->container_path);
 }
 
+void cdi_edit_lists_free(CdiNode *nodes, size_t n_nodes, CdiMount *mounts, size_t n_mounts, char **env,
+                         char **visible) {
+        for (size_t i = 0; i < n_nodes; i++)
+                cdi_node_done(&nodes[i]);
+        free(nodes);
+        for (size_t i = 0; i < n_mounts; i++)
+                cdi_mount_done(&mounts[i]);
+        free(mounts);
+        strv_free(env);
+        strv_free(visible);
+}
+
 void cdi_edit_set_done(CdiEditSet *e) {
-        for (size_t i = 0; i < e->n_nodes; i++)
-                cdi_node_done(&e->nodes[i]);
-        free(e->nodes);
-        for (size_t i = 0; i < e->n_mounts; i++)
-                cdi_mount_done(&e->mounts[i]);
-        free(e->mounts);
-        strv_free(e->env);
-        strv_free(e->visible);
+        cdi_edit_lists_free(e->nodes, e->n_nodes, e->mounts, e->n_mounts, e->env, e->visible);
         free(e->refusal);
         *e = (CdiEditSet) {};
 }

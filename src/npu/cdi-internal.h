@@ -37,6 +37,9 @@ struct CdiSpec {
 };
 
 void cdi_edit_set_done(CdiEditSet *e);
+/* cdi_edit_lists_free() - the lists a CdiEditSet and a CdiEdits both hold, with what they own. */
+void cdi_edit_lists_free(CdiNode *nodes, size_t n_nodes, CdiMount *mounts, size_t n_mounts, char **env,
+                         char **visible);
 void cdi_node_done(CdiNode *n);
 void cdi_mount_done(CdiMount *m);
 

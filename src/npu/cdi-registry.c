@@ -369,14 +369,7 @@ static const CdiEntry *registry_find(const CdiRegistry *reg, const char *name) {
 /* ---- resolving ---------------------------------------------------------------------------------- */
 
 void cdi_edits_done(CdiEdits *e) {
-        for (size_t i = 0; i < e->n_nodes; i++)
-                cdi_node_done(&e->nodes[i]);
-        free(e->nodes);
-        for (size_t i = 0; i < e->n_mounts; i++)
-                cdi_mount_done(&e->mounts[i]);
-        free(e->mounts);
-        strv_free(e->env);
-        strv_free(e->visible);
+        cdi_edit_lists_free(e->nodes, e->n_nodes, e->mounts, e->n_mounts, e->env, e->visible);
         *e = (CdiEdits) {};
 }
 

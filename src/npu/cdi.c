@@ -25,8 +25,6 @@
 #define CDI_VENDOR_MAX 253
 #define CDI_NAME_MAX 255
 
-SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
-
 /* ---- names and paths ---------------------------------------------------------------------------- */
 
 static bool is_alnum(char c) {
@@ -404,26 +402,15 @@ static int parse_top(CdiSpec *s, json_object *top, char **why) {
 }
 
 static int parse_json(const char *text, size_t len, json_object **ret, char **why) {
-        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
-        _cleanup_(json_object_putp) json_object *o = NULL;
         enum json_tokener_error err;
-        size_t end;
+        int r;
 
-        tok = json_tokener_new_ex(CDI_JSON_DEPTH_MAX);
-        if (!tok)
-                return -ENOMEM;
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        o = json_tokener_parse_ex(tok, text, (int) len);
-        err = json_tokener_get_error(tok);
-        if (err == json_tokener_continue)
-                return set_message(why, -EBADMSG, "malformed JSON: the document is incomplete");
-        if (err != json_tokener_success)
-                return set_message(why, -EBADMSG, "malformed JSON: %s", json_tokener_error_desc(err));
-        for (end = json_tokener_get_parse_end(tok); end < len; end++)
-                if (!strchr(" \t\r\n", text[end]))
-                        return set_message(why, -EBADMSG, "malformed JSON: data after the document");
-        *ret = STEAL(o);
-        return 0;
+        r = json_parse_strict(text, len, CDI_JSON_DEPTH_MAX, ret, &err);
+        if (r != -EBADMSG)
+                return r;
+        return set_message(why, r, "malformed JSON: %s",
+                           err == json_tokener_continue ? "the document is incomplete" :
+                           err == json_tokener_success ? "data after the document" : json_tokener_error_desc(err));
 }
 
 int cdi_spec_parse(const char *text, size_t len, const char *origin, CdiSpec **ret, char **ret_why) {

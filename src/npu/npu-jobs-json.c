@@ -244,21 +244,6 @@ static json_object *env_to_json(char *const *env) {
         return STEAL(o);
 }
 
-static json_object *chips_to_json(const unsigned *chips, size_t n) {
-        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
-
-        if (!a)
-                return NULL;
-        for (size_t i = 0; i < n; i++) {
-                json_object *v = json_object_new_int64(chips[i]);
-                if (!v || json_object_array_add(a, v) < 0) {
-                        json_object_put(v);
-                        return NULL;
-                }
-        }
-        return STEAL(a);
-}
-
 json_object *npu_job_to_json(const NpuJob *j) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         int r = 0;
@@ -271,7 +256,7 @@ json_object *npu_job_to_json(const NpuJob *j) {
         r = r ?: json_add(o, "argv", json_strv_new(j->argv));
         r = r ?: json_add(o, "env", env_to_json(j->env));
         r = r ?: json_add(o, "cwd", json_object_new_string(j->cwd ?: ""));
-        r = r ?: json_add(o, "chips", chips_to_json(j->chips, j->n_chips));
+        r = r ?: json_add(o, "chips", json_unsigned_array_new(j->chips, j->n_chips));
         r = r ?: json_add(o, "timeoutSec", json_new_u64(j->timeout_sec));
         r = r ?: json_add(o, "state", json_object_new_string(npu_job_state_to_string(j->state) ?: "invalid"));
         r = r ?: json_add(o, "createdAt", json_new_u64(j->created_ms));

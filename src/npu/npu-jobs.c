@@ -31,7 +31,6 @@
 
 static int read_json_at(int dfd, const char *name, json_object **ret) {
         _cleanup_free_ char *data = NULL;
-        json_object *o;
         size_t size;
         int r;
 
@@ -40,13 +39,7 @@ static int read_json_at(int dfd, const char *name, json_object **ret) {
                 return -EBADMSG;        /* not a regular file, or far too large */
         if (r < 0)
                 return r;
-        if (strlen(data) != size)
-                return -EBADMSG;
-        o = json_tokener_parse(data);
-        if (!o)
-                return -EBADMSG;
-        *ret = o;
-        return 0;
+        return json_parse_text(data, size, ret);
 }
 
 static int open_dir_at(int dfd, const char *name) {
@@ -98,7 +91,8 @@ static int job_save_at(int job_fd, const NpuJob *j) {
         return json_write_file_atomic_at(job_fd, NPU_JOB_FILE, o, JOB_JSON_FLAGS, FILE_MODE);
 }
 
-int npu_jobs_load(int dir_fd, const char *id, NpuJob **ret) {
+/* Job @id: its directory in *@ret_fd (when not NULL) and its job.json, which must name @id. */
+static int load_job(int dir_fd, const char *id, int *ret_fd, NpuJob **ret) {
         _cleanup_(npu_job_freep) NpuJob *j = NULL;
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -111,8 +105,14 @@ int npu_jobs_load(int dir_fd, const char *id, NpuJob **ret) {
                 return r;
         if (!streq(j->id, id))
                 return -EBADMSG;
+        if (ret_fd)
+                *ret_fd = STEAL_FD(fd);
         *ret = STEAL(j);
         return 0;
+}
+
+int npu_jobs_load(int dir_fd, const char *id, NpuJob **ret) {
+        return load_job(dir_fd, id, NULL, ret);
 }
 
 int npu_jobs_load_for_session(int dir_fd, const char *id, const char *session_id, NpuJob **ret) {
@@ -340,14 +340,9 @@ int npu_jobs_set_state(int dir_fd, const char *id, const NpuJobUpdate *u, NpuJob
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        fd = open_job(dir_fd, id);
-        if (fd < 0)
-                return fd;
-        r = npu_job_load_at(fd, &j, NULL);
+        r = load_job(dir_fd, id, &fd, &j);
         if (r < 0)
                 return r;
-        if (!streq(j->id, id))
-                return -EBADMSG;
         r = job_apply_update(j, u);
         if (r < 0)
                 return r;

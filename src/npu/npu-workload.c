@@ -22,8 +22,6 @@
 /* The allowlist nests four levels deep (object, array, workload, argv/env); a little slack. */
 #define NPU_WORKLOADS_MAX_DEPTH 16
 
-SR_DEFINE_FREE_FUNC(json_tokener *, json_tokener_free);
-
 /* ---- shared helpers -------------------------------------------------------------------------- */
 
 int npu_refuse(char **ret_why, int error, const char *fmt, ...) {
@@ -47,11 +45,10 @@ bool npu_string_clean(const char *s) {
 
 int npu_json_parse(const char *text, size_t len, int max_depth, const char *what, json_object **ret,
                    char **ret_why) {
-        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         enum json_tokener_error err;
         const char *strict_why = NULL;
-        size_t end;
+        int r;
 
         if (len == 0)
                 return npu_refuse(ret_why, -EBADMSG, "%s: empty; a JSON object is required", what);
@@ -61,19 +58,15 @@ int npu_json_parse(const char *text, size_t len, int max_depth, const char *what
         if (json_text_check_strict(text, len, &strict_why) < 0)
                 return npu_refuse(ret_why, -EBADMSG, "%s: %s", what, strict_why);
 
-        tok = json_tokener_new_ex(max_depth);
-        if (!tok)
-                return -ENOMEM;
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-        o = json_tokener_parse_ex(tok, text, (int) len);
-        err = json_tokener_get_error(tok);
-        if (err == json_tokener_continue)
-                return npu_refuse(ret_why, -EBADMSG, "%s: the JSON document is incomplete", what);
-        if (err != json_tokener_success)
-                return npu_refuse(ret_why, -EBADMSG, "%s: invalid JSON: %s", what, json_tokener_error_desc(err));
-        for (end = json_tokener_get_parse_end(tok); end < len; end++)
-                if (!strchr(" \t\r\n", text[end]) || text[end] == '\0')
-                        return npu_refuse(ret_why, -EBADMSG, "%s: trailing data after the JSON document", what);
+        r = json_parse_strict(text, len, max_depth, &o, &err);
+        if (r == -EBADMSG && err == json_tokener_continue)
+                return npu_refuse(ret_why, r, "%s: the JSON document is incomplete", what);
+        if (r == -EBADMSG && err == json_tokener_success)
+                return npu_refuse(ret_why, r, "%s: trailing data after the JSON document", what);
+        if (r == -EBADMSG)
+                return npu_refuse(ret_why, r, "%s: invalid JSON: %s", what, json_tokener_error_desc(err));
+        if (r < 0)
+                return r;
         if (!json_object_is_type(o, json_type_object))
                 return npu_refuse(ret_why, -EBADMSG, "%s: must be a JSON object", what);
         *ret = STEAL(o);
@@ -83,21 +76,7 @@ int npu_json_parse(const char *text, size_t len, int max_depth, const char *what
 /* ---- validators ------------------------------------------------------------------------------- */
 
 bool npu_workload_id_valid(const char *id) {
-        size_t n;
-
-        if (!id)
-                return false;
-        n = strlen(id);
-        if (n == 0 || n > NPU_WORKLOAD_ID_MAX)
-                return false;
-        for (size_t i = 0; i < n; i++) {
-                char c = id[i];
-                bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-
-                if (!alnum && (i == 0 || !strchr("._-", c)))
-                        return false;
-        }
-        return true;
+        return str_token_valid(id, NPU_WORKLOAD_ID_MAX, LOWERCASE_LETTERS DIGITS, LOWERCASE_LETTERS DIGITS "._-");
 }
 
 /* Components of @p from @start on: non-empty, not "." or "..". @p has no trailing '/'. */
@@ -537,17 +516,6 @@ const NpuWorkload *npu_workloads_find(const NpuWorkloads *w, const char *id) {
         return NULL;
 }
 
-/* json_object_object_add() that takes @v in every case (NULL: an allocation failed). Return: 0 or -ENOMEM. */
-static int add_field(json_object *o, const char *key, json_object *v) {
-        if (!v)
-                return -ENOMEM;
-        if (json_object_object_add(o, key, v) < 0) {
-                json_object_put(v);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
 static json_object *workload_to_json(const NpuWorkload *w) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_(json_object_putp) json_object *inputs = json_object_new_array();
@@ -562,11 +530,11 @@ static json_object *workload_to_json(const NpuWorkload *w) {
                         return NULL;
                 }
         }
-        if (add_field(o, "id", json_object_new_string(w->id)) < 0 ||
-            add_field(o, "description", json_object_new_string(w->description)) < 0 ||
-            add_field(o, "chips", json_object_new_int64(w->chips)) < 0 ||
-            add_field(o, "timeoutSec", json_new_u64(w->timeout_usec / USEC_PER_SEC)) < 0 ||
-            add_field(o, "inputs", STEAL(inputs)) < 0)
+        if (json_add(o, "id", json_object_new_string(w->id)) < 0 ||
+            json_add(o, "description", json_object_new_string(w->description)) < 0 ||
+            json_add(o, "chips", json_object_new_int64(w->chips)) < 0 ||
+            json_add(o, "timeoutSec", json_new_u64(w->timeout_usec / USEC_PER_SEC)) < 0 ||
+            json_add(o, "inputs", STEAL(inputs)) < 0)
                 return NULL;
         return STEAL(o);
 }

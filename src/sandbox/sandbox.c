@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -616,6 +617,41 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
         };
         keeper->pid = 0;
         return 0;
+}
+
+void sandbox_files_done(SandboxFiles *f) {
+        safe_close(f->seccomp_fd);
+        safe_close(f->passwd_fd);
+        safe_close(f->group_fd);
+        safe_close(f->hosts_fd);
+        safe_close(f->code_fd);
+        safe_close(f->stdin_fd);
+}
+
+int sandbox_files_make_etc(SandboxFiles *f) {
+        static const char passwd_data[] = SANDBOX_PASSWD_DATA, group_data[] = SANDBOX_GROUP_DATA,
+                          hosts_data[] = SANDBOX_HOSTS_DATA;
+
+        f->passwd_fd = memfd_new_data("sandbox-passwd", passwd_data, strlen(passwd_data));
+        f->group_fd = memfd_new_data("sandbox-group", group_data, strlen(group_data));
+        f->hosts_fd = memfd_new_data("sandbox-hosts", hosts_data, strlen(hosts_data));
+        return f->passwd_fd < 0 || f->group_fd < 0 || f->hosts_fd < 0 ? -ENOMEM : 0;
+}
+
+int sandbox_process_watch(const SandboxProcess *p, sd_event *e, sd_event_io_handler_t on_stdout,
+                          sd_event_io_handler_t on_stderr, sd_event_io_handler_t on_report, void *userdata,
+                          sd_event_source **ret_stdout, sd_event_source **ret_stderr, sd_event_source **ret_report) {
+        int r;
+
+        (void) fd_nonblock(p->stdout_fd, 1);
+        (void) fd_nonblock(p->stderr_fd, 1);
+        (void) fd_nonblock(p->report_fd, 1);
+        r = sd_event_add_io(e, ret_stdout, p->stdout_fd, EPOLLIN, on_stdout, userdata);
+        if (r >= 0)
+                r = sd_event_add_io(e, ret_stderr, p->stderr_fd, EPOLLIN, on_stderr, userdata);
+        if (r >= 0)
+                r = sd_event_add_io(e, ret_report, p->report_fd, EPOLLIN, on_report, userdata);
+        return r < 0 ? r : 0;
 }
 
 void sandbox_process_done(SandboxProcess *p) {

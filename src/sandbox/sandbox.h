@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <systemd/sd-event.h>
+
 #include "keeper/keeper-job.h"   /* the fd layout of bwrap (SandboxSpec takes these numbers) */
 #include "sandbox/sandbox-argv.h"
 
@@ -62,6 +64,18 @@ typedef struct SandboxFds {
         /* Without a scope to wait for: the keeper starts bwrap at once, no 'G', no gate. */
         bool start_now;
 } SandboxFds;
+
+/* The files a sandbox gets (SandboxFds), owned: sandbox_files_done() closes them. */
+typedef struct SandboxFiles {
+        int seccomp_fd, passwd_fd, group_fd, hosts_fd, code_fd, stdin_fd;
+} SandboxFiles;
+#define SANDBOX_FILES_NULL                                                                           \
+        ((SandboxFiles) { .seccomp_fd = -EBADF, .passwd_fd = -EBADF, .group_fd = -EBADF,             \
+                          .hosts_fd = -EBADF, .code_fd = -EBADF, .stdin_fd = -EBADF })
+void sandbox_files_done(SandboxFiles *f);
+/* sandbox_files_make_etc() - the sandbox's /etc/passwd, group and hosts (SANDBOX_*_DATA) as memfds
+ * in @f (each -errno on failure). Return: 0 or -ENOMEM. */
+int sandbox_files_make_etc(SandboxFiles *f);
 
 /* A keeper (sandbox-runner-keeper), started ahead of its run, waiting for its job. */
 typedef struct SandboxKeeper {
@@ -126,6 +140,16 @@ typedef struct SandboxProcess {
 int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, const SandboxLimits *limits,
                   SandboxKeeper *keeper, SandboxProcess *ret, siginfo_t *ret_keeper_exit);
 void sandbox_process_done(SandboxProcess *p);
+
+/*
+ * sandbox_process_watch() - make the keeper's stdout, stderr and report pipes of @p non-blocking
+ * and watch each in @e for input (@on_stdout, @on_stderr, @on_report with @userdata), the sources
+ * in *@ret_stdout, *@ret_stderr and *@ret_report (those made before a failure stay there).
+ * Return: 0 or -errno.
+ */
+int sandbox_process_watch(const SandboxProcess *p, sd_event *e, sd_event_io_handler_t on_stdout,
+                          sd_event_io_handler_t on_stderr, sd_event_io_handler_t on_report, void *userdata,
+                          sd_event_source **ret_stdout, sd_event_source **ret_stderr, sd_event_source **ret_report);
 
 /*
  * sandbox_pidfd_of_child() - a pidfd of @pid (the sandbox's pid 1, from bwrap's --info-fd),

@@ -19,11 +19,14 @@
 #include "util/io-util.h"
 #include "util/macro.h"
 
-ssize_t loop_read(int fd, void *buf, size_t n) {
+/* read(), or with @off >= 0 pread() from @off on. */
+static ssize_t loop_read_at(int fd, void *buf, size_t n, int64_t off) {
         size_t done = 0;
 
         while (done < n) {
-                ssize_t k = read(fd, (uint8_t *) buf + done, MIN(n - done, (size_t) SSIZE_MAX));
+                size_t want = MIN(n - done, (size_t) SSIZE_MAX);
+                ssize_t k = off < 0 ? read(fd, (uint8_t *) buf + done, want) :
+                                      pread(fd, (uint8_t *) buf + done, want, (off_t) (off + (int64_t) done));
 
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -34,6 +37,16 @@ ssize_t loop_read(int fd, void *buf, size_t n) {
                 done += (size_t) k;
         }
         return (ssize_t) done;
+}
+
+ssize_t loop_read(int fd, void *buf, size_t n) {
+        return loop_read_at(fd, buf, n, -1);
+}
+
+ssize_t loop_pread(int fd, void *buf, size_t n, uint64_t off) {
+        if (off > INT64_MAX)
+                return -EINVAL;
+        return loop_read_at(fd, buf, n, (int64_t) off);
 }
 
 int loop_write(int fd, const void *buf, size_t n) {

@@ -18,6 +18,9 @@
  */
 ssize_t loop_read(int fd, void *buf, size_t n);
 
+/* loop_pread() - loop_read() with pread() from offset @off on: the file position stays as it is. */
+ssize_t loop_pread(int fd, void *buf, size_t n, uint64_t off);
+
 /*
  * errno_from_ssize() - the negative result of loop_read() (any -errno as ssize_t) as an int, to
  * return it: errno values are below 4096, which the compiler cannot know from a plain cast.

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util/macro.h"
 #include "util/string-util.h"
 
 char *str_escape_log(const char *s, size_t max) {
@@ -42,6 +43,41 @@ char *str_escape_log(const char *s, size_t max) {
 
 bool str_has_prefix_ci(const char *s, const char *prefix) {
         return s && strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int str_buf_append(char **data, size_t *size, size_t *allocated, size_t max, const void *p, size_t n) {
+        if (*size > max || n > max - *size)
+                return -EFBIG;
+        if (*size + n + 1 > *allocated) {
+                size_t a = MAX(*allocated * 2, *size + n + 1);
+                char *b;
+
+                a = MIN(a, max + 1);
+                b = realloc(*data, a);
+
+                if (!b)
+                        return -ENOMEM;
+                *data = b;
+                *allocated = a;
+        }
+        memcpy(*data + *size, p, n);
+        *size += n;
+        (*data)[*size] = '\0';
+        return 0;
+}
+
+bool str_token_valid(const char *s, size_t max, const char *first_charset, const char *charset) {
+        size_t n;
+
+        if (!s)
+                return false;
+        n = strlen(s);
+        if (n == 0 || n > max)
+                return false;
+        /* s[0] is not NUL here: strchr() would find the terminator of any set. */
+        if (first_charset && !strchr(first_charset, s[0]))
+                return false;
+        return strspn(s, charset) == n;
 }
 
 int set_messagev(char **ret_message, int error, const char *fmt, va_list ap) {

@@ -18,6 +18,7 @@
 
 #include "util/dirent-util.h"
 #include "util/fd-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 #include "util/string-table.h"
 #include "workspace/ws-files-internal.h"
@@ -78,12 +79,10 @@ int ws_file_sha256(int fd, uint64_t max, uint8_t ret[32]) {
                 return -ENOMEM;
         sha256_init(&ctx);
         for (;;) {
-                ssize_t k = pread(fd, buf, WS_IO_BUF, (off_t) off);
+                ssize_t k = loop_pread(fd, buf, WS_IO_BUF, off);
 
-                if (k < 0 && errno == EINTR)
-                        continue;
                 if (k < 0)
-                        return negative_errno();
+                        return errno_from_ssize(k);
                 if (k == 0)
                         break;
                 if ((uint64_t) k > max - off)

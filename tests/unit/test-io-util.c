@@ -2,7 +2,8 @@
 /*
  * Unit tests of src/util/io-util.h on real pipes and files: loop_read() across short reads,
  * EOF and interrupted read()s, loop_write() across short (signal-interrupted) writes and a
- * closed reader, read_file_at() and fsync_at() on a temporary directory.
+ * closed reader, loop_pread() at offsets (the file position untouched), read_file_at() and
+ * fsync_at() on a temporary directory.
  */
 
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -167,6 +169,41 @@ static void test_read_error(void **state) {
         assert_int_equal(errno_from_ssize(-ENOENT), -ENOENT);
         assert_int_equal(errno_from_ssize(-4095), -4095);
         assert_int_equal(errno_from_ssize(-((ssize_t) 1 << 40)), -EIO);    /* no truncation to 0 */
+}
+
+static void test_pread(void **state) {
+        char buf[16] = {};
+        off_t pos;
+        int fd;
+
+        fd = memfd_create("test-pread", MFD_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "0123456789", 10), 10);
+        assert_int_equal(lseek(fd, 3, SEEK_SET), 3);
+
+        /* From the offset asked for, to the end of the file, and the file position stays. */
+        assert_int_equal(loop_pread(fd, buf, sizeof(buf), 4), 6);
+        assert_memory_equal(buf, "456789", 6);
+        assert_int_equal(loop_pread(fd, buf, 2, 0), 2);
+        assert_memory_equal(buf, "01", 2);
+        assert_int_equal(loop_pread(fd, buf, sizeof(buf), 10), 0);
+        assert_int_equal(loop_pread(fd, buf, sizeof(buf), 100), 0);
+        pos = lseek(fd, 0, SEEK_CUR);
+        assert_int_equal(pos, 3);
+
+        assert_int_equal(loop_pread(fd, buf, 1, (uint64_t) INT64_MAX + 1), -EINVAL);
+        assert_int_equal(loop_pread(-1, buf, 1, 0), -EBADF);
+        close(fd);
+}
+
+static void test_pread_pipe(void **state) {
+        char buf[4];
+        int p[2];
+
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        assert_int_equal(loop_pread(p[0], buf, sizeof(buf), 0), -ESPIPE);
+        close(p[0]);
+        close(p[1]);
 }
 
 static void test_write_short_writes(void **state) {
@@ -344,6 +381,8 @@ int main(void) {
                 cmocka_unit_test(test_read_stops_at_n),
                 cmocka_unit_test(test_read_interrupted),
                 cmocka_unit_test(test_read_error),
+                cmocka_unit_test(test_pread),
+                cmocka_unit_test(test_pread_pipe),
                 cmocka_unit_test(test_write_short_writes),
                 cmocka_unit_test(test_write_closed_reader),
                 cmocka_unit_test_setup_teardown(test_write_then_read_file, test_dir_setup, test_dir_teardown),

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Unit tests of src/util/string-util.h: log-safe escaping and case-insensitive prefixes. */
+/* Unit tests of src/util/string-util.h: log-safe escaping, case-insensitive prefixes, token
+ * validation and the growing buffer. */
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -114,6 +116,52 @@ static void test_has_prefix_ci(void **state) {
         assert_false(str_has_prefix_ci("xabc", "abc"));
 }
 
+static void test_token_valid(void **state) {
+        const char *lower = LOWERCASE_LETTERS DIGITS "._-";
+
+        assert_true(str_token_valid("a", 4, NULL, lower));
+        assert_true(str_token_valid("a.b-", 4, LOWERCASE_LETTERS, lower));
+        assert_false(str_token_valid("a.b-c", 4, NULL, lower));         /* longer than max */
+        assert_false(str_token_valid("", 4, NULL, lower));
+        assert_false(str_token_valid(NULL, 4, NULL, lower));
+        assert_false(str_token_valid(".ab", 4, LOWERCASE_LETTERS DIGITS, lower));
+        assert_true(str_token_valid(".ab", 4, NULL, lower));
+        assert_false(str_token_valid("aB", 4, NULL, lower));
+        assert_true(str_token_valid("aB9_", 4, NULL, ALPHANUMERICAL "_"));
+        assert_false(str_token_valid("a b", 4, NULL, lower));
+        assert_false(str_token_valid("a/b", 4, NULL, lower));
+        assert_false(str_token_valid("\xc3\xa9", 4, NULL, lower));
+}
+
+static void test_buf_append(void **state) {
+        char *data = NULL;
+        size_t size = 0, allocated = 0;
+
+        assert_int_equal(str_buf_append(&data, &size, &allocated, 8, "abc", 3), 0);
+        assert_int_equal(size, 3);
+        assert_true(allocated >= 4 && allocated <= 9);
+        assert_string_equal(data, "abc");
+        assert_int_equal(str_buf_append(&data, &size, &allocated, 8, "", 0), 0);
+        assert_string_equal(data, "abc");
+        assert_int_equal(str_buf_append(&data, &size, &allocated, 8, "defgh", 5), 0);
+        assert_int_equal(size, 8);
+        assert_int_equal(allocated, 9);                 /* never past max + 1 */
+        assert_string_equal(data, "abcdefgh");
+        /* One byte over the limit: refused, nothing appended. */
+        assert_int_equal(str_buf_append(&data, &size, &allocated, 8, "i", 1), -EFBIG);
+        assert_int_equal(size, 8);
+        assert_string_equal(data, "abcdefgh");
+        free(data);
+
+        /* Bytes, not strings: a NUL inside is kept, the terminator follows the size. */
+        data = NULL;
+        size = allocated = 0;
+        assert_int_equal(str_buf_append(&data, &size, &allocated, SIZE_MAX - 1, "a\0b", 3), 0);
+        assert_int_equal(size, 3);
+        assert_memory_equal(data, "a\0b\0", 4);
+        free(data);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_escape_plain),
@@ -124,6 +172,8 @@ int main(void) {
                 cmocka_unit_test(test_escape_worst_case_length),
                 cmocka_unit_test(test_escape_no_limit),
                 cmocka_unit_test(test_has_prefix_ci),
+                cmocka_unit_test(test_token_valid),
+                cmocka_unit_test(test_buf_append),
         };
 
         return cmocka_run_group_tests_name("string-util", tests, NULL, NULL);
