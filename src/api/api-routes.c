@@ -19,7 +19,7 @@
 #include "api/sd-api.h"
 #include "core/manager.h"
 #include "http/auth.h"
-#include "http/http-dialect.h"
+#include "util/dialect.h"
 #include "http/http-reply.h"
 #include "http/http-server.h"
 #include "util/log-ids.h"

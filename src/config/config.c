@@ -14,7 +14,7 @@
 
 #include "build-config.h"
 #include "config/config.h"
-#include "http/http-dialect.h"
+#include "util/dialect.h"
 #include "util/io-util.h"
 #include "util/log.h"
 #include "util/macro.h"

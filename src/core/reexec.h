@@ -33,7 +33,7 @@ typedef struct CgroupRoot CgroupRoot;
 
 typedef struct ReexecState {
         int *listen_fds;
-        unsigned *listen_tags;  /* each listener's tag: the API dialect it speaks (http-dialect.h) */
+        unsigned *listen_tags;  /* each listener's tag: the API dialect it speaks (util/dialect.h) */
         size_t n_listen_fds;
         Secrets secrets;
         CgroupRoot *cgroups;

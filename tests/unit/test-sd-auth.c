@@ -2,7 +2,7 @@
 /*
  * Unit tests of the ScienceDiscovery dialect's pure parts: the execution signature (src/api/
  * sd-auth.h), the result shaping (sd-internal.h: output budget, workspace keys, ISO times) and
- * the listen-address form that picks a dialect (src/http/http-dialect.h).
+ * the listen-address form that picks a dialect (src/util/dialect.h).
  */
 
 #include <errno.h>
@@ -19,7 +19,7 @@
 
 #include "api/sd-auth.h"
 #include "api/sd-internal.h"
-#include "http/http-dialect.h"
+#include "util/dialect.h"
 
 /*
  * Known answers, computed independently of this code with Python's hmac/hashlib, as their API

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "http/http-dialect.h"
+#include "util/dialect.h"
 #include "util/macro.h"
 #include "util/string-table.h"
 
