@@ -4,8 +4,10 @@
 # AllowUnscoped=yes) that builds python-base after start-up, report that build's time and the
 # prefix's size, then run bench-execute with --environment python-base: POST /execute-shell
 # `true` with and without "environment", interleaved in one run with the floors, and the ratio of
-# their medians (target: at most 1.10). Usage: run-bench-environment.sh BUILDDIR [REQUESTS]
+# their medians (target: at most 1.10), with the quartiles of each batch's own ratio (20 of each in
+# turn), and the BENCH-RESULT line of bench_result.py. Usage: run-bench-environment.sh BUILDDIR [REQUESTS]
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd "${1:?usage: run-bench-environment.sh BUILDDIR [REQUESTS]}" && pwd)
 n=${2:-300}
 tmp=$(mktemp -d /tmp/sr-bench-env.XXXXXX)
@@ -59,10 +61,12 @@ r = json.load(sys.stdin)["revisions"][-1]
 print("# python-base: %d packages, %.1f MB, built in %.1f s (the setup step), provisioner %s" % (
       len(r["packages"]), r.get("sizeBytes", 0) / 1e6, r.get("durationMs", 0) / 1e3, r.get("provisioner")))
 print(json.dumps({"label": "python-base-build", "packages": len(r["packages"]), "sizeBytes": r.get("sizeBytes"),
-                  "buildMs": r.get("durationMs")}))'
+                  "buildMs": r.get("durationMs")}))' | tee "$tmp/build.out"
 printf "# from start to ready: %s ms; on disk: %s\n" "$(( (t1 - t0) / 1000000 ))" \
         "$(du -sh "$tmp/state/environments/envs/python-base/live/" | cut -f1)"
 
 "$build/tests/bench/bench-execute" --url "http://127.0.0.1:$port" --token-file "$tmp/creds/api-token" \
         --key-file "$tmp/creds/signing-key" --state-dir "$tmp/state" -n "$n" --label unscoped \
-        --environment python-base
+        --environment python-base | tee "$tmp/bench.out"
+cat "$tmp/build.out" "$tmp/bench.out" >"$tmp/all.out"
+/usr/bin/python3 "$here/bench_result.py" environment "$tmp/all.out"
