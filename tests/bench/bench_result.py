@@ -55,7 +55,7 @@ TARGETS = {
         floor="bare bwrap running `true` with the daemon's argv, seccomp program and fd layout, interleaved",
         op="<", value=1.25, unit="ratio", source="issue 3: the HTTP round trip adds under 25% to the bwrap floor"),
     ("environment", "environment-over-plain"): dict(
-        what="POST /execute-shell `true` with \"environment\": \"python-base\"",
+        what="POST /execute-shell `true` with \"environment\" (python-base; sizes.environment says which)",
         floor="the same request without \"environment\", interleaved",
         op="<=", value=1.10, unit="ratio", source="issue 12, DESIGN.md section 14: the environment bind adds at most 10%"),
     ("scopes", "scope-adds"): dict(
