@@ -132,7 +132,8 @@ def result(bench, name, measured, floor_value, floor_unit, batch_values=None, ba
          "batchMedian": round(float(med), 4), "batchP25": round(float(p25), 4), "batchP75": round(float(p75), 4),
          "target": None, "targetValue": None, "op": None, "met": None}
     if t["op"] is not None:
-        r.update(target="%s %g" % (t["op"], t["value"]), targetValue=t["value"], op=t["op"],
+        r.update(target="%s %g%s" % (t["op"], t["value"], "" if t["unit"] == "ratio" else " " + t["unit"]),
+                 targetValue=t["value"], op=t["op"],
                  met=bool(meets(r["batchMedian"], t["op"], t["value"])))
     return r
 
