@@ -35,6 +35,7 @@ every field; run-all.sh runs them at full size and prints the table.
                                 printed a valid BENCH-RESULT line of BENCH (exit 1 on a skip, 77)
     bench_result.py check BENCH FILE      validate FILE's BENCH-RESULT line of BENCH
     bench_result.py table FILE...         the table of the BENCH-RESULT lines in FILEs
+    bench_result.py self-test             TAP: the check catches each way a line can be wrong
 Python 3 stdlib only.
 """
 
@@ -345,6 +346,39 @@ def table(objs, missing=()):
     return "\n".join(out)
 
 
+# ---- the checker's own test ---------------------------------------------------------------------
+
+def self_test():
+    """TAP: a valid line of each bench passes; each way of breaking it is caught."""
+    cases = []
+    for bench in BENCHES:
+        res = [result(bench, n, 1.0, 10.0, "ms", batch_values=[0.9, 1.0, 1.1])
+               for (b, n) in sorted(TARGETS) if b == bench]
+        good = line(bench, {"n": 1}, res)
+        cases.append(("%s: a valid line passes" % bench, not check_text("# x\n" + good + "\n", bench)))
+
+        def broken(fn):
+            o = json.loads(good[len(PREFIX):])
+            fn(o)
+            return PREFIX + json.dumps(o)
+        for what, fn in (("a field missing", lambda o: o["results"][0].pop("batchP75")),
+                         ("a number that is text", lambda o: o["results"][0].update(measured="1.0")),
+                         ("quartiles out of order", lambda o: o["results"][0].update(batchP25=5.0)),
+                         ("a result missing", lambda o: o["results"].pop()),
+                         ("another bench's name", lambda o: o.update(bench="other")),
+                         ("no sizes", lambda o: o.update(sizes={})),
+                         ("met that contradicts the figures", lambda o: [r.update(met=not r["met"]) for r in
+                                                                         o["results"] if r["met"] is not None]
+                          or o["results"][0].update(met=True))):
+            cases.append(("%s: %s is caught" % (bench, what), bool(check_text(broken(fn), bench))))
+        cases.append(("%s: two lines are caught" % bench, bool(check_text(good + "\n" + good, bench))))
+        cases.append(("%s: no line is caught" % bench, bool(check_text("nothing\n", bench))))
+    print("1..%d" % len(cases))
+    for i, (name, ok) in enumerate(cases, 1):
+        print("%s %d - %s" % ("ok" if ok else "not ok", i, name))
+    return 0 if all(ok for _, ok in cases) else 1
+
+
 # ---- main -----------------------------------------------------------------------------------------
 
 def main(argv):
@@ -378,6 +412,8 @@ def main(argv):
         for b in bad:
             print("FAIL: " + b)
         return 1 if bad else 0
+    if argv == ["self-test"]:
+        return self_test()
     if len(argv) >= 1 and argv[0] == "table":
         objs, missing = [], []
         for path in argv[1:]:
