@@ -337,6 +337,7 @@ def table(objs, missing=()):
                          "%s (%s)" % (r["floor"], fmt(r["floorValue"], r["floorUnit"]))))
     for b, why in missing:
         rows.append((b, "-", "-", "-", "-", "FAILED", why))
+    rows = [tuple(c.replace("|", "\\|") for c in r) for r in rows]    # a Markdown table
     w = [max(len(r[i]) for r in rows) for i in range(6)]
     out = []
     for i, r in enumerate(rows):
