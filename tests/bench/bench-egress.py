@@ -20,7 +20,8 @@ Mirrors=127.0.0.0/8), which starts the gateway as its child on the first connect
  (b) set-up latency: --connects sequential CONNECTs from inside one sandbox run (connect to the
      bridge, CONNECT allowed.test:7001, read the 200, close) against as many direct TCP connects
      (connect, close) to the same server (it accepts and closes) from outside; medians, p90, p99
-     and the difference.
+     and the difference; the connects run in up to 10 batches that take turns (each batch's added
+     median over the direct batch beside it: their quartiles are printed too).
 
 Unless --no-breakdown, both also measure two partial paths, to tell the hops apart: "gateway"
 (the client outside any sandbox, a plain byte-stream client on the gateway's AF_UNIX socket: no
@@ -31,7 +32,8 @@ over to the same gateway: bridge + gateway without the sandbox). CPU seconds per
 
 Targets (from the issue): throughput >= 80% of direct; set-up adds < 1 ms at the median.
 Needs root (namespaces); traffic stays on the private loopback. Other load on the machine shows
-in the numbers (the load average is printed at the end).
+in the numbers (the load average is printed at the end). Ends with the BENCH-RESULT line of
+bench_result.py: targets throughput (per round: full / direct) and connect-added (per batch).
 """
 
 import argparse
@@ -54,6 +56,9 @@ _spec = importlib.util.spec_from_file_location("egress_e2e", E2E_PATH)
 E = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(E)
 import execute_lib as L                                                    # noqa: E402
+import testlib as T                                                        # noqa: E402
+sys.path.insert(0, HERE)
+import bench_result as R                                                   # noqa: E402
 
 BULK_PORT = 9000
 SINK_PORT = 7001        # accepts and closes at once: the upstream of the set-up latency runs
@@ -287,7 +292,7 @@ def main():
         dns, servers = E.setup_test_hosts(workdir)
         bulk = E.start_server(("127.0.0.2", BULK_PORT), BulkHandler)
         sink = start_sink(("127.0.0.2", SINK_PORT))
-        d = E.make_daemon(args.daemon, E.resolve_run_as("auto"), keep_tmp=args.keep_tmp, config=CONFIG)
+        d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=T.resolve_run_as("auto"), config=CONFIG)
         d.start()
         ctx = E.Ctx(d, L.Budget(24 * 3600), dns)
         nbytes = args.mib << 20
@@ -303,8 +308,9 @@ def main():
         # The gateway child (started by the warm-up) and its socket: for the breakdown.
         gw_pid = next((p for p in L.descendants(d.pid)
                        if (L.cmdline(p) or [b""])[0].endswith(b"sandbox-runner-egress")), None)
-        rev = ((ctx.health().json() or {}).get("sandboxNetwork") or {}).get("revision")
-        gw_sock = os.path.join(d.run, "egress", "%s.sock" % rev)
+        # Named by the instance, <revision>-<build> (docs/architecture.md section 11).
+        sn = (ctx.health().json() or {}).get("sandboxNetwork") or {}
+        gw_sock = os.path.join(d.run, "egress", "%s.sock" % (sn.get("instance") or sn.get("revision")))
         print("# gateway pid %s, socket %s" % (gw_pid, gw_sock))
 
         # (a) throughput, alternating so that drift hits all paths alike. Three paths:
@@ -367,20 +373,33 @@ def main():
                 p, cpu(p, "clientCpu"), cpu(p, "bridgeCpu"), cpu(p, "gatewayCpu"), cpu(p, "serverCpu"))
             for p in paths), flush=True)
 
-        # (b) set-up latency, the same paths: a connect (direct) or connect + CONNECT + 200 (the rest).
+        # (b) set-up latency, the same paths: a connect (direct) or connect + CONNECT + 200 (the rest),
+        # in batches that take turns (each path one batch, then the next round), so that load that
+        # comes and goes weighs on all paths alike; each batch's own figure is its median over the
+        # direct batch of its round.
+        nb = min(10, max(1, args.connects // 20))
+        sizes = [args.connects // nb + (1 if b < args.connects % nb else 0) for b in range(nb)]
         try:
-            lat = {}
-            for path in paths:
-                cfg = {"what": "connects", "host": "127.0.0.2", "name": "allowed.test", "port": SINK_PORT,
-                       "n": args.connects, "warm": args.warm}
-                if path == "full":
-                    lat[path] = sandboxed(ctx, dict(cfg, via="proxy"))["latencies"]
-                else:
-                    lat[path] = local(dict(cfg, via=via[path]))["latencies"]
+            lat = {p: [] for p in paths}
+            per_batch = []
+            for k in sizes:
+                got = {}
+                for path in paths:
+                    cfg = {"what": "connects", "host": "127.0.0.2", "name": "allowed.test", "port": SINK_PORT,
+                           "n": k, "warm": args.warm}
+                    if path == "full":
+                        got[path] = sandboxed(ctx, dict(cfg, via="proxy"))["latencies"]
+                    else:
+                        got[path] = local(dict(cfg, via=via[path]))["latencies"]
+                    lat[path] += got[path]
+                per_batch.append((statistics.median(got["full"]) - statistics.median(got["direct"])) * 1e6)
         finally:
             stop_bridge(bridge)
         med = {k: statistics.median(v) * 1e6 for k, v in lat.items()}
         md, mp = med["direct"], med["full"]
+        added_q = R.quartiles(per_batch)
+        print("  per batch of %d, added over direct: median %.0f us (p25 %.0f, p75 %.0f; %d batches)" % (
+            sizes[0], added_q[0], added_q[1], added_q[2], nb), flush=True)
         print("connect set-up (%d sequential, after %d warm-up): direct TCP connect median %.0f us (p90 %.0f, p99 %.0f); "
               "CONNECT through bridge + gateway from the sandbox median %.0f us (p90 %.0f, p99 %.0f)" % (
                   args.connects, args.warm, md, pct(lat["direct"], 90) * 1e6, pct(lat["direct"], 99) * 1e6,
@@ -403,6 +422,11 @@ def main():
                                           "throughputRatioPairedMedian": round(paired, 3),
                                           "connectDirectMedianUs": round(md),
                                           "connectProxyMedianUs": round(mp), "connectAddedUs": round(mp - md)}))
+        per_round = [d_["seconds"] / f["seconds"] for d_, f in zip(runs["direct"], runs["full"])]
+        R.emit("egress", {"mib": args.mib, "repeat": args.repeat, "connects": args.connects, "warm": args.warm,
+                          "connectBatches": nb},
+               [R.result("egress", "throughput", ratio, rate["direct"], "MiB/s", batch_values=per_round),
+                R.result("egress", "connect-added", mp - md, md, "us", batch_values=per_batch)])
         rc, _ = d.terminate()
         bulk.shutdown()
         sink.close()

@@ -451,9 +451,11 @@ int main(int argc, char *argv[]) {
                        env_s.median_ms / http_s.median_ms, eb[n_batches / 2], eb[n_batches / 4],
                        eb[(n_batches * 3) / 4 < n_batches ? (n_batches * 3) / 4 : n_batches - 1]);
                 printf("{\"label\":\"%s-environment\",\"n\":%zu,\"environment\":\"%s\",\"envMedianMs\":%.4f,"
-                       "\"plainMedianMs\":%.4f,\"ratioEnvPlain\":%.4f,\"ratioEnvPlainBatchMedian\":%.4f}\n",
+                       "\"plainMedianMs\":%.4f,\"ratioEnvPlain\":%.4f,\"ratioEnvPlainBatchMedian\":%.4f,"
+                       "\"ratioEnvPlainBatchP25\":%.4f,\"ratioEnvPlainBatchP75\":%.4f,\"batches\":%zu}\n",
                        label, n, arg_environment, env_s.median_ms, http_s.median_ms,
-                       env_s.median_ms / http_s.median_ms, eb[n_batches / 2]);
+                       env_s.median_ms / http_s.median_ms, eb[n_batches / 2], eb[n_batches / 4],
+                       eb[(n_batches * 3) / 4 < n_batches ? (n_batches * 3) / 4 : n_batches - 1], n_batches);
                 free(eb);
         }
         printf("{\"label\":\"%s\",\"n\":%zu,\"forkMedianMs\":%.4f,\"bwrapMedianMs\":%.4f,\"bwrapP99Ms\":%.4f,"

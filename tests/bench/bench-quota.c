@@ -126,14 +126,22 @@ static int cmp_u64(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+
+        return x < y ? -1 : x > y;
+}
+
 typedef struct Dist {
-        double median_ms, p99_ms, max_ms;
+        double median_ms, p25_ms, p75_ms, p99_ms, max_ms;
 } Dist;
 
 static Dist dist(uint64_t *v, size_t n) {
         qsort(v, n, sizeof(*v), cmp_u64);
         return (Dist) {
                 .median_ms = (double) v[n / 2] / 1e6,
+                .p25_ms = (double) v[n / 4] / 1e6,
+                .p75_ms = (double) v[MIN(n - 1, n * 3 / 4)] / 1e6,
                 .p99_ms = (double) v[MIN(n - 1, n * 99 / 100)] / 1e6,
                 .max_ms = (double) v[n - 1] / 1e6,
         };
@@ -298,6 +306,7 @@ int main(int argc, char *argv[]) {
         unsigned n_files = 100000, n_dirs = 1000, trials = 10;
         char ws[4200], path[4300];
         uint64_t t0, bytes, du_bytes = 0, v[1000], scan_ns[5], du_ns[5], new_ns;
+        double scan_du[ELEMENTSOF(scan_ns)];
         Dist scan_d, du_d, idle_d, idle_nosweep_d, idle_sparse_d, busy_d, lat_d;
         QuotaWatch *w = NULL, *w_nosweep = NULL;
         QuotaStats s, s0;
@@ -376,6 +385,10 @@ int main(int argc, char *argv[]) {
                         die("quota_scan: %s", strerror(-r));
                 du_bytes = run_du(ws, &du_ns[i]);
         }
+        /* Each trial's own ratio (scan and du one after the other), before dist() sorts them. */
+        for (size_t i = 0; i < ELEMENTSOF(scan_ns); i++)
+                scan_du[i] = (double) scan_ns[i] / (double) du_ns[i];
+        qsort(scan_du, ELEMENTSOF(scan_du), sizeof(double), cmp_double);
         scan_d = dist(scan_ns, ELEMENTSOF(scan_ns));
         du_d = dist(du_ns, ELEMENTSOF(du_ns));
         printf("full scan (quota_scan)    median %8.2f ms   %" PRIu64 " files, %" PRIu64 " dirs, %" PRIu64 " bytes\n",
@@ -536,9 +549,13 @@ int main(int argc, char *argv[]) {
         printf("{\"files\":%" PRIu64 ",\"dirs\":%" PRIu64 ",\"scanMedianMs\":%.3f,\"duMedianMs\":%.3f,"
                "\"idleTickMedianMs\":%.4f,\"idleTickNoSweepMedianMs\":%.4f,\"idleTickSparse1000MedianMs\":%.4f,"
                "\"busyTickMedianMs\":%.4f,"
-               "\"crossLatencyMedianMs\":%.2f,\"crossLatencyMaxMs\":%.2f}\n",
+               "\"crossLatencyMedianMs\":%.2f,\"crossLatencyMaxMs\":%.2f,\"crossLatencyP25Ms\":%.2f,"
+               "\"crossLatencyP75Ms\":%.2f,\"trials\":%u,\"scanTrials\":%zu,\"scanOverDuMedian\":%.4f,"
+               "\"scanOverDuP25\":%.4f,\"scanOverDuP75\":%.4f}\n",
                s.files, s.dirs, scan_d.median_ms, du_d.median_ms, idle_d.median_ms, idle_nosweep_d.median_ms, idle_sparse_d.median_ms,
-               busy_d.median_ms, lat_d.median_ms, lat_d.max_ms);
+               busy_d.median_ms, lat_d.median_ms, lat_d.max_ms, lat_d.p25_ms, lat_d.p75_ms, trials,
+               ELEMENTSOF(scan_du), scan_du[ELEMENTSOF(scan_du) / 2], scan_du[ELEMENTSOF(scan_du) / 4],
+               scan_du[MIN(ELEMENTSOF(scan_du) - 1, ELEMENTSOF(scan_du) * 3 / 4)]);
         fflush(stdout);
 
         w = quota_watch_free(w);

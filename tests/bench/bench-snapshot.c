@@ -319,6 +319,18 @@ static void print_rows(const char *label, const Row *rows, size_t n, bool small)
         printf("  restore / (cp-a+syncfs)     %7.2f\n", MEDIAN(rows, n, r->restore / r->cp_sync));
 }
 
+/* One JSON line per workspace, every round's times (ms): tests/bench/bench_result.py takes the
+ * per-round ratios and their quartiles from it. */
+static void print_json(const char *workspace, const Row *rows, size_t n, unsigned files, unsigned big_mib) {
+        printf("{\"workspace\":\"%s\",\"files\":%u,\"bigMiB\":%u,\"rounds\":%zu,\"rows\":[", workspace, files,
+               big_mib, n);
+        for (size_t i = 0; i < n; i++)
+                printf("%s{\"cp\":%.3f,\"cpSync\":%.3f,\"sha\":%.3f,\"snap1\":%.3f,\"snap2\":%.3f,\"snap3\":%.3f,"
+                       "\"restore\":%.3f}", i ? "," : "", rows[i].cp, rows[i].cp_sync, rows[i].sha, rows[i].snap1,
+                       rows[i].snap2, rows[i].snap3, rows[i].restore);
+        printf("]}\n");
+}
+
 int main(int argc, char **argv) {
         static const struct option options[] = {
                 { "dir", required_argument, NULL, 'd' },
@@ -382,10 +394,12 @@ int main(int argc, char **argv) {
         for (unsigned i = 0; i < rounds; i++)
                 small[i] = bench_round(base, "small", true, files);
         print_rows("small files", small, rounds, true);
+        print_json("small", small, rounds, files, big_mib);
         fflush(stdout);
         for (unsigned i = 0; i < big_rounds; i++)
                 big[i] = bench_round(base, "big", false, files);
         print_rows("one big file", big, big_rounds, false);
+        print_json("big", big, big_rounds, files, big_mib);
 
         remove_base();
         return EXIT_SUCCESS;

@@ -20,12 +20,13 @@
 # bench-execute runs as root in the box, so its bare bwrap floor is bwrap started by root there.
 # Prints both tables, then the floor, the two HTTP medians, what the scope adds (scoped -
 # unscoped) and that as a fraction of the floor (target <= 1.0), and the unscoped ratio
-# http/bwrap (target < 1.25).  A benchmark, not a pass/fail test: exit 0 when it measured,
+# http/bwrap (target < 1.25), then the BENCH-RESULT line of bench_result.py.  A benchmark, not a pass/fail test: exit 0 when it measured,
 # 77 when not root, 1 when it could not measure (or when the box left something on the host).
 
 set -u
 set -o pipefail
 
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=SCRIPTDIR/../helpers/box-test-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../helpers/box-test-lib.sh"
 
@@ -254,8 +255,10 @@ cat "$WORK/scoped.out"
 echo
 cat "$WORK/unscoped.out"
 echo
-"$PY" - "$WORK/scoped.out" "$WORK/unscoped.out" "$WORK" <<'EOF'
+"$PY" - "$WORK/scoped.out" "$WORK/unscoped.out" "$WORK" "$BENCH_DIR" <<'EOF'
 import json, sys
+sys.path.insert(0, sys.argv[4])
+import bench_result as R
 s, u = (json.loads(open(f).read().strip().splitlines()[-1]) for f in sys.argv[1:3])
 # The floor: both runs measure it, each interleaved with its own HTTP requests; the mean of the
 # two medians.  The two runs follow each other (not interleaved), so a change of the machine's
@@ -289,6 +292,16 @@ print(json.dumps({"n": s["n"], "floorMedianMs": round(floor, 4), "unscopedMedian
                   "scopeAddsPerOwnFloor": round(s["ratioMedian"] - u["ratioMedian"], 4), "unscopedRatio": round(u["ratioMedian"], 4),
                   "scopedRatio": round(s["ratioMedian"], 4),
                   "cpuMsPerRequest": {k: {l: round(v.get(k, 0), 3) for l, v in cpu.items()} for k in names}}))
+# The runs are not interleaved, so what a scope adds has no batches of its own: its quartiles are
+# those of the scoped run's batch ratios (each batch against its own floor) less the unscoped run's
+# batch median, i.e. the scoped run's spread.
+batches = (s["n"] + 19) // 20
+R.emit("scopes", {"requests": s["n"]},
+       [R.result("scopes", "scope-adds", add / floor, floor, "ms",
+                 batch=(batches, s["ratioBatchMedian"] - u["ratioBatchMedian"], s["ratioBatchP25"] - u["ratioBatchMedian"],
+                        s["ratioBatchP75"] - u["ratioBatchMedian"])),
+        R.result("scopes", "unscoped-in-box", u["ratioMedian"], u["bwrapMedianMs"], "ms",
+                 batch=(batches, u["ratioBatchMedian"], u["ratioBatchP25"], u["ratioBatchP75"]))])
 EOF
 log "timing: total $(since "$T_START") s"
 if [[ -n "$host_bad" ]]; then

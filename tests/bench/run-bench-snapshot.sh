@@ -4,8 +4,10 @@
 # else /var/tmp (never a tmpfs: page-cache copies would flatter every number).
 # About a minute on a quiet disk, up to ~3 minutes on a busy shared one (3 rounds of the small
 # workspace, 1 of the big file).
+# Ends with the BENCH-RESULT line of bench_result.py (ratios against cp -a and sha256sum, per round).
 # Usage: run-bench-snapshot.sh BUILDDIR [DATADIR [FILES [BIG_MIB [ROUNDS]]]]
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd "${1:?usage: run-bench-snapshot.sh BUILDDIR [DATADIR [FILES [BIG_MIB [ROUNDS]]]]}" && pwd)
 files=${3:-10000}
 big_mib=${4:-1024}
@@ -30,4 +32,7 @@ if [ -z "$pick" ]; then
 fi
 
 echo "# $(fstype "$pick") at $pick, $(avail_mib "$pick") MiB free; $(nproc) CPUs; kernel $(uname -r)"
-exec "$build/tests/bench/bench-snapshot" --dir "$pick" --files "$files" --big-mib "$big_mib" --rounds "$rounds"
+out=$(mktemp /tmp/sr-bench-snapshot.XXXXXX)
+trap 'rm -f "$out"' EXIT
+"$build/tests/bench/bench-snapshot" --dir "$pick" --files "$files" --big-mib "$big_mib" --rounds "$rounds" | tee "$out"
+/usr/bin/python3 "$here/bench_result.py" snapshot "$out"

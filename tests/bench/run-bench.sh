@@ -7,7 +7,9 @@
 # bench-execute and floors: before/after in one go.
 # BENCH_USER: start the daemon as this user instead (as the service runs it; without systemd it
 # then has rlimits only), rather than as root (which becomes the service user, with cgroups).
+# Ends with the BENCH-RESULT line of bench_result.py (target http-over-bwrap: < 1.25).
 set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd "${1:?usage: run-bench.sh BUILDDIR [REQUESTS]}" && pwd)
 n=${2:-500}
 tmp=$(mktemp -d /tmp/sr-bench.XXXXXX)
@@ -46,4 +48,5 @@ pid=$!
 for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$port/health" 2>/dev/null && break; sleep 0.1; done
 
 "$build/tests/bench/bench-execute" --url "http://127.0.0.1:$port" --token-file "$tmp/creds/api-token" \
-        --key-file "$tmp/creds/signing-key" --state-dir "$tmp/state" -n "$n" --label unscoped
+        --key-file "$tmp/creds/signing-key" --state-dir "$tmp/state" -n "$n" --label unscoped | tee "$tmp/bench.out"
+/usr/bin/python3 "$here/bench_result.py" execute "$tmp/bench.out"
