@@ -59,7 +59,7 @@ install_packages() {
 # the build tree beside it (src/util/helper-path.c), the tests install into a box or a DESTDIR.
 gcc_prefix=/usr
 gcc_options=(-Dtests=enabled -Dwerror=true
-             -Dprefix=$gcc_prefix -Dsysconfdir=/etc -Dlocalstatedir=/var)
+             "-Dprefix=$gcc_prefix" -Dsysconfdir=/etc -Dlocalstatedir=/var)
 
 # setup_build DIR [meson options...]: configure once, reconfigure when options change.
 setup_build() {

@@ -75,6 +75,7 @@ step_setup() {
         # build, /usr/libexec for the package's --prefix=/usr): meson install made it in the box.
         probe=$LIBEXECDIR/sr-hardening-probe
         bx test -d "$LIBEXECDIR" || { echo "libexecdir $LIBEXECDIR is not in the box"; return 1; }
+        # shellcheck disable=SC2016  # $1 of the box's shell
         printf '%s' "$PROBE" | bx sh -c 'cat >"$1" && chmod 755 "$1"' sh "$probe" || return 1
         # The copy: same [Service] except how it starts; no socket, no watchdog, no restart.
         bx sh -c "sed -e 's|^ExecStart=.*|ExecStart=$probe|' \
