@@ -4,8 +4,8 @@
 # Set-up for a fresh Debian 12 machine, as root. Idempotent.
 #   tests/setup.sh run    install what is missing, build, (re)start the runner on 127.0.0.1:4311
 #   tests/setup.sh test   install what is missing, build, run the whole test suite
-#                         (plain build, ASan+UBSan build, clang build, clang libFuzzer build:
-#                         tests/fuzz, briefly); fails on any skipped test
+#                         (gcc build configured as the package is, ASan+UBSan build, clang build,
+#                         clang libFuzzer build: tests/fuzz, briefly); fails on any skipped test
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +51,16 @@ install_packages() {
         fi
 }
 
+# The gcc build "build", for both commands with the same options (`run` then `test` neither
+# reconfigures nor rebuilds it): configured as the Debian package is (tests/packaging/debian/rules
+# through dh's meson build system: --prefix=/usr --sysconfdir=/etc --localstatedir=/var), so that
+# the whole suite runs once in a build whose paths are not /usr/local's; the other builds keep
+# meson's default prefix. Nothing is installed from it: the daemon of `run` finds its helpers in
+# the build tree beside it (src/util/helper-path.c), the tests install into a box or a DESTDIR.
+gcc_prefix=/usr
+gcc_options=(-Dtests=enabled -Dwerror=true
+             "-Dprefix=$gcc_prefix" -Dsysconfdir=/etc -Dlocalstatedir=/var)
+
 # setup_build DIR [meson options...]: configure once, reconfigure when options change.
 setup_build() {
         local dir=$1; shift
@@ -87,7 +97,7 @@ stop_dev_daemon() {
 
 cmd_run() {
         install_packages
-        setup_build build -Dtests=enabled
+        setup_build build "${gcc_options[@]}"
         create_service_user
         stop_dev_daemon
 
@@ -158,8 +168,8 @@ cmd_test() {
         install_packages
         local rc=0 logs=()
 
-        echo "== gcc build (-Werror), all suites"
-        setup_build build -Dtests=enabled -Dwerror=true
+        echo "== gcc build (-Werror, --prefix=$gcc_prefix as the package), all suites"
+        setup_build build "${gcc_options[@]}"
         create_service_user
         meson test -C build --print-errorlogs --num-processes 2 || rc=1
         logs+=(build/meson-logs/testlog.json)
@@ -187,8 +197,11 @@ cmd_test() {
         rm -rf build/dest
         DESTDIR="$top/build/dest" meson install -C build --no-rebuild --quiet
         for f in libexec/sandbox-runnerd bin/sandbox-runnerctl; do
-                [ -x "build/dest/usr/local/$f" ] || { echo "missing from the install tree: $f"; rc=1; }
+                [ -x "build/dest$gcc_prefix/$f" ] || { echo "missing from the install tree: $gcc_prefix/$f"; rc=1; }
         done
+        # Nothing of a --prefix=/usr build under /usr/local (a path that ignores the prefix).
+        [ -z "$(cd build/dest && find . -path ./usr/local -prune -print)" ] ||
+                { echo "installed under /usr/local by a --prefix=$gcc_prefix build:"; (cd build/dest && find ./usr/local -type f); rc=1; }
         # polkitd reads its own datadir only: the rule goes there whatever the prefix.
         [ -f build/dest/usr/share/polkit-1/rules.d/50-sandbox-runner.rules ] ||
                 { echo "the polkit rule is not where polkitd reads it: $(cd build/dest && find . -name '50-sandbox-runner.rules')"; rc=1; }

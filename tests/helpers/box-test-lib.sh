@@ -45,8 +45,11 @@
 #
 # Staging install of the build dir
 #   stage_install BIN...  check BUILD and that the binaries BIN (src/sandbox-runnerd, ...) are
-#                         built, meson install into STAGE; sets BUILD_OPTS, PREFIX, CONFDIR, SERVICE_USER,
-#                         POLKIT_MODE.  opt NAME: a meson option of the build
+#                         built, meson install into STAGE; sets BUILD_OPTS, PREFIX, LIBEXECDIR, CONFDIR,
+#                         SERVICE_USER, POLKIT_MODE, all from the build's configuration (a test never
+#                         assumes a prefix: the package's is /usr, a plain build's /usr/local).
+#                         opt NAME: a meson option of the build; opt_dir NAME: a directory option
+#                         made absolute (under PREFIX when relative)
 #   stage_path NAME [FIND-TESTS]   the installed path (as seen in the box) of a staged file
 #   stage_check_units     sandbox-runner.{socket,service,slice} are staged
 #   stage_check_polkit_rule        the rule is installed where polkitd reads it (RULEFILE)
@@ -270,10 +273,17 @@ sys.exit(0 if r else 1)' "$@" 2>/dev/null
 
 BUILD_OPTS=
 opt() { jprint 'next((o["value"] for o in d if o["name"] == a), "")' "$1" <<<"$BUILD_OPTS"; }
+opt_dir() {
+        local d
+        d=$(opt "$1") || return 1
+        [[ -n "$d" ]] || { echo "no meson option $1" >&2; return 1; }
+        [[ "$d" == /* ]] || d=$(opt prefix)/$d
+        printf '%s\n' "$d"
+}
 
 # stage_install BIN...: BIN, paths relative to BUILD, must be built (src/sandbox-runnerd, ...).
 stage_install() {
-        local bin sysconfdir
+        local bin
         [[ -n "$BUILD" && -d "$BUILD" ]] || { echo "no build dir (argument or MESON_BUILD_ROOT)"; return 1; }
         BUILD=$(cd "$BUILD" && pwd)
         for bin in "$@"; do
@@ -283,10 +293,10 @@ stage_install() {
         DESTDIR=$STAGE meson install -C "$BUILD" --no-rebuild --quiet || return 1
 
         PREFIX=$(opt prefix)
-        sysconfdir=$(opt sysconfdir)
-        [[ "$sysconfdir" == /* ]] || sysconfdir=$PREFIX/$sysconfdir
         # shellcheck disable=SC2034  # for the tests
-        CONFDIR=$sysconfdir/sandbox-runner
+        LIBEXECDIR=$(opt_dir libexecdir) || return 1
+        # shellcheck disable=SC2034  # for the tests
+        CONFDIR=$(opt_dir sysconfdir)/sandbox-runner || return 1
         SERVICE_USER=$(opt service-user)
         POLKIT_MODE=$(opt polkit-transient-scopes)
 }

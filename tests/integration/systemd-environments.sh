@@ -45,10 +45,7 @@ step_install() {
         stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper || return 1
         stage_check_units || return 1
         stage_check_polkit_rule || return 1
-        local libexec
-        libexec=$(opt libexecdir)
-        [[ "$libexec" == /* ]] || libexec=$PREFIX/$libexec
-        [[ -f "$STAGE$libexec/sandbox-runner-provision.py" ]] ||
+        [[ -f "$STAGE$LIBEXECDIR/sandbox-runner-provision.py" ]] ||
                 { echo "the provisioner is not installed in libexecdir"; return 1; }
         echo "prefix=$PREFIX confdir=$CONFDIR user=$SERVICE_USER provisioner installed"
 }

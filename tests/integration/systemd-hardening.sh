@@ -64,15 +64,21 @@ mv "$out.tmp" "$out"
 '
 
 step_setup() {
+        local probe
         stage_install src/sandbox-runnerd src/keeper/sandbox-runner-keeper || return 1
         UNIT=$(stage_path sandbox-runner.service -path '*/systemd/system/*') || { echo "no sandbox-runner.service installed"; return 1; }
         command -v bwrap >/dev/null || { echo "bwrap is not installed on the host (the box sees the host's /usr)"; return 1; }
         box_boot || return 1
         box_provision_base || return 1
         box_secrets || return 1
-        printf '%s' "$PROBE" | bx sh -c 'cat >/usr/local/libexec/sr-hardening-probe && chmod 755 /usr/local/libexec/sr-hardening-probe' || return 1
+        # The probe beside the daemon, in the build's libexecdir (/usr/local/libexec for a plain
+        # build, /usr/libexec for the package's --prefix=/usr): meson install made it in the box.
+        probe=$LIBEXECDIR/sr-hardening-probe
+        bx test -d "$LIBEXECDIR" || { echo "libexecdir $LIBEXECDIR is not in the box"; return 1; }
+        # shellcheck disable=SC2016  # $1 of the box's shell
+        printf '%s' "$PROBE" | bx sh -c 'cat >"$1" && chmod 755 "$1"' sh "$probe" || return 1
         # The copy: same [Service] except how it starts; no socket, no watchdog, no restart.
-        bx sh -c "sed -e 's|^ExecStart=.*|ExecStart=/usr/local/libexec/sr-hardening-probe|' \
+        bx sh -c "sed -e 's|^ExecStart=.*|ExecStart=$probe|' \
                       -e 's|^Type=.*|Type=oneshot|' \
                       -e '/^\(Requires\|After\|Also\|WantedBy\|WatchdogSec\|Restart\|NotifyAccess\)=/d' \
                       '$UNIT' >/etc/systemd/system/sr-hardening-probe.service" || return 1
