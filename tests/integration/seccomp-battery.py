@@ -366,8 +366,17 @@ def main(argv):
 
     # The foreign ABIs exist without the filter, so that killing them below is the filter's doing.
     p, unfiltered = run_probes(bwrap, try_syscall, None, FOREIGN_ABI_PROBES)
-    tap.ok(unfiltered.get("i386-getpid") in ("ok", "unsupported"),
-           f"without a filter an i386 int $0x80 getpid works: {unfiltered.get('i386-getpid')}")
+    # A kernel without the i386 entry (CONFIG_IA32_EMULATION off, or ia32_emulation=false on the
+    # command line, as on some VMs) answers int $0x80 with SIGSEGV before any filter sees it: the
+    # ABI is absent, so there is nothing to filter, and below the probe must die the same way.
+    no_entry = {name for name in FOREIGN_ABI_PROBES if name.startswith("i386-")
+              and unfiltered.get(name) == "killed=SIGSEGV"}
+    if no_entry:
+        tap.note("this kernel has no i386 system call entry (int $0x80 gives SIGSEGV without a filter): "
+                 "the i386 probes check that it stays so under every filter")
+    tap.ok(unfiltered.get("i386-getpid") in ("ok", "unsupported", "killed=SIGSEGV"),
+           f"without a filter an i386 int $0x80 getpid works, or the kernel has no i386 entry: "
+           f"{unfiltered.get('i386-getpid')}")
     tap.ok(unfiltered.get("x32-getpid") in ("ok", "errno=ENOSYS", "unsupported"),
            f"without a filter an x32 getpid gives {unfiltered.get('x32-getpid')} "
            "(ENOSYS: kernel built without CONFIG_X86_X32_ABI)")
@@ -432,15 +441,20 @@ def main(argv):
                 if unfiltered.get(name) == "unsupported":
                     tap.ok(got == "unsupported", f"{variant}: {name}: not an x86_64 host")
                     continue
+                if name in no_entry:
+                    tap.ok(got == "killed=SIGSEGV",
+                           f"{variant}: {name}: no such entry in this kernel, it dies as without a filter ({got})")
+                    continue
                 tap.ok(got == "killed=SIGSYS", f"{variant}: {name} kills the process ({got})")
 
             # In-process: the probe kills try-syscall itself; bwrap reports 128 + SIGSYS.
             for name in ("i386-unshare-newuser", "x32-unshare-newuser"):
                 if unfiltered.get(name) == "unsupported":
                     continue
+                sig = signal.SIGSEGV if name in no_entry else signal.SIGSYS
                 p = run_sandboxed(bwrap, try_syscall, real, ["/try", name])
-                tap.ok(p.returncode == 128 + signal.SIGSYS and p.stdout == "",
-                       f"{variant}: {name} as the only probe: exit status {p.returncode} (128+SIGSYS)",
+                tap.ok(p.returncode == 128 + sig and p.stdout == "",
+                       f"{variant}: {name} as the only probe: exit status {p.returncode} (128+{sig.name})",
                        p.stdout + p.stderr)
 
             # Ordinary programs keep working.
