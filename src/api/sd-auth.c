@@ -9,16 +9,8 @@
 #include <string.h>
 
 #include "api/sd-auth.h"
-
-static void hex_encode(const uint8_t *in, size_t n, char *out) {
-        static const char hex[] = "0123456789abcdef";
-
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = hex[in[i] >> 4];
-                out[2 * i + 1] = hex[in[i] & 15];
-        }
-        out[2 * n] = '\0';
-}
+#include "http/auth.h"
+#include "util/string-util.h"
 
 int sdp_timestamp_parse(const char *s, uint64_t *ret) {
         uint64_t v = 0;
@@ -41,15 +33,11 @@ int sdp_timestamp_parse(const char *s, uint64_t *ret) {
 
 void sdp_signature_compute(const char *token, const char *timestamp, const void *body, size_t body_size,
                            char ret_hex[static 65]) {
-        uint8_t digest[SHA256_DIGEST_SIZE], mac[SHA256_DIGEST_SIZE];
+        uint8_t mac[SHA256_DIGEST_SIZE];
         char body_hex[2 * SHA256_DIGEST_SIZE + 1];
         struct hmac_sha256_ctx hctx;
-        struct sha256_ctx sctx;
 
-        sha256_init(&sctx);
-        sha256_update(&sctx, body_size, body_size > 0 ? body : (const uint8_t *) "");
-        sha256_digest(&sctx, sizeof(digest), digest);
-        hex_encode(digest, sizeof(digest), body_hex);
+        auth_sha256_hex(body, body_size, body_hex);
 
         hmac_sha256_set_key(&hctx, strlen(token), (const uint8_t *) token);
         hmac_sha256_update(&hctx, strlen(timestamp), (const uint8_t *) timestamp);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "http/auth.h"
+#include "util/string-util.h"
 #include "config/config.h"
 #include "util/io-util.h"
 #include "util/macro.h"
@@ -154,28 +155,24 @@ int auth_check_bearer(const char *token, const char *authorization) {
         return 0;
 }
 
-static void hex_encode(const uint8_t *in, size_t n, char *out) {
-        static const char hex[] = "0123456789abcdef";
+void auth_sha256_hex(const void *data, size_t size, char ret_hex[static 65]) {
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        struct sha256_ctx ctx;
 
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = hex[in[i] >> 4];
-                out[2 * i + 1] = hex[in[i] & 15];
-        }
-        out[2 * n] = '\0';
+        sha256_init(&ctx);
+        sha256_update(&ctx, size, size > 0 ? data : (const uint8_t *) "");
+        sha256_digest(&ctx, sizeof(digest), digest);
+        hex_encode(digest, sizeof(digest), ret_hex);
 }
 
 void auth_signature_compute(const uint8_t *key, size_t key_size, const char *timestamp,
                             const char *method, const char *path_with_query,
                             const void *body, size_t body_size, char ret_hex[static 65]) {
-        uint8_t body_digest[SHA256_DIGEST_SIZE], mac[SHA256_DIGEST_SIZE];
+        uint8_t mac[SHA256_DIGEST_SIZE];
         char body_hex[2 * SHA256_DIGEST_SIZE + 1];
         struct hmac_sha256_ctx hctx;
-        struct sha256_ctx sctx;
 
-        sha256_init(&sctx);
-        sha256_update(&sctx, body_size, body_size > 0 ? body : (const uint8_t *) "");
-        sha256_digest(&sctx, sizeof(body_digest), body_digest);
-        hex_encode(body_digest, sizeof(body_digest), body_hex);
+        auth_sha256_hex(body, body_size, body_hex);
 
         hmac_sha256_set_key(&hctx, key_size, key);
         hmac_sha256_update(&hctx, 3, (const uint8_t *) "v1\n");

@@ -33,6 +33,10 @@ int secrets_load(const Config *c, Secrets *ret, char **ret_error);
 int secrets_path(const char *credential, const char *configured, char **ret);
 void secrets_done(Secrets *s);
 
+/* auth_sha256_hex() - SHA-256 of @size bytes at @data as 64 lowercase hex digits (the body hash both
+ * signature schemes sign). */
+void auth_sha256_hex(const void *data, size_t size, char ret_hex[static 65]);
+
 /* auth_secret_equal() - constant-time comparison, also in the lengths. */
 bool auth_secret_equal(const char *a, size_t a_len, const char *b, size_t b_len);
 

@@ -97,3 +97,14 @@ int set_message(char **ret_message, int error, const char *fmt, ...) {
         va_end(ap);
         return r;
 }
+
+void hex_encode(const void *p, size_t n, char *out) {
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *in = p;
+
+        for (size_t i = 0; i < n; i++) {
+                out[2 * i] = hex[in[i] >> 4];
+                out[2 * i + 1] = hex[in[i] & 15];
+        }
+        out[2 * n] = '\0';
+}

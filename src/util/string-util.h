@@ -13,6 +13,9 @@
  */
 char *str_escape_log(const char *s, size_t max);
 
+/* hex_encode() - the @n bytes at @p as 2*@n lowercase hex digits and a NUL, into @out. */
+void hex_encode(const void *p, size_t n, char *out);
+
 /* str_has_prefix_ci() - case-insensitive prefix check. */
 bool str_has_prefix_ci(const char *s, const char *prefix);
 

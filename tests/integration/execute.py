@@ -1562,12 +1562,7 @@ def c_rebuild(ctx, res):
             res.check("its binary was replaced on disk" in msg and "re-executed itself" in msg,
                       "the message does not say what happens: %r" % msg)
             # The client retries on a new connection, as the message says: the new binary answers.
-            deadline = now() + 15
-            while now() < deadline:
-                h = d.health(timeout=2.0)
-                if h is not None and h.status == 200 and (h.json() or {}).get("reexecutions") == 1:
-                    break
-                time.sleep(0.1)
+            d.wait_reexecuted(1)
             check_reexecuted(res, c, pid, 1, "after the rebuild", limits_before)
             rc, _ = d.terminate(grace=10.0)
             res.eq("exit status after SIGTERM", rc, 0)
@@ -1588,13 +1583,7 @@ def c_rebuild_broken(ctx, res):
             os.rename(d.path + ".new", d.path)
             r, err, _ = c.post({"language": "shell", "code": "echo during"}, "/execute", 15)
             res.eq("the first request after the replacement", r and r.status, 503)
-            deadline, j = now() + 15, {}
-            while now() < deadline:
-                h = d.health(timeout=2.0)
-                j = (h.json() or {}) if h is not None and h.status == 200 else {}
-                if j.get("reexecutions") == 1:
-                    break
-                time.sleep(0.1)
+            j = d.wait_reexecuted(1)
             res.eq("reexecutions", j.get("reexecutions"), 1)
             stale = j.get("staleBinary") or ""
             res.check(d.path in stale and "Permission denied" in stale,
@@ -1610,12 +1599,7 @@ def c_rebuild_broken(ctx, res):
             # Fixed: SIGHUP tries again, and the new binary takes over.
             os.chmod(d.path, 0o755)
             os.kill(pid, signal.SIGHUP)
-            deadline = now() + 15
-            while now() < deadline:
-                h = d.health(timeout=2.0)
-                if h is not None and h.status == 200 and (h.json() or {}).get("reexecutions") == 2:
-                    break
-                time.sleep(0.1)
+            d.wait_reexecuted(2)
             check_reexecuted(res, c, pid, 2, "after SIGHUP on the fixed binary", limits_before)
             rc, _ = d.terminate(grace=10.0)
             res.eq("exit status after SIGTERM", rc, 0)

@@ -394,6 +394,18 @@ class Daemon:
         except (OSError, HttpError):
             return None
 
+    def wait_reexecuted(self, n, limit=15.0):
+        """GET /health until it counts n re-executions (a daemon started by hand that retired
+        re-executes itself in place); return its JSON, the last one seen when time ran out."""
+        deadline, j = now() + limit, {}
+        while now() < deadline:
+            h = self.health(timeout=2.0)
+            j = (h.json() or {}) if h is not None and h.status == 200 else {}
+            if j.get("reexecutions") == n:
+                break
+            time.sleep(0.1)
+        return j
+
     def start(self, wait=15.0):
         last = ""
         for attempt in range(4):

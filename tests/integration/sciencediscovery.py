@@ -651,13 +651,7 @@ def c_reexec(ctx, res):
     d = ctx.d
     pid = d.proc.pid
     os.kill(pid, signal.SIGHUP)
-    deadline, j = now() + 15, {}
-    while now() < deadline:
-        h = d.health(timeout=2.0)
-        j = (h.json() or {}) if h is not None and h.status == 200 else {}
-        if j.get("reexecutions") == 1:
-            break
-        time.sleep(0.1)
+    j = d.wait_reexecuted(1)
     res.eq("native /health reexecutions", j.get("reexecutions"), 1)
     res.eq("the daemon's pid", d.proc.pid, pid)
     res.check(isinstance(j.get("sandbox"), dict), "the native listener no longer speaks our API: %r" % j)

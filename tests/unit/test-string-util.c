@@ -133,6 +133,18 @@ static void test_token_valid(void **state) {
         assert_false(str_token_valid("\xc3\xa9", 4, NULL, lower));
 }
 
+static void test_hex_encode(void **state) {
+        static const unsigned char in[] = { 0x00, 0x0f, 0xa5, 0xff, 0x10 };
+        char out[2 * sizeof(in) + 2];
+
+        memset(out, 'X', sizeof(out));
+        hex_encode(in, sizeof(in), out);
+        assert_string_equal(out, "000fa5ff10");
+        assert_int_equal(out[2 * sizeof(in) + 1], 'X');         /* nothing past the NUL */
+        hex_encode(in, 0, out);
+        assert_string_equal(out, "");
+}
+
 static void test_buf_append(void **state) {
         char *data = NULL;
         size_t size = 0, allocated = 0;
@@ -174,6 +186,7 @@ int main(void) {
                 cmocka_unit_test(test_has_prefix_ci),
                 cmocka_unit_test(test_token_valid),
                 cmocka_unit_test(test_buf_append),
+                cmocka_unit_test(test_hex_encode),
         };
 
         return cmocka_run_group_tests_name("string-util", tests, NULL, NULL);

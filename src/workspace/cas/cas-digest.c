@@ -13,16 +13,8 @@
 #include <nettle/sha2.h>
 
 #include "util/macro.h"
+#include "util/string-util.h"
 #include "workspace/cas/cas-internal.h"
-
-static const char hex_lower[] = "0123456789abcdef";
-void hex_encode(const uint8_t *p, size_t n, char *out) {
-        for (size_t i = 0; i < n; i++) {
-                out[2 * i] = hex_lower[p[i] >> 4];
-                out[2 * i + 1] = hex_lower[p[i] & 15];
-        }
-        out[2 * n] = 0;
-}
 
 int cas_unhex_lower(char c) {
         if (c >= '0' && c <= '9')

@@ -6,6 +6,8 @@
  */
 #pragma once
 
+#include "util/string-util.h"   /* hex_encode() */
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,7 +68,6 @@ typedef struct Digest {
         uint8_t b[SHA256_DIGEST_SIZE];
 } Digest;
 
-void hex_encode(const uint8_t *p, size_t n, char *out);
 int cas_unhex_lower(char c);
 int digest_from_hex(const char *s, Digest *ret);
 int digest_parse(const char *s, Digest *ret);
