@@ -43,6 +43,7 @@ if ! [[ "$N" =~ ^[0-9]+$ ]] || (( N < 10 )); then
 fi
 BUILD=$(cd "$BUILD" && pwd)
 BENCH=$BUILD/tests/bench/bench-execute
+BOX_BENCH=/usr/local/bin/sr-bench-execute       # where it runs, in the box (step_provision)
 URL=http://127.0.0.1:4311           # sandbox-runner.socket's ListenStream (box_client uses it too)
 CRED=/etc/credstore/sandbox-runner
 BOX_STATE=/var/tmp/sr-bench          # in the box: a tmpfs of its own
@@ -87,6 +88,9 @@ step_provision() {
         box_provision || return 1
         box_install_client || return 1
         bx mkdir -p "$CONFDIR/runner.conf.d" || return 1
+        # The build directory may be under /tmp, which the box has of its own: bench-execute goes
+        # into the box's /usr (an overlay), beside the daemon.
+        bx sh -c "cat >'$BOX_BENCH' && chmod 0755 '$BOX_BENCH'" <"$BENCH" || return 1
         bx ip link set lo up || return 1
         # As tests/bench/run-bench.sh: no idle exit in the middle of the runs, room for the 8
         # clients, and no info lines per execution in the journal.
@@ -179,7 +183,7 @@ bench() {
         journal_mark
         cpu_snapshot "$WORK/$label.cpu0" || return 1
         bx rm -rf "$BOX_STATE/$label" && bx mkdir -m 0700 "$BOX_STATE/$label" || return 1
-        bx "$BENCH" --url "$URL" --token-file "$CRED.api-token" --key-file "$CRED.signing-key" \
+        bx "$BOX_BENCH" --url "$URL" --token-file "$CRED.api-token" --key-file "$CRED.signing-key" \
                 --state-dir "$BOX_STATE/$label" -n "$N" --label "$label" >"$WORK/$label.out" 2>&1
         local rc=$?
         (( rc == 0 )) || { cat "$WORK/$label.out"; echo "bench-execute exited $rc"; return 1; }
