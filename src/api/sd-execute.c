@@ -18,6 +18,7 @@
 #include "build-config.h"
 #include "core/manager.h"
 #include "execution/execution.h"
+#include "egress/egress-epochs.h"
 #include "execution/replay.h"
 #include "http/http-server.h"
 #include "sandbox/sandbox-argv.h"
@@ -35,6 +36,7 @@ typedef struct SdpRun {
         Execution *e;
         char *language;                 /* "python" or "r" */
         char *environment_revision;     /* the request's environmentRevisionId, or NULL */
+        char *network_revision;         /* networkAccess.revision, or NULL */
         uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
@@ -45,6 +47,7 @@ static SdpRun *sdp_run_free(SdpRun *r) {
                 return NULL;
         free(r->language);
         free(r->environment_revision);
+        free(r->network_revision);
         free(r);
         return NULL;
 }
@@ -116,18 +119,6 @@ static bool mounts_valid(json_object *epoch) {
                streq(json_object_get_string(v), "read-write");
 }
 
-/* Per-request network access is not served yet: a request that asks for network fails closed. */
-static bool asks_for_network(json_object *epoch) {
-        const char *policy = get_string(epoch, "networkPolicy");
-        json_object *access;
-        const char *mode;
-
-        if (!policy || streq(policy, "none") || !json_object_object_get_ex(epoch, "networkAccess", &access))
-                return false;
-        mode = get_string(access, "mode");
-        return mode && streq(mode, policy);
-}
-
 /* ---- the answer ------------------------------------------------------------------------------ */
 
 /* The refs of the workspace: this run's (its size) and the one before it (the diff's base). */
@@ -150,7 +141,7 @@ static void find_refs(Manager *m, const char *ws, const char *exec_id, char **re
         cas_refs_free(refs, n);
 }
 
-static json_object *environment_variables(const char *language) {
+static json_object *environment_variables(const char *language, bool network) {
         json_object *o = json_object_new_object();
 
         if (!o)
@@ -166,15 +157,25 @@ static json_object *environment_variables(const char *language) {
                 json_object_object_add(o, "R_ENVIRON_USER", json_object_new_string("/dev/null"));
         else if (streq(language, "python"))
                 json_object_object_add(o, "PYTHONNOUSERSITE", json_object_new_string("1"));
+        if (network) {
+                /* The bridge's proxy (sandbox-argv.c): the only way out, to the run's gateway. */
+                static const char *const proxy[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+
+                for (size_t i = 0; i < ELEMENTSOF(proxy); i++)
+                        json_object_object_add(o, proxy[i], json_object_new_string(SANDBOX_PROXY_URL));
+                json_object_object_add(o, "NO_PROXY", json_object_new_string("localhost,127.0.0.1,::1"));
+                json_object_object_add(o, "no_proxy", json_object_new_string("localhost,127.0.0.1,::1"));
+        }
         return o;
 }
 
 json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
-                             uint64_t max_output, uint64_t finished) {
+                             const char *network_revision, uint64_t max_output, uint64_t finished) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *out = NULL, *err = NULL, *prev = NULL;
         json_object *v, *created = NULL, *modified = NULL, *snap;
         const char *status = "", *snapshot = NULL, *stdout_s = "", *stderr_s = "", *id = "", *ws = "";
+        const char *network = "none";
         size_t out_size, err_size;
         uint64_t duration = 0, bytes = 0;
         char when[32], kernel[160];
@@ -196,6 +197,9 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
                 duration = (uint64_t) json_object_get_int64(v);
         if (json_object_object_get_ex(ours, "snapshot", &v) && json_object_is_type(v, json_type_string))
                 snapshot = json_object_get_string(v);
+        /* Our gateway's revision, or "none": what the run actually had. */
+        if (json_object_object_get_ex(ours, "network", &v) && json_object_is_type(v, json_type_string))
+                network = json_object_get_string(v);
         /* A signal (or a limit that killed the run) is exit code 1, as they report it. */
         if (streq(status, "exited") && json_object_object_get_ex(ours, "exitCode", &v))
                 exit_code = json_object_get_int(v);
@@ -223,7 +227,7 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
         json_object_object_add(o, "stderr", json_object_new_string_len(err, (int) err_size));
         json_object_object_add(o, "createdFiles", created);
         json_object_object_add(o, "modifiedFiles", modified);
-        json_object_object_add(o, "environmentVariables", environment_variables(language));
+        json_object_object_add(o, "environmentVariables", environment_variables(language, !streq(network, "none")));
         if (revision)
                 json_object_object_add(o, "environmentRevisionId", json_object_new_string(revision));
         (void) snprintf(kernel, sizeof(kernel), "ephemeral:%s", id);
@@ -233,8 +237,10 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
         json_object_object_add(o, "startedAt", json_object_new_string(
                                        sdp_iso_time(finished > duration ? finished - duration : finished, when)));
         json_object_object_add(o, "finishedAt", json_object_new_string(sdp_iso_time(finished, when)));
-        json_object_object_add(o, "networkPolicy", json_object_new_string("none"));
-        json_object_object_add(o, "networkAccessRevision", json_object_new_string("none"));
+        json_object_object_add(o, "networkPolicy", json_object_new_string(
+                                       streq(network, "none") ? SDP_NETWORK_NONE : SDP_NETWORK_ALLOWLIST));
+        json_object_object_add(o, "networkAccessRevision", json_object_new_string(
+                                       streq(network, "none") ? "none" : network_revision ?: network));
         json_object_object_add(o, "cgroupMode", json_object_new_string(
                                        m->limits == LIMITS_SYSTEMD_SCOPE ? "systemd-scope" :
                                        m->limits == LIMITS_CGROUP ? "cgroup" : "none"));
@@ -256,8 +262,8 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
 static void reply_result(SdpRun *run, json_object *ours) {
         _cleanup_(json_object_putp) json_object *o = NULL;
 
-        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->max_output_bytes,
-                            realtime_ms());
+        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->network_revision,
+                            run->max_output_bytes, realtime_ms());
         if (!o)
                 return sdp_reply_error(run->req, 500, "Out of memory");
         sdp_reply_json(run->req, 200, o);
@@ -332,8 +338,9 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         bool owned = kind == SDP_KIND_MANAGED;
         SdpRequest p = {};
         json_object *epoch, *v;
-        const char *mode, *reason;
+        const char *mode, *reason, *why = NULL;
         uint64_t ignored;
+        int r;
 
         p.id = get_string(body, "executionId");
         p.code = get_string(body, "code");
@@ -392,10 +399,26 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "permissionEpoch.mounts must be exactly the read-write workspace");
                 return false;
         }
-        if (asks_for_network(epoch)) {
-                sdp_reply_error(req, 400, "Sandbox network access is unavailable on this runner "
-                                "(per-request network policies are not implemented yet)");
+        r = sdp_network_parse(epoch, &p.net, &why);
+        if (r < 0) {
+                sdp_reply_error(req, 400, "%s", why);
                 return false;
+        }
+        /* Their upstream route of the gateway: ours dials the allowed hosts itself ("direct"; the
+         * gateway's environment names no upstream proxy, so "environment" is the same). */
+        if (json_object_object_get_ex(body, "sandboxEgressProxy", &v) && !json_object_is_type(v, json_type_null)) {
+                const char *proxy_mode = json_object_is_type(v, json_type_object) ? get_string(v, "mode") : NULL;
+
+                if (!proxy_mode || (!streq(proxy_mode, "direct") && !streq(proxy_mode, "environment") &&
+                                    !streq(proxy_mode, "url"))) {
+                        sdp_reply_error(req, 400, "sandboxEgressProxy.mode must be direct, environment or url");
+                        return false;
+                }
+                if (streq(proxy_mode, "url") && p.net.allowlist) {
+                        sdp_reply_error(req, 400, "sandboxEgressProxy mode url is not supported by this runner: "
+                                        "its egress gateway connects to allowed hosts directly");
+                        return false;
+                }
         }
         if (json_object_object_get_ex(body, "npuDevices", &v) && json_object_is_type(v, json_type_array) &&
             json_object_array_length(v) > 0) {
@@ -453,6 +476,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 .tasks_max = m->config.tasks_max,
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
+        EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
         int r;
@@ -517,12 +541,21 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 .max_output_bytes = p.max_output,
                 .submitted_ms = realtime_ms(),
         };
-        if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision))
+        if (p.net.allowlist && p.net.revision)
+                run->network_revision = strdup(p.net.revision);
+        if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision) ||
+            (p.net.allowlist && p.net.revision && !run->network_revision))
                 return sdp_reply_error(req, 500, "Out of memory");
 
+        if (!sdp_network_prepare(m, req, &p, &egress))
+                return;
         r = execution_new(&m->exec, STEAL(er), &e);
-        if (r < 0)
+        if (r < 0) {
+                egress_epoch_release(egress);
                 return sdp_reply_error(req, 500, "Out of memory");
+        }
+        /* Always the request's own policy: never the one in force on our own API. */
+        execution_set_egress(e, egress);
         run->e = e;
         http_request_set_userdata(req, run, on_request_gone);
         http_request_suspend(req);

@@ -11,9 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/sd-network.h"
+
 typedef struct HttpRequest HttpRequest;
 typedef struct Manager Manager;
 struct Cas;
+typedef struct EgressEpoch EgressEpoch;
 
 /* Their JSON limit for request bodies (notes §1). */
 #define SDP_JSON_BODY_MAX UINT64_C(2000000)
@@ -42,6 +45,7 @@ typedef struct SdpRequest {
         uint64_t timeout_ms;            /* executionTimeoutMs, 0 = none */
         uint64_t max_output;            /* maxOutputBytes, 0 = no truncation */
         char ws[129];                   /* our workspace for their runnerWorkspaceKey */
+        SdpNetwork net;                 /* permissionEpoch's network, as their rule reads it */
 } SdpRequest;
 
 typedef enum SdpKind {
@@ -59,9 +63,19 @@ typedef enum SdpKind {
 bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret);
 
 /* sdp_result_json() - their execution result from our answer or record @ours (@finished: Unix ms
- * of its end). Return: a new object, NULL on OOM. */
+ * of its end; @network_revision: their networkAccess.revision, NULL: our gateway's revision from
+ * @ours). Return: a new object, NULL on OOM. */
 json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
-                             uint64_t max_output, uint64_t finished);
+                             const char *network_revision, uint64_t max_output, uint64_t finished);
+
+/* sd-network.c: the per-request network policy. */
+/* sdp_network_acquire() - the gateway of @n's allowlist (*ret NULL without network).
+ * Return: 0; -EINVAL with *ret_error for a bad entry; -ENOMEM; other -errno with *ret_error. */
+int sdp_network_acquire(Manager *m, const SdpNetwork *n, EgressEpoch **ret, char **ret_error);
+/* sdp_network_prepare() - the same for request @p, the error answered. Return: false once sent. */
+bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, EgressEpoch **ret);
+/* sdp_network_health() - /health's sandboxNetwork. Return: a new object, NULL on OOM. */
+json_object *sdp_network_health(Manager *m);
 
 /* sd-routes.c: kernels, which this runner never keeps (persistent runs are refused). */
 void sdp_kernels_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);

@@ -239,14 +239,6 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
 
 /* ---- GET /health, /status, /resources ---------------------------------------------------------- */
 
-static void add_string_array(json_object *o, const char *key, const char *const *items) {
-        json_object *a = json_object_new_array();
-
-        for (; a && *items; items++)
-                json_object_array_add(a, json_object_new_string(*items));
-        json_object_object_add(o, key, a);
-}
-
 void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *npu, *net, *envs;
@@ -283,14 +275,8 @@ void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **pa
         }
         json_object_object_add(o, "npuBroker", npu);
 
-        /* Per-request network policies are not yet mapped onto our gateway here: "none" only. */
-        net = json_object_new_object();
-        if (net) {
-                json_object_object_add(net, "available", json_object_new_boolean(false));
-                add_string_array(net, "modes", (const char *const[]) { "none", NULL });
-                json_object_object_add(net, "unavailableReason", json_object_new_string(
-                                               "Per-request network access is not implemented yet in this runner's ScienceDiscovery dialect"));
-        }
+        /* Per-request allowlists, each through a gateway of its own (sd-network.c). */
+        net = sdp_network_health(m);
         json_object_object_add(o, "sandboxNetwork", net);
 
         envs = json_object_new_object();

@@ -20,6 +20,7 @@
 #include "api/sd-auth.h"
 #include "api/sd-internal.h"
 #include "core/manager.h"
+#include "egress/egress-epochs.h"
 #include "execution/execution.h"
 #include "execution/records.h"
 #include "http/http-server.h"
@@ -149,7 +150,7 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
                 json_object_object_add(o, "error", json_object_new_string(get_str(rec, "error") ?: status));
         json_object_object_add(o, "logTruncated", json_object_new_boolean(log_truncated(rec)));
         if (!streq(theirs, "unknown")) {
-                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, 0,
+                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, NULL, 0,
                                                    created + get_u64(rec, "durationMs")), *snap;
                 if (!res)
                         return NULL;
@@ -174,6 +175,7 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
         char id[129], when[32];
+        EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
         int r;
@@ -203,9 +205,14 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 return sdp_reply_error(req, 500, "Out of memory");
         if (r < 0)
                 return sdp_reply_error(req, 400, "Invalid request: %s", why ?: "bad field");
+        if (!sdp_network_prepare(m, req, &p, &egress))
+                return;
         r = execution_new(&m->exec, STEAL(er), &e);
-        if (r < 0)
+        if (r < 0) {
+                egress_epoch_release(egress);
                 return sdp_reply_error(req, 500, "Out of memory");
+        }
+        execution_set_egress(e, egress);
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
         r = execution_start(e, NULL, NULL);

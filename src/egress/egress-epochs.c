@@ -633,10 +633,24 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                    "MESSAGE_ID=" SR_MESSAGE_POLICY_ROTATED,
                    "SANDBOX_EGRESS_REVISION=%s", ep->revision,
                    "SANDBOX_EGRESS_GATEWAY=%s", ep->systemd ? "systemd" : "child",
-                   "MESSAGE=Egress revision %s set up for a provisioning sandbox (gateway %s).", ep->revision,
+                   "MESSAGE=Egress revision %s set up for a policy of its own (gateway %s).", ep->revision,
                    ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
         *ret = ep;
         return 0;
+}
+
+bool egress_available(EgressEpochs *ee, const char **ret_reason) {
+        const char *reason = NULL;
+
+        if (!ee->bridge)
+                reason = "the sandbox-runner-bridge helper is not installed";
+        else if (!ee->gateway)
+                reason = "the sandbox-runner-egress gateway is not installed";
+        else if (ee->under_systemd && !ee->bus)
+                reason = "the system bus is not reachable: gateway units cannot be started";
+        if (ret_reason)
+                *ret_reason = reason;
+        return !reason;
 }
 
 void egress_health(EgressEpochs *ee, json_object *o) {
