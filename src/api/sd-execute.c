@@ -14,11 +14,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/sd-env.h"
 #include "api/sd-internal.h"
 #include "build-config.h"
 #include "core/manager.h"
 #include "execution/execution.h"
 #include "egress/egress-epochs.h"
+#include "environment/env-manager.h"
 #include "execution/replay.h"
 #include "http/http-server.h"
 #include "sandbox/sandbox-argv.h"
@@ -52,6 +54,11 @@ static SdpRun *sdp_run_free(SdpRun *r) {
         return NULL;
 }
 SR_DEFINE_FREE_FUNC(SdpRun *, sdp_run_free);
+
+static void hold_releasep(EnvHold **h) {
+        env_hold_release(*h);
+        *h = NULL;
+}
 
 static uint64_t realtime_ms(void) {
         return now_usec(CLOCK_REALTIME) / 1000;
@@ -178,7 +185,7 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
         const char *network = "none";
         size_t out_size, err_size;
         uint64_t duration = 0, bytes = 0;
-        char when[32], kernel[160];
+        char when[32], kernel[160], env_rid[SDP_ENV_REVISION_ID_MAX];
         int exit_code = 1, r;
 
         if (!o)
@@ -197,6 +204,15 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
                 duration = (uint64_t) json_object_get_int64(v);
         if (json_object_object_get_ex(ours, "snapshot", &v) && json_object_is_type(v, json_type_string))
                 snapshot = json_object_get_string(v);
+        /* The environment the run had: their revision id of it. */
+        if (json_object_object_get_ex(ours, "environment", &v) && json_object_is_type(v, json_type_object)) {
+                json_object *n, *rv;
+
+                if (json_object_object_get_ex(v, "name", &n) && json_object_object_get_ex(v, "revision", &rv)) {
+                        sdp_env_revision_id(json_object_get_string(n), (unsigned) json_object_get_int64(rv), env_rid);
+                        revision = env_rid;
+                }
+        }
         /* Our gateway's revision, or "none": what the run actually had. */
         if (json_object_object_get_ex(ours, "network", &v) && json_object_is_type(v, json_type_string))
                 network = json_object_get_string(v);
@@ -429,10 +445,12 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
                 return false;
         }
-        if (get_string(body, "environmentId")) {
-                sdp_reply_error(req, 400, "Scientific environments are unavailable");
+        p.environment_id = get_string(body, "environmentId");
+        if (p.environment_id && kind == SDP_KIND_EXECUTE) {
+                sdp_reply_error(req, 400, "environmentId is for shell runs; send environmentRevisionId");
                 return false;
         }
+        p.epoch_revision = get_string(epoch, "environmentRevisionId");
         p.key = get_string(body, "runnerWorkspaceKey");
         if (!p.key) {
                 sdp_reply_error(req, 400, "Runner workspace must be inside the runner's own workspaces: "
@@ -441,10 +459,6 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         }
         if (!sdp_runner_workspace_key_valid(p.key)) {
                 sdp_reply_error(req, 400, "Invalid runner workspace key");
-                return false;
-        }
-        if (streq(p.language, "r")) {
-                sdp_reply_error(req, 400, "Scientific environments are unavailable");
                 return false;
         }
         p.cwd = get_string(body, "cwd");
@@ -476,6 +490,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 .tasks_max = m->config.tasks_max,
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
+        _cleanup_(hold_releasep) EnvHold *hold = NULL;
         EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
@@ -511,9 +526,15 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         if (kind == SDP_KIND_EXECUTE) {
                 env = json_object_new_object();
                 if (env)
-                        json_object_object_add(env, "PYTHONNOUSERSITE", json_object_new_string("1"));
+                        json_object_object_add(env, streq(p.language, "r") ? "R_ENVIRON_USER" : "PYTHONNOUSERSITE",
+                                               json_object_new_string(streq(p.language, "r") ? "/dev/null" : "1"));
                 json_object_object_add(ours, "env", env);
         }
+        /* The environment: their revision (or the starter), held from now until the run ends. */
+        if (!sdp_env_prepare(m, req, &p, kind, &hold))
+                return;
+        if (hold)
+                json_object_object_add(ours, "environment", json_object_new_string(env_hold_name(hold)));
 
         r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
         if (r == -ENOMEM)
@@ -556,6 +577,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         }
         /* Always the request's own policy: never the one in force on our own API. */
         execution_set_egress(e, egress);
+        sdp_env_attach(e, STEAL(hold));
         run->e = e;
         http_request_set_userdata(req, run, on_request_gone);
         http_request_suspend(req);

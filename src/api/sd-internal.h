@@ -17,6 +17,8 @@ typedef struct HttpRequest HttpRequest;
 typedef struct Manager Manager;
 struct Cas;
 typedef struct EgressEpoch EgressEpoch;
+typedef struct EnvHold EnvHold;
+typedef struct Execution Execution;
 
 /* Their JSON limit for request bodies (notes §1). */
 #define SDP_JSON_BODY_MAX UINT64_C(2000000)
@@ -46,6 +48,8 @@ typedef struct SdpRequest {
         uint64_t max_output;            /* maxOutputBytes, 0 = no truncation */
         char ws[129];                   /* our workspace for their runnerWorkspaceKey */
         SdpNetwork net;                 /* permissionEpoch's network, as their rule reads it */
+        const char *epoch_revision;     /* permissionEpoch.environmentRevisionId */
+        const char *environment_id;     /* environmentId of a shell run (their named environment) */
 } SdpRequest;
 
 typedef enum SdpKind {
@@ -87,6 +91,30 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
 void sdp_shell_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_shell_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_shell_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* sd-env.c, sd-env-change.c: environments. */
+void sdp_environments_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_delete(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_install(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_uninstall(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_revisions(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_snapshot(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_setup_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_setup_post(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* /health's scientificEnvs. Return: a new object, NULL on OOM. */
+json_object *sdp_environments_health(Manager *m);
+/* Our list entry of environment @name (new reference; NULL: none), its revision records (a new
+ * array), their Environment of an entry, their EnvironmentRevision of a record. */
+json_object *sdp_env_entry(Manager *m, const char *name);
+json_object *sdp_env_records(Manager *m, const char *name);
+json_object *sdp_env_environment_json(Manager *m, json_object *entry);
+json_object *sdp_env_revision_json(const char *name, const char *kind, json_object *rec);
+/* sdp_env_prepare() - the environment a run of @kind gets (their revision, environmentId or the
+ * language's starter), held: *ret NULL for none. Return: false once the 400 is sent. */
+bool sdp_env_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, SdpKind kind, EnvHold **ret);
+/* sdp_env_attach() - before start: the run takes @hold (NULL: nothing). */
+void sdp_env_attach(Execution *e, EnvHold *hold);
 
 /* sd-shape.c (pure, but sdp_tree_diff(), which reads trees of the CAS) */
 

@@ -60,6 +60,16 @@ static const SdpRoute routes[] = {
         { "GET",  "/kernels",                   SDP_AUTH_BEARER, false, sdp_kernels_list },
         { "POST", "/kernels/teardown",          SDP_AUTH_BEARER, true,  sdp_kernels_teardown },
         { "POST", "/kernels/*/teardown",        SDP_AUTH_BEARER, true,  sdp_kernel_teardown },
+        /* Increment 2 (h-sd2): environments (sd-env.c, sd-env-change.c). */
+        { "GET",    "/environments",                        SDP_AUTH_BEARER, false, sdp_environments_list },
+        { "POST",   "/environments",                        SDP_AUTH_BEARER, true,  sdp_environment_create },
+        { "DELETE", "/environments/*",                      SDP_AUTH_BEARER, false, sdp_environment_delete },
+        { "POST",   "/environments/*/install",              SDP_AUTH_BEARER, true,  sdp_environment_install },
+        { "POST",   "/environments/*/uninstall",            SDP_AUTH_BEARER, true,  sdp_environment_uninstall },
+        { "GET",    "/environment-setup",                   SDP_AUTH_BEARER, false, sdp_environment_setup_get },
+        { "POST",   "/environment-setup",                   SDP_AUTH_BEARER, true,  sdp_environment_setup_post },
+        { "GET",    "/environment-revisions",               SDP_AUTH_BEARER, false, sdp_environment_revisions },
+        { "GET",    "/environment-revisions/*/snapshot",    SDP_AUTH_BEARER, false, sdp_environment_snapshot },
 };
 
 static const SdpRoute *route_find(HttpRequest *req, const char **params, size_t *lens) {
@@ -129,7 +139,8 @@ static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
         m->n_auth_failures++;
         log_struct(LOG_NOTICE,
                    "MESSAGE_ID=" SR_MESSAGE_AUTH_FAILED,
-                   "HTTP_METHOD=%s", streq(http_request_method(req), "POST") ? "POST" : "GET",
+                   "HTTP_METHOD=%s", streq(http_request_method(req), "POST") ? "POST" :
+                   streq(http_request_method(req), "DELETE") ? "DELETE" : "GET",
                    "HTTP_PATH=%s", path ?: "?",
                    "HTTP_REQUEST_ID=%" PRIu64, http_request_id(req),
                    "SANDBOX_CLIENT=%s", http_request_client(req),
@@ -279,16 +290,7 @@ void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **pa
         net = sdp_network_health(m);
         json_object_object_add(o, "sandboxNetwork", net);
 
-        envs = json_object_new_object();
-        if (envs) {
-                json_object_object_add(envs, "available", json_object_new_boolean(false));
-                json_object_object_add(envs, "enabled", json_object_new_boolean(false));
-                json_object_object_add(envs, "languages", json_object_new_array());
-                json_object_object_add(envs, "provisioner", json_object_new_string("none"));
-                json_object_object_add(envs, "startersReady", json_object_new_boolean(false));
-                json_object_object_add(envs, "unavailableReason", json_object_new_string(
-                                               "Scientific environments are not implemented yet in this runner's ScienceDiscovery dialect"));
-        }
+        envs = sdp_environments_health(m);
         json_object_object_add(o, "scientificEnvs", envs);
         sdp_reply_json(req, 200, o);
 }

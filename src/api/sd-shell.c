@@ -21,6 +21,7 @@
 #include "api/sd-internal.h"
 #include "core/manager.h"
 #include "egress/egress-epochs.h"
+#include "environment/env-manager.h"
 #include "execution/execution.h"
 #include "execution/records.h"
 #include "http/http-server.h"
@@ -162,6 +163,11 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
         return STEAL(o);
 }
 
+static void hold_releasep(EnvHold **h) {
+        env_hold_release(*h);
+        *h = NULL;
+}
+
 void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object(), *rec = NULL, *o = NULL;
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
@@ -175,6 +181,7 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
         char id[129], when[32];
+        _cleanup_(hold_releasep) EnvHold *hold = NULL;
         EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
@@ -200,6 +207,10 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
         json_object_object_add(ours, "stdin", json_object_new_string(p.code));
         if (p.cwd)
                 json_object_object_add(ours, "cwd", json_object_new_string(p.cwd));
+        if (!sdp_env_prepare(m, req, &p, SDP_KIND_MANAGED, &hold))
+                return;
+        if (hold)
+                json_object_object_add(ours, "environment", json_object_new_string(env_hold_name(hold)));
         r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
         if (r == -ENOMEM)
                 return sdp_reply_error(req, 500, "Out of memory");
@@ -213,6 +224,7 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 return sdp_reply_error(req, 500, "Out of memory");
         }
         execution_set_egress(e, egress);
+        sdp_env_attach(e, STEAL(hold));
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
         r = execution_start(e, NULL, NULL);
