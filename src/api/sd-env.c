@@ -437,7 +437,7 @@ static bool acquire(Manager *m, HttpRequest *req, const char *name, const char *
 bool sdp_env_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, SdpKind kind, EnvHold **ret) {
         const char *rid = p->revision ?: p->epoch_revision;
         _cleanup_(json_object_putp) json_object *base = NULL;
-        char name[SDP_ENV_ID_MAX];
+        char name[SDP_ENV_ID_MAX] = "";
         unsigned n = 0;
         EnvHold *h = NULL;
         bool r_lang = kind == SDP_KIND_EXECUTE && streq(p->language, "r"), starters;
@@ -480,7 +480,13 @@ bool sdp_env_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, SdpKind 
                 *ret = h;
                 return true;
         }
-        if (!sdp_env_revision_parse(rid, name, &n) || !acquire(m, req, name, rid, &h)) {
+        if (sdp_env_revision_parse(rid, name, &n)) {
+                json_object_put(base);
+                base = sdp_env_entry(m, name);
+        }
+        /* Only an environment that has revisions is asked for one (nothing is queued from here). */
+        if (!base || !streq_ptr(get_str(base, "name"), name) || get_int(base, "revision") <= 0 ||
+            !acquire(m, req, name, rid, &h)) {
                 if (!http_request_replied(req))
                         sdp_reply_error(req, 400, "Unknown environment revision; select a current environment");
                 return false;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Unit tests of the ScienceDiscovery dialect's per-request network policy (src/api/sd-network.h):
- * their rule that networkAccess counts only when its mode is the policy's, and the fields' checks.
+ * Unit tests of the ScienceDiscovery dialect's increment 2, its pure parts: the per-request
+ * network policy (src/api/sd-network.h: their rule that networkAccess counts only when its mode
+ * is the policy's, and the fields' checks) and the names of environments, revisions and packages
+ * (src/api/sd-env.h).
  */
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "api/sd-env.h"
 #include "api/sd-network.h"
 
 static int parse(const char *text, SdpNetwork *ret, const char **ret_error, json_object **ret_epoch) {
@@ -108,11 +111,96 @@ static void test_refused(void **state) {
         }
 }
 
+static void test_env_ids(void **state) {
+        char id[SDP_ENV_ID_MAX], name[SDP_ENV_ID_MAX], rid[SDP_ENV_REVISION_ID_MAX];
+        unsigned n = 0;
+
+        sdp_env_id("python-base", id);
+        assert_string_equal(id, "starter-python");
+        sdp_env_id("r-base", id);
+        assert_string_equal(id, "starter-r");
+        sdp_env_id("sci-env", id);
+        assert_string_equal(id, "sci-env");
+
+        assert_true(sdp_env_name("starter-python", name));
+        assert_string_equal(name, "python-base");
+        assert_true(sdp_env_name("sci-env", name));
+        assert_string_equal(name, "sci-env");
+        /* One name each way: a base is only its starter id; no other starter-*, no bad names. */
+        assert_false(sdp_env_name("python-base", name));
+        assert_false(sdp_env_name("r-base", name));
+        assert_false(sdp_env_name("starter-julia", name));
+        assert_false(sdp_env_name("../x", name));
+        assert_false(sdp_env_name("Sci", name));
+        assert_false(sdp_env_name("setup", name));
+        assert_false(sdp_env_name("", name));
+
+        sdp_env_revision_id("python-base", 3, rid);
+        assert_string_equal(rid, "starter-python@3");
+        assert_true(sdp_env_revision_parse("starter-python@3", name, &n));
+        assert_string_equal(name, "python-base");
+        assert_int_equal(n, 3);
+        assert_true(sdp_env_revision_parse("sci-env@12", name, &n));
+        assert_string_equal(name, "sci-env");
+        assert_int_equal(n, 12);
+        static const char *const bad[] = { "rev-1", "sci-env@", "sci-env@0", "sci-env@01", "sci-env@1x", "@1",
+                                           "python-base@1", "sci-env@-1", "sci-env@99999999999", NULL };
+        for (const char *const *b = bad; *b; b++)
+                assert_false(sdp_env_revision_parse(*b, name, &n));
+}
+
+static void test_spec_names(void **state) {
+        char d[32];
+
+        assert_true(sdp_env_spec_name("srtest_beta", false, d, sizeof(d)));
+        assert_string_equal(d, "srtest-beta");
+        assert_true(sdp_env_spec_name("Pandas>=2,<3", false, d, sizeof(d)));
+        assert_string_equal(d, "pandas");
+        assert_true(sdp_env_spec_name("  scipy[extra] ~= 1.10", false, d, sizeof(d)));
+        assert_string_equal(d, "scipy");
+        assert_true(sdp_env_spec_name("zope.interface==6", false, d, sizeof(d)));
+        assert_string_equal(d, "zope-interface");
+        assert_true(sdp_env_spec_name("a__b--c", false, d, sizeof(d)));
+        assert_string_equal(d, "a-b-c");
+        assert_true(sdp_env_spec_name("srtest_gamma-0.1-py3-none-any.whl", true, d, sizeof(d)));
+        assert_string_equal(d, "srtest-gamma");
+        /* Only a name is read here: options are refused by our own PUT (package_spec_invalid). */
+        assert_true(sdp_env_spec_name("--index-url=x", false, d, sizeof(d)));
+        assert_string_equal(d, "index-url");
+        assert_false(sdp_env_spec_name(">=1", false, d, sizeof(d)));
+        assert_false(sdp_env_spec_name("", false, d, sizeof(d)));
+        assert_false(sdp_env_spec_name("averyveryverylongdistributionname1234", false, d, sizeof(d)));
+}
+
+static void test_slug(void **state) {
+        char n[SDP_ENV_ID_MAX];
+
+        sdp_env_slug("Sci Env", n);
+        assert_string_equal(n, "sci-env");
+        sdp_env_slug("  Hello, World!  ", n);
+        assert_string_equal(n, "hello-world");
+        sdp_env_slug("python-base", n);
+        assert_string_equal(n, "env-python-base");
+        sdp_env_slug("Starter R", n);
+        assert_string_equal(n, "env-starter-r");
+        sdp_env_slug("setup", n);
+        assert_string_equal(n, "env-setup");
+        sdp_env_slug("日本語", n);
+        assert_string_equal(n, "env");
+        sdp_env_slug("", n);
+        assert_string_equal(n, "env");
+        sdp_env_slug("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", n);
+        assert_int_equal(strlen(n), 48);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_none),
                 cmocka_unit_test(test_allowlist),
                 cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_env_ids),
+                cmocka_unit_test(test_spec_names),
+                cmocka_unit_test(test_slug),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
