@@ -91,6 +91,20 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
 void sdp_shell_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_shell_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_shell_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* sdp_lossy_string() - @n bytes as a JSON string, bytes that are not valid UTF-8 as U+FFFD. */
+json_object *sdp_lossy_string(const char *s, size_t n);
+
+/* sd-npu.c: the NPU broker and devices. */
+void sdp_npu_devices(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_workloads(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_jobs_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_result(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* /health's npuBroker. Return: a new object, NULL on OOM. */
+json_object *sdp_npu_health(Manager *m);
 
 /* sd-env.c, sd-env-change.c: environments. */
 void sdp_environments_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);

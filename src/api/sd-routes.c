@@ -44,6 +44,7 @@ typedef struct SdpRoute {
         SdpAuth auth;
         bool json_body;
         SdpHandler handler;
+        const char *signature_error;    /* SDP_AUTH_SIGNED: their message; NULL: the execution's */
 } SdpRoute;
 
 static const SdpRoute routes[] = {
@@ -70,6 +71,17 @@ static const SdpRoute routes[] = {
         { "POST",   "/environment-setup",                   SDP_AUTH_BEARER, true,  sdp_environment_setup_post },
         { "GET",    "/environment-revisions",               SDP_AUTH_BEARER, false, sdp_environment_revisions },
         { "GET",    "/environment-revisions/*/snapshot",    SDP_AUTH_BEARER, false, sdp_environment_snapshot },
+        /* Increment 2 (h-sd2): the NPU broker and devices (sd-npu.c), signed as their NPU routes are. */
+        { "GET",    "/npu/devices",                         SDP_AUTH_BEARER, false, sdp_npu_devices },
+        { "GET",    "/npu/workloads",                       SDP_AUTH_BEARER, false, sdp_npu_workloads },
+        { "GET",    "/npu/jobs",                            SDP_AUTH_BEARER, false, sdp_npu_jobs_list },
+        { "POST",   "/npu/jobs",                            SDP_AUTH_SIGNED, true,  sdp_npu_job_create,
+          "Invalid or expired NPU job signature" },
+        { "GET",    "/npu/jobs/*",                          SDP_AUTH_BEARER, false, sdp_npu_job_get },
+        { "GET",    "/npu/jobs/*/logs",                     SDP_AUTH_BEARER, false, sdp_npu_job_logs },
+        { "GET",    "/npu/jobs/*/result",                   SDP_AUTH_BEARER, false, sdp_npu_job_result },
+        { "POST",   "/npu/jobs/*/cancel",                   SDP_AUTH_SIGNED, true,  sdp_npu_job_cancel,
+          "Invalid or expired NPU job cancel signature" },
 };
 
 static const SdpRoute *route_find(HttpRequest *req, const char **params, size_t *lens) {
@@ -226,7 +238,8 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
                         log_auth_failure(m, req, r == -ENODATA ? "signature missing" :
                                          r == -EBADMSG ? "signature malformed" :
                                          r == -ETIME ? "signature timestamp outside the window" : "signature mismatch");
-                        return sdp_reply_error(req, 401, "Invalid or expired execution signature");
+                        return sdp_reply_error(req, 401, "%s", route->signature_error ?:
+                                               "Invalid or expired execution signature");
                 }
         }
 
@@ -276,14 +289,8 @@ void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **pa
         json_object_object_add(o, "seccompBaseline", json_object_new_string("sandbox-runner-default"));
         json_object_object_add(o, "workerConcurrency", NULL);
 
-        /* Read by their API on every run, unguarded: always present. The broker is not yet served
-         * in this dialect, so it is reported off. */
-        npu = json_object_new_object();
-        if (npu) {
-                json_object_object_add(npu, "enabled", json_object_new_boolean(false));
-                json_object_object_add(npu, "queueConcurrency", json_object_new_int(1));
-                json_object_object_add(npu, "workloads", json_object_new_array());
-        }
+        /* Read by their API on every run, unguarded: always present (sd-npu.c). */
+        npu = sdp_npu_health(m);
         json_object_object_add(o, "npuBroker", npu);
 
         /* Per-request allowlists, each through a gateway of its own (sd-network.c). */

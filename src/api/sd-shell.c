@@ -305,7 +305,7 @@ void sdp_shell_cancel(Manager *m, HttpRequest *req, json_object *body, const cha
 
 /* @n bytes as JSON text: a byte that is not part of valid UTF-8 (a character cut at a chunk's
  * edge) becomes U+FFFD. */
-static json_object *lossy_string(const char *s, size_t n) {
+json_object *sdp_lossy_string(const char *s, size_t n) {
         _cleanup_free_ char *o = malloc(n * 3 + 1);
         size_t k = 0;
 
@@ -393,7 +393,7 @@ void sdp_shell_logs(Manager *m, HttpRequest *req, json_object *body, const char 
                         continue;
                 json_object_object_add(c, "cursor", json_new_u64(cursor));
                 json_object_object_add(c, "stream", json_object_new_string(s == 0 ? "stdout" : "stderr"));
-                json_object_object_add(c, "text", lossy_string(buf, (size_t) k));
+                json_object_object_add(c, "text", sdp_lossy_string(buf, (size_t) k));
                 json_object_array_add(chunks, c);
         }
         json_object_object_add(o, "chunks", chunks);
