@@ -354,9 +354,8 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         bool owned = kind == SDP_KIND_MANAGED;
         SdpRequest p = {};
         json_object *epoch, *v;
-        const char *mode, *reason, *why = NULL;
+        const char *mode, *reason;
         uint64_t ignored;
-        int r;
 
         p.id = get_string(body, "executionId");
         p.code = get_string(body, "code");
@@ -415,27 +414,8 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "permissionEpoch.mounts must be exactly the read-write workspace");
                 return false;
         }
-        r = sdp_network_parse(epoch, &p.net, &why);
-        if (r < 0) {
-                sdp_reply_error(req, 400, "%s", why);
+        if (!sdp_network_check(req, body, epoch, &p.net))
                 return false;
-        }
-        /* Their upstream route of the gateway: ours dials the allowed hosts itself ("direct"; the
-         * gateway's environment names no upstream proxy, so "environment" is the same). */
-        if (json_object_object_get_ex(body, "sandboxEgressProxy", &v) && !json_object_is_type(v, json_type_null)) {
-                const char *proxy_mode = json_object_is_type(v, json_type_object) ? get_string(v, "mode") : NULL;
-
-                if (!proxy_mode || (!streq(proxy_mode, "direct") && !streq(proxy_mode, "environment") &&
-                                    !streq(proxy_mode, "url"))) {
-                        sdp_reply_error(req, 400, "sandboxEgressProxy.mode must be direct, environment or url");
-                        return false;
-                }
-                if (streq(proxy_mode, "url") && p.net.allowlist) {
-                        sdp_reply_error(req, 400, "sandboxEgressProxy mode url is not supported by this runner: "
-                                        "its egress gateway connects to allowed hosts directly");
-                        return false;
-                }
-        }
         if (json_object_object_get_ex(body, "npuDevices", &v) && json_object_is_type(v, json_type_array) &&
             json_object_array_length(v) > 0) {
                 sdp_reply_error(req, 400, "NPU devices are not available on this runner's ScienceDiscovery dialect yet");

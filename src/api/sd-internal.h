@@ -78,6 +78,9 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
 int sdp_network_acquire(Manager *m, const SdpNetwork *n, EgressEpoch **ret, char **ret_error);
 /* sdp_network_prepare() - the same for request @p, the error answered. Return: false once sent. */
 bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, EgressEpoch **ret);
+/* sdp_network_check() - the permission @epoch's network and @body's sandboxEgressProxy into @ret.
+ * Return: false once the 400 is sent. */
+bool sdp_network_check(HttpRequest *req, json_object *body, json_object *epoch, SdpNetwork *ret);
 /* sdp_network_health() - /health's sandboxNetwork. Return: a new object, NULL on OOM. */
 json_object *sdp_network_health(Manager *m);
 

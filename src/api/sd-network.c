@@ -163,3 +163,31 @@ bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, Egre
         }
         return true;
 }
+
+bool sdp_network_check(HttpRequest *req, json_object *body, json_object *epoch, SdpNetwork *ret) {
+        const char *why = NULL, *proxy_mode = NULL;
+        json_object *v, *mode;
+
+        if (sdp_network_parse(epoch, ret, &why) < 0) {
+                sdp_reply_error(req, 400, "%s", why);
+                return false;
+        }
+        /* Their upstream route of the gateway: ours dials the allowed hosts itself ("direct"; the
+         * gateway's environment names no upstream proxy, so "environment" is the same). */
+        if (!json_object_object_get_ex(body, "sandboxEgressProxy", &v) || json_object_is_type(v, json_type_null))
+                return true;
+        if (json_object_is_type(v, json_type_object) && json_object_object_get_ex(v, "mode", &mode) &&
+            json_object_is_type(mode, json_type_string))
+                proxy_mode = json_object_get_string(mode);
+        if (!proxy_mode || (!streq(proxy_mode, "direct") && !streq(proxy_mode, "environment") &&
+                            !streq(proxy_mode, "url"))) {
+                sdp_reply_error(req, 400, "sandboxEgressProxy.mode must be direct, environment or url");
+                return false;
+        }
+        if (streq(proxy_mode, "url") && ret->allowlist) {
+                sdp_reply_error(req, 400, "sandboxEgressProxy mode url is not supported by this runner: "
+                                "its egress gateway connects to allowed hosts directly");
+                return false;
+        }
+        return true;
+}
