@@ -21,6 +21,7 @@
 #include "execution/execution.h"
 #include "egress/egress-epochs.h"
 #include "environment/env-manager.h"
+#include "npu/npu-manager.h"
 #include "execution/replay.h"
 #include "http/http-server.h"
 #include "sandbox/sandbox-argv.h"
@@ -42,6 +43,7 @@ typedef struct SdpRun {
         uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
+        bool started;                   /* false while its chips are claimed (npuDevices) */
 } SdpRun;
 
 static SdpRun *sdp_run_free(SdpRun *r) {
@@ -326,11 +328,31 @@ static void on_done(Execution *e, void *userdata) {
 static void on_request_gone(HttpRequest *req, void *userdata) {
         SdpRun *run = userdata;
         Execution *e = run->e;
+        bool started = run->started;
 
         /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer. */
         sdp_run_free(run);
+        if (!started) {
+                execution_free_later(e);   /* with it the claim of its chips */
+                return;
+        }
         execution_detach(e);
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
+}
+
+static void on_claimed(NpuClaim *c, int error, const char *why, void *userdata) {
+        SdpRun *run = userdata;
+
+        if (error < 0) {
+                http_request_set_userdata(run->req, NULL, NULL);
+                sdp_reply_error(run->req, error == -EBUSY ? 409 : 400, "NPU devices cannot be used: %s",
+                                why ?: "the chips cannot be had");
+                execution_free_later(run->e);
+                sdp_run_free(run);
+                return;
+        }
+        run->started = true;
+        (void) execution_start(run->e, on_done, run);
 }
 
 /* ---- the request ----------------------------------------------------------------------------- */
@@ -416,11 +438,8 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         }
         if (!sdp_network_check(req, body, epoch, &p.net))
                 return false;
-        if (json_object_object_get_ex(body, "npuDevices", &v) && json_object_is_type(v, json_type_array) &&
-            json_object_array_length(v) > 0) {
-                sdp_reply_error(req, 400, "NPU devices are not available on this runner's ScienceDiscovery dialect yet");
+        if (!sdp_npu_devices_parse(m, req, body, &p))
                 return false;
-        }
         if (get_string(body, "skillPackagesRoot")) {
                 sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
                 return false;
@@ -559,8 +578,21 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         execution_set_egress(e, egress);
         sdp_env_attach(e, STEAL(hold));
         run->e = e;
+        if (p.n_npu_chips > 0) {
+                /* Their host card indices are our chips' logic ids: held and re-probed, then the run. */
+                r = sdp_npu_claim(m, req, e, &p, on_claimed, run);
+                if (r < 0) {
+                        execution_free_later(e);
+                        return;
+                }
+                http_request_set_userdata(req, run, on_request_gone);
+                http_request_suspend(req);
+                (void) STEAL(run);     /* on_claimed() or on_request_gone() has it now */
+                return;
+        }
         http_request_set_userdata(req, run, on_request_gone);
         http_request_suspend(req);
+        run->started = true;
         (void) execution_start(e, on_done, STEAL(run));
 }
 

@@ -18,6 +18,7 @@ typedef struct Manager Manager;
 struct Cas;
 typedef struct EgressEpoch EgressEpoch;
 typedef struct EnvHold EnvHold;
+struct NpuClaim;
 typedef struct Execution Execution;
 
 /* Their JSON limit for request bodies (notes §1). */
@@ -50,6 +51,8 @@ typedef struct SdpRequest {
         SdpNetwork net;                 /* permissionEpoch's network, as their rule reads it */
         const char *epoch_revision;     /* permissionEpoch.environmentRevisionId */
         const char *environment_id;     /* environmentId of a shell run (their named environment) */
+        unsigned npu_chips[64];         /* npuDevices: their host card indices, our chips' logic ids */
+        size_t n_npu_chips;
 } SdpRequest;
 
 typedef enum SdpKind {
@@ -106,6 +109,13 @@ void sdp_npu_job_get(Manager *m, HttpRequest *req, json_object *body, const char
 void sdp_npu_job_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_npu_job_result(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_npu_job_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* sdp_npu_devices_parse() - @body's npuDevices into @p (at most 64 unique indices up to 1023).
+ * Return: false once the 400 is sent. */
+bool sdp_npu_devices_parse(Manager *m, HttpRequest *req, json_object *body, SdpRequest *p);
+/* sdp_npu_claim() - hold and re-probe the chips of @p for run @e (set as its devices); @done
+ * follows from the loop. Return: 0, or -errno with the answer sent (@e is the caller's to free). */
+int sdp_npu_claim(Manager *m, HttpRequest *req, Execution *e, const SdpRequest *p,
+                  void (*done)(struct NpuClaim *c, int error, const char *why, void *userdata), void *userdata);
 /* /health's npuBroker. Return: a new object, NULL on OOM. */
 json_object *sdp_npu_health(Manager *m);
 

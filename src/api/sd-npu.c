@@ -18,6 +18,7 @@
 
 #include "api/sd-internal.h"
 #include "core/manager.h"
+#include "execution/execution.h"
 #include "http/http-server.h"
 #include "npu/npu-broker.h"
 #include "npu/npu-jobs.h"
@@ -402,4 +403,70 @@ void sdp_npu_job_cancel(Manager *m, HttpRequest *req, json_object *body, const c
         if (npu_jobs_load(npu_broker_jobs_fd(m->broker), j->id, &now) < 0)
                 return reply_job(m, req, 200, j, false);
         reply_job(m, req, 200, now, false);
+}
+
+/* ---- chips in a run (npuDevices) ------------------------------------------------------------- */
+
+bool sdp_npu_devices_parse(Manager *m, HttpRequest *req, json_object *body, SdpRequest *p) {
+        json_object *v;
+        size_t n;
+
+        p->n_npu_chips = 0;
+        if (!json_object_object_get_ex(body, "npuDevices", &v) || json_object_is_type(v, json_type_null))
+                return true;
+        if (!json_object_is_type(v, json_type_array) || json_object_array_length(v) > ELEMENTSOF(p->npu_chips)) {
+                sdp_reply_error(req, 400, "npuDevices must be an array of at most %zu card indices",
+                                ELEMENTSOF(p->npu_chips));
+                return false;
+        }
+        n = json_object_array_length(v);
+        for (size_t i = 0; i < n; i++) {
+                json_object *x = json_object_array_get_idx(v, i);
+                int64_t c = json_object_is_type(x, json_type_int) ? json_object_get_int64(x) : -1;
+
+                if (c < 0 || c > NPU_JOB_CHIP_ID_MAX) {
+                        sdp_reply_error(req, 400, "npuDevices must hold card indices (0-%u)", NPU_JOB_CHIP_ID_MAX);
+                        return false;
+                }
+                for (size_t k = 0; k < i; k++)
+                        if (p->npu_chips[k] == (unsigned) c) {
+                                sdp_reply_error(req, 400, "npuDevices names card %u twice", (unsigned) c);
+                                return false;
+                        }
+                p->npu_chips[i] = (unsigned) c;
+        }
+        if (n > 0 && !m->npu) {
+                sdp_reply_error(req, 400, "NPU devices are not available on this runner: %s",
+                                !m->config.npu_enable ? "not enabled" : m->npu_error ?: "unavailable");
+                return false;
+        }
+        p->n_npu_chips = n;
+        return true;
+}
+
+static void release_claim(void *hold) {
+        npu_claim_free(hold);
+}
+
+int sdp_npu_claim(Manager *m, HttpRequest *req, Execution *e, const SdpRequest *p,
+                  void (*done)(NpuClaim *c, int error, const char *why, void *userdata), void *userdata) {
+        _cleanup_free_ char *why = NULL;
+        ExecutionDevices d;
+        NpuClaim *claim = NULL;
+        int r;
+
+        r = npu_manager_claim(m->npu, p->npu_chips, p->n_npu_chips, NULL, execution_id(e), done, userdata, &claim, &why);
+        if (r == -ENOMEM) {
+                sdp_reply_error(req, 500, "Out of memory");
+                return r;
+        }
+        if (r < 0) {
+                sdp_reply_error(req, r == -EBUSY ? 409 : 400, "NPU devices cannot be used: %s", why ?: strerror(-r));
+                return r;
+        }
+        /* The run's devices: held until its sandbox is gone; such a run gets no network. */
+        d = (ExecutionDevices) { .hold = claim, .release = release_claim, .npu = npu_claim_npu(claim) };
+        npu_claim_devices(claim, &d.nodes, &d.n_nodes, &d.binds, &d.n_binds, &d.env);
+        execution_set_devices(e, &d);
+        return 0;
 }

@@ -15,7 +15,8 @@ Checks: /health's npuBroker; GET /npu/devices as their NpuInventory; GET /npu/wo
 submitted signed (their NPU job signature) into the runner workspace of its key, polled to
 succeeded, its logs, result and list summaries; refusals (unsigned, no environmentRevisionId,
 no key, another session 400, unknown 404, a result while running 409); cancel signed with their
-cancel message.  Prints TAP, exits 1 on any failure.  Needs root (mknod): not a skip, a failure
+cancel message; npuDevices on /execute and /shell-executions (the chips held and bound, no
+network).  Prints TAP, exits 1 on any failure.  Needs root (mknod): not a skip, a failure
 otherwise.  Bounded: < 150 s; traffic only to 127.0.0.1.
 """
 
@@ -206,6 +207,33 @@ def c_cancel(ctx, res):
     final = wait_state(ctx, job, ("cancelled", "failed", "succeeded"), t=30)
     res.eq("state", final.get("state"), "cancelled")
     res.eq("processes left", N.job_processes(job), [])
+
+
+DEVS = "import os\nprint(' '.join(sorted(n for n in os.listdir('/dev') if n.startswith('davinci'))), os.environ.get('ASCEND_RT_VISIBLE_DEVICES'))\n"
+
+
+@case("4 sd npu npuDevices: a run with card 0 sees its node only, no network; unusable cards refused")
+def c_npu_devices(ctx, res):
+    epoch = ctx.execute_body("")["permissionEpoch"]
+    epoch.update(networkPolicy="domain-allowlist",
+                 networkAccess={"mode": "domain-allowlist", "allowedDomains": ["example.org"], "revision": "r1"})
+    b, r = ctx.execute(DEVS, npuDevices=[0], permissionEpoch=epoch, timeout=60)
+    if expect(res, r, 200, "npuDevices [0]"):
+        j = r.json()
+        res.check(j.get("exitCode") == 0, "exit %s: %s" % (j.get("exitCode"), trunc(j.get("stderr"))))
+        res.eq("the sandbox's chip nodes and visible devices", j.get("stdout"), "davinci0 davinci_manager None\n")
+        res.eq("networkPolicy of a run with chips", j.get("networkPolicy"), "none")
+    for what, devs in (("a 310P (not selectable)", [2]), ("a claimed card", [1]), ("an unknown card", [7]),
+                       ("not a number", ["0"]), ("twice", [0, 0])):
+        b, r = ctx.execute("print(1)", npuDevices=devs)
+        if expect(res, r, 400, what):
+            res.check("error" in r.json() and len(r.json()) == 1, r.brief())
+    body, r = S.shell_submit(ctx, res, "python3 - <<'EOF'\n%sEOF\n" % DEVS, npuDevices=[0])
+    if expect(res, r, 202, "managed run with npuDevices [0]"):
+        j = S.shell_wait(ctx, res, body, limit=60)
+        if j:
+            res.eq("state", j.get("state"), "completed")
+            res.check(((j.get("result") or {}).get("stdout") or "").startswith("davinci0 "), "managed: %s" % j)
 
 
 def main():
