@@ -125,7 +125,7 @@ json_object *sdp_env_revision_json(const char *name, const char *kind, json_obje
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *packages = json_object_new_array(), *v, *snap, *wheels = NULL;
         const char *language = language_of(get_str(rec, "kind") ?: kind), *bytes = snapshot_bytes(rec);
-        char rid[SDP_ENV_REVISION_ID_MAX], id[SDP_ENV_ID_MAX], hash[65], when[32];
+        char rid[SDP_ENV_REVISION_ID_MAX], id[SDP_ENV_ID_MAX], hash[65], when[32], platform[80];
         struct sha256_ctx ctx;
         struct utsname u;
         uint8_t d[SHA256_DIGEST_SIZE];
@@ -164,11 +164,8 @@ json_object *sdp_env_revision_json(const char *name, const char *kind, json_obje
         json_object_object_add(o, "packageSpecHash", json_object_new_string(hash));
         if (uname(&u) < 0)
                 strcpy(u.machine, "unknown");
-        {
-                char platform[80];
-                (void) snprintf(platform, sizeof(platform), "linux-%s", u.machine);
-                json_object_object_add(o, "platform", json_object_new_string(platform));
-        }
+        (void) snprintf(platform, sizeof(platform), "linux-%s", u.machine);
+        json_object_object_add(o, "platform", json_object_new_string(platform));
         json_object_object_add(o, "provisioner", json_object_new_string(get_str(rec, "provisioner") ?: "sandbox-runner"));
         json_object_object_add(o, "runnerVersion", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "createdAt", json_object_new_string(sdp_iso_time((uint64_t) get_int(rec, "createdAt"), when)));
