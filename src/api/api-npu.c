@@ -96,7 +96,7 @@ void api_npu_job_create(Manager *m, HttpRequest *req, const Route *route, json_o
         if (manager_refuses_new_work(m))
                 return http_reply_error(req, HTTP_ERROR_SANDBOX_UNAVAILABLE, "Jobs are refused: %s.",
                                         manager_refuses_new_work(m));
-        r = npu_broker_submit(m->broker, body, id, &why);
+        r = npu_broker_submit(m->broker, body, NULL, id, &why);
         switch (r) {
         case 0:
                 break;

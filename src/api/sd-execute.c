@@ -14,10 +14,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/sd-env.h"
 #include "api/sd-internal.h"
 #include "build-config.h"
 #include "core/manager.h"
 #include "execution/execution.h"
+#include "egress/egress-epochs.h"
+#include "environment/env-manager.h"
+#include "npu/npu-manager.h"
 #include "execution/replay.h"
 #include "http/http-server.h"
 #include "sandbox/sandbox-argv.h"
@@ -35,9 +39,11 @@ typedef struct SdpRun {
         Execution *e;
         char *language;                 /* "python" or "r" */
         char *environment_revision;     /* the request's environmentRevisionId, or NULL */
+        char *network_revision;         /* networkAccess.revision, or NULL */
         uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
+        bool started;                   /* false while its chips are claimed (npuDevices) */
 } SdpRun;
 
 static SdpRun *sdp_run_free(SdpRun *r) {
@@ -45,10 +51,16 @@ static SdpRun *sdp_run_free(SdpRun *r) {
                 return NULL;
         free(r->language);
         free(r->environment_revision);
+        free(r->network_revision);
         free(r);
         return NULL;
 }
 SR_DEFINE_FREE_FUNC(SdpRun *, sdp_run_free);
+
+static void hold_releasep(EnvHold **h) {
+        env_hold_release(*h);
+        *h = NULL;
+}
 
 static uint64_t realtime_ms(void) {
         return now_usec(CLOCK_REALTIME) / 1000;
@@ -116,18 +128,6 @@ static bool mounts_valid(json_object *epoch) {
                streq(json_object_get_string(v), "read-write");
 }
 
-/* Per-request network access is not served yet: a request that asks for network fails closed. */
-static bool asks_for_network(json_object *epoch) {
-        const char *policy = get_string(epoch, "networkPolicy");
-        json_object *access;
-        const char *mode;
-
-        if (!policy || streq(policy, "none") || !json_object_object_get_ex(epoch, "networkAccess", &access))
-                return false;
-        mode = get_string(access, "mode");
-        return mode && streq(mode, policy);
-}
-
 /* ---- the answer ------------------------------------------------------------------------------ */
 
 /* The refs of the workspace: this run's (its size) and the one before it (the diff's base). */
@@ -150,7 +150,7 @@ static void find_refs(Manager *m, const char *ws, const char *exec_id, char **re
         cas_refs_free(refs, n);
 }
 
-static json_object *environment_variables(const char *language) {
+static json_object *environment_variables(const char *language, bool network) {
         json_object *o = json_object_new_object();
 
         if (!o)
@@ -166,18 +166,28 @@ static json_object *environment_variables(const char *language) {
                 json_object_object_add(o, "R_ENVIRON_USER", json_object_new_string("/dev/null"));
         else if (streq(language, "python"))
                 json_object_object_add(o, "PYTHONNOUSERSITE", json_object_new_string("1"));
+        if (network) {
+                /* The bridge's proxy (sandbox-argv.c): the only way out, to the run's gateway. */
+                static const char *const proxy[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+
+                for (size_t i = 0; i < ELEMENTSOF(proxy); i++)
+                        json_object_object_add(o, proxy[i], json_object_new_string(SANDBOX_PROXY_URL));
+                json_object_object_add(o, "NO_PROXY", json_object_new_string("localhost,127.0.0.1,::1"));
+                json_object_object_add(o, "no_proxy", json_object_new_string("localhost,127.0.0.1,::1"));
+        }
         return o;
 }
 
 json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
-                             uint64_t max_output, uint64_t finished) {
+                             const char *network_revision, uint64_t max_output, uint64_t finished) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *out = NULL, *err = NULL, *prev = NULL;
         json_object *v, *created = NULL, *modified = NULL, *snap;
         const char *status = "", *snapshot = NULL, *stdout_s = "", *stderr_s = "", *id = "", *ws = "";
+        const char *network = "none";
         size_t out_size, err_size;
         uint64_t duration = 0, bytes = 0;
-        char when[32], kernel[160];
+        char when[32], kernel[160], env_rid[SDP_ENV_REVISION_ID_MAX];
         int exit_code = 1, r;
 
         if (!o)
@@ -196,6 +206,18 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
                 duration = (uint64_t) json_object_get_int64(v);
         if (json_object_object_get_ex(ours, "snapshot", &v) && json_object_is_type(v, json_type_string))
                 snapshot = json_object_get_string(v);
+        /* The environment the run had: their revision id of it. */
+        if (json_object_object_get_ex(ours, "environment", &v) && json_object_is_type(v, json_type_object)) {
+                json_object *n, *rv;
+
+                if (json_object_object_get_ex(v, "name", &n) && json_object_object_get_ex(v, "revision", &rv)) {
+                        sdp_env_revision_id(json_object_get_string(n), (unsigned) json_object_get_int64(rv), env_rid);
+                        revision = env_rid;
+                }
+        }
+        /* Our gateway's revision, or "none": what the run actually had. */
+        if (json_object_object_get_ex(ours, "network", &v) && json_object_is_type(v, json_type_string))
+                network = json_object_get_string(v);
         /* A signal (or a limit that killed the run) is exit code 1, as they report it. */
         if (streq(status, "exited") && json_object_object_get_ex(ours, "exitCode", &v))
                 exit_code = json_object_get_int(v);
@@ -223,7 +245,7 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
         json_object_object_add(o, "stderr", json_object_new_string_len(err, (int) err_size));
         json_object_object_add(o, "createdFiles", created);
         json_object_object_add(o, "modifiedFiles", modified);
-        json_object_object_add(o, "environmentVariables", environment_variables(language));
+        json_object_object_add(o, "environmentVariables", environment_variables(language, !streq(network, "none")));
         if (revision)
                 json_object_object_add(o, "environmentRevisionId", json_object_new_string(revision));
         (void) snprintf(kernel, sizeof(kernel), "ephemeral:%s", id);
@@ -233,8 +255,10 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
         json_object_object_add(o, "startedAt", json_object_new_string(
                                        sdp_iso_time(finished > duration ? finished - duration : finished, when)));
         json_object_object_add(o, "finishedAt", json_object_new_string(sdp_iso_time(finished, when)));
-        json_object_object_add(o, "networkPolicy", json_object_new_string("none"));
-        json_object_object_add(o, "networkAccessRevision", json_object_new_string("none"));
+        json_object_object_add(o, "networkPolicy", json_object_new_string(
+                                       streq(network, "none") ? SDP_NETWORK_NONE : SDP_NETWORK_ALLOWLIST));
+        json_object_object_add(o, "networkAccessRevision", json_object_new_string(
+                                       streq(network, "none") ? "none" : network_revision ?: network));
         json_object_object_add(o, "cgroupMode", json_object_new_string(
                                        m->limits == LIMITS_SYSTEMD_SCOPE ? "systemd-scope" :
                                        m->limits == LIMITS_CGROUP ? "cgroup" : "none"));
@@ -256,8 +280,8 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
 static void reply_result(SdpRun *run, json_object *ours) {
         _cleanup_(json_object_putp) json_object *o = NULL;
 
-        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->max_output_bytes,
-                            realtime_ms());
+        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->network_revision,
+                            run->max_output_bytes, realtime_ms());
         if (!o)
                 return sdp_reply_error(run->req, 500, "Out of memory");
         sdp_reply_json(run->req, 200, o);
@@ -304,11 +328,31 @@ static void on_done(Execution *e, void *userdata) {
 static void on_request_gone(HttpRequest *req, void *userdata) {
         SdpRun *run = userdata;
         Execution *e = run->e;
+        bool started = run->started;
 
         /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer. */
         sdp_run_free(run);
+        if (!started) {
+                execution_free_later(e);   /* with it the claim of its chips */
+                return;
+        }
         execution_detach(e);
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
+}
+
+static void on_claimed(NpuClaim *c, int error, const char *why, void *userdata) {
+        SdpRun *run = userdata;
+
+        if (error < 0) {
+                http_request_set_userdata(run->req, NULL, NULL);
+                sdp_reply_error(run->req, error == -EBUSY ? 409 : 400, "NPU devices cannot be used: %s",
+                                why ?: "the chips cannot be had");
+                execution_free_later(run->e);
+                sdp_run_free(run);
+                return;
+        }
+        run->started = true;
+        (void) execution_start(run->e, on_done, run);
 }
 
 /* ---- the request ----------------------------------------------------------------------------- */
@@ -392,24 +436,20 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "permissionEpoch.mounts must be exactly the read-write workspace");
                 return false;
         }
-        if (asks_for_network(epoch)) {
-                sdp_reply_error(req, 400, "Sandbox network access is unavailable on this runner "
-                                "(per-request network policies are not implemented yet)");
+        if (!sdp_network_check(req, body, epoch, &p.net))
                 return false;
-        }
-        if (json_object_object_get_ex(body, "npuDevices", &v) && json_object_is_type(v, json_type_array) &&
-            json_object_array_length(v) > 0) {
-                sdp_reply_error(req, 400, "NPU devices are not available on this runner's ScienceDiscovery dialect yet");
+        if (!sdp_npu_devices_parse(m, req, body, &p))
                 return false;
-        }
         if (get_string(body, "skillPackagesRoot")) {
                 sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
                 return false;
         }
-        if (get_string(body, "environmentId")) {
-                sdp_reply_error(req, 400, "Scientific environments are unavailable");
+        p.environment_id = get_string(body, "environmentId");
+        if (p.environment_id && kind == SDP_KIND_EXECUTE) {
+                sdp_reply_error(req, 400, "environmentId is for shell runs; send environmentRevisionId");
                 return false;
         }
+        p.epoch_revision = get_string(epoch, "environmentRevisionId");
         p.key = get_string(body, "runnerWorkspaceKey");
         if (!p.key) {
                 sdp_reply_error(req, 400, "Runner workspace must be inside the runner's own workspaces: "
@@ -418,10 +458,6 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         }
         if (!sdp_runner_workspace_key_valid(p.key)) {
                 sdp_reply_error(req, 400, "Invalid runner workspace key");
-                return false;
-        }
-        if (streq(p.language, "r")) {
-                sdp_reply_error(req, 400, "Scientific environments are unavailable");
                 return false;
         }
         p.cwd = get_string(body, "cwd");
@@ -453,6 +489,8 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 .tasks_max = m->config.tasks_max,
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
+        _cleanup_(hold_releasep) EnvHold *hold = NULL;
+        EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
         int r;
@@ -487,9 +525,15 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         if (kind == SDP_KIND_EXECUTE) {
                 env = json_object_new_object();
                 if (env)
-                        json_object_object_add(env, "PYTHONNOUSERSITE", json_object_new_string("1"));
+                        json_object_object_add(env, streq(p.language, "r") ? "R_ENVIRON_USER" : "PYTHONNOUSERSITE",
+                                               json_object_new_string(streq(p.language, "r") ? "/dev/null" : "1"));
                 json_object_object_add(ours, "env", env);
         }
+        /* The environment: their revision (or the starter), held from now until the run ends. */
+        if (!sdp_env_prepare(m, req, &p, kind, &hold))
+                return;
+        if (hold)
+                json_object_object_add(ours, "environment", json_object_new_string(env_hold_name(hold)));
 
         r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
         if (r == -ENOMEM)
@@ -517,15 +561,38 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 .max_output_bytes = p.max_output,
                 .submitted_ms = realtime_ms(),
         };
-        if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision))
+        if (p.net.allowlist && p.net.revision)
+                run->network_revision = strdup(p.net.revision);
+        if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision) ||
+            (p.net.allowlist && p.net.revision && !run->network_revision))
                 return sdp_reply_error(req, 500, "Out of memory");
 
+        if (!sdp_network_prepare(m, req, &p, &egress))
+                return;
         r = execution_new(&m->exec, STEAL(er), &e);
-        if (r < 0)
+        if (r < 0) {
+                egress_epoch_release(egress);
                 return sdp_reply_error(req, 500, "Out of memory");
+        }
+        /* Always the request's own policy: never the one in force on our own API. */
+        execution_set_egress(e, egress);
+        sdp_env_attach(e, STEAL(hold));
         run->e = e;
+        if (p.n_npu_chips > 0) {
+                /* Their host card indices are our chips' logic ids: held and re-probed, then the run. */
+                r = sdp_npu_claim(m, req, e, &p, on_claimed, run);
+                if (r < 0) {
+                        execution_free_later(e);
+                        return;
+                }
+                http_request_set_userdata(req, run, on_request_gone);
+                http_request_suspend(req);
+                (void) STEAL(run);     /* on_claimed() or on_request_gone() has it now */
+                return;
+        }
         http_request_set_userdata(req, run, on_request_gone);
         http_request_suspend(req);
+        run->started = true;
         (void) execution_start(e, on_done, STEAL(run));
 }
 

@@ -11,9 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/sd-network.h"
+
 typedef struct HttpRequest HttpRequest;
 typedef struct Manager Manager;
 struct Cas;
+typedef struct EgressEpoch EgressEpoch;
+typedef struct EnvHold EnvHold;
+struct NpuClaim;
+typedef struct Execution Execution;
 
 /* Their JSON limit for request bodies (notes §1). */
 #define SDP_JSON_BODY_MAX UINT64_C(2000000)
@@ -42,6 +48,11 @@ typedef struct SdpRequest {
         uint64_t timeout_ms;            /* executionTimeoutMs, 0 = none */
         uint64_t max_output;            /* maxOutputBytes, 0 = no truncation */
         char ws[129];                   /* our workspace for their runnerWorkspaceKey */
+        SdpNetwork net;                 /* permissionEpoch's network, as their rule reads it */
+        const char *epoch_revision;     /* permissionEpoch.environmentRevisionId */
+        const char *environment_id;     /* environmentId of a shell run (their named environment) */
+        unsigned npu_chips[64];         /* npuDevices: their host card indices, our chips' logic ids */
+        size_t n_npu_chips;
 } SdpRequest;
 
 typedef enum SdpKind {
@@ -59,9 +70,22 @@ typedef enum SdpKind {
 bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret);
 
 /* sdp_result_json() - their execution result from our answer or record @ours (@finished: Unix ms
- * of its end). Return: a new object, NULL on OOM. */
+ * of its end; @network_revision: their networkAccess.revision, NULL: our gateway's revision from
+ * @ours). Return: a new object, NULL on OOM. */
 json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
-                             uint64_t max_output, uint64_t finished);
+                             const char *network_revision, uint64_t max_output, uint64_t finished);
+
+/* sd-network.c: the per-request network policy. */
+/* sdp_network_acquire() - the gateway of @n's allowlist (*ret NULL without network).
+ * Return: 0; -EINVAL with *ret_error for a bad entry; -ENOMEM; other -errno with *ret_error. */
+int sdp_network_acquire(Manager *m, const SdpNetwork *n, EgressEpoch **ret, char **ret_error);
+/* sdp_network_prepare() - the same for request @p, the error answered. Return: false once sent. */
+bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, EgressEpoch **ret);
+/* sdp_network_check() - the permission @epoch's network and @body's sandboxEgressProxy into @ret.
+ * Return: false once the 400 is sent. */
+bool sdp_network_check(HttpRequest *req, json_object *body, json_object *epoch, SdpNetwork *ret);
+/* sdp_network_health() - /health's sandboxNetwork. Return: a new object, NULL on OOM. */
+json_object *sdp_network_health(Manager *m);
 
 /* sd-routes.c: kernels, which this runner never keeps (persistent runs are refused). */
 void sdp_kernels_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
@@ -73,6 +97,51 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
 void sdp_shell_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_shell_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_shell_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* sdp_lossy_string() - @n bytes as a JSON string, bytes that are not valid UTF-8 as U+FFFD. */
+json_object *sdp_lossy_string(const char *s, size_t n);
+
+/* sd-npu.c: the NPU broker and devices. */
+void sdp_npu_devices(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_workloads(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_jobs_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_logs(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_result(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_npu_job_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* sdp_npu_devices_parse() - @body's npuDevices into @p (at most 64 unique indices up to 1023).
+ * Return: false once the 400 is sent. */
+bool sdp_npu_devices_parse(Manager *m, HttpRequest *req, json_object *body, SdpRequest *p);
+/* sdp_npu_claim() - hold and re-probe the chips of @p for run @e (set as its devices); @done
+ * follows from the loop. Return: 0, or -errno with the answer sent (@e is the caller's to free). */
+int sdp_npu_claim(Manager *m, HttpRequest *req, Execution *e, const SdpRequest *p,
+                  void (*done)(struct NpuClaim *c, int error, const char *why, void *userdata), void *userdata);
+/* /health's npuBroker. Return: a new object, NULL on OOM. */
+json_object *sdp_npu_health(Manager *m);
+
+/* sd-env.c, sd-env-change.c: environments. */
+void sdp_environments_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_delete(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_install(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_uninstall(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_revisions(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_snapshot(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_setup_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_environment_setup_post(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* /health's scientificEnvs. Return: a new object, NULL on OOM. */
+json_object *sdp_environments_health(Manager *m);
+/* Our list entry of environment @name (new reference; NULL: none), its revision records (a new
+ * array), their Environment of an entry, their EnvironmentRevision of a record. */
+json_object *sdp_env_entry(Manager *m, const char *name);
+json_object *sdp_env_records(Manager *m, const char *name);
+json_object *sdp_env_environment_json(Manager *m, json_object *entry);
+json_object *sdp_env_revision_json(const char *name, const char *kind, json_object *rec);
+/* sdp_env_prepare() - the environment a run of @kind gets (their revision, environmentId or the
+ * language's starter), held: *ret NULL for none. Return: false once the 400 is sent. */
+bool sdp_env_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, SdpKind kind, EnvHold **ret);
+/* sdp_env_attach() - before start: the run takes @hold (NULL: nothing). */
+void sdp_env_attach(Execution *e, EnvHold *hold);
 
 /* sd-shape.c (pure, but sdp_tree_diff(), which reads trees of the CAS) */
 

@@ -44,6 +44,7 @@ typedef struct SdpRoute {
         SdpAuth auth;
         bool json_body;
         SdpHandler handler;
+        const char *signature_error;    /* SDP_AUTH_SIGNED: their message; NULL: the execution's */
 } SdpRoute;
 
 static const SdpRoute routes[] = {
@@ -60,6 +61,27 @@ static const SdpRoute routes[] = {
         { "GET",  "/kernels",                   SDP_AUTH_BEARER, false, sdp_kernels_list },
         { "POST", "/kernels/teardown",          SDP_AUTH_BEARER, true,  sdp_kernels_teardown },
         { "POST", "/kernels/*/teardown",        SDP_AUTH_BEARER, true,  sdp_kernel_teardown },
+        /* Increment 2 (h-sd2): environments (sd-env.c, sd-env-change.c). */
+        { "GET",    "/environments",                        SDP_AUTH_BEARER, false, sdp_environments_list },
+        { "POST",   "/environments",                        SDP_AUTH_BEARER, true,  sdp_environment_create },
+        { "DELETE", "/environments/*",                      SDP_AUTH_BEARER, false, sdp_environment_delete },
+        { "POST",   "/environments/*/install",              SDP_AUTH_BEARER, true,  sdp_environment_install },
+        { "POST",   "/environments/*/uninstall",            SDP_AUTH_BEARER, true,  sdp_environment_uninstall },
+        { "GET",    "/environment-setup",                   SDP_AUTH_BEARER, false, sdp_environment_setup_get },
+        { "POST",   "/environment-setup",                   SDP_AUTH_BEARER, true,  sdp_environment_setup_post },
+        { "GET",    "/environment-revisions",               SDP_AUTH_BEARER, false, sdp_environment_revisions },
+        { "GET",    "/environment-revisions/*/snapshot",    SDP_AUTH_BEARER, false, sdp_environment_snapshot },
+        /* Increment 2 (h-sd2): the NPU broker and devices (sd-npu.c), signed as their NPU routes are. */
+        { "GET",    "/npu/devices",                         SDP_AUTH_BEARER, false, sdp_npu_devices },
+        { "GET",    "/npu/workloads",                       SDP_AUTH_BEARER, false, sdp_npu_workloads },
+        { "GET",    "/npu/jobs",                            SDP_AUTH_BEARER, false, sdp_npu_jobs_list },
+        { "POST",   "/npu/jobs",                            SDP_AUTH_SIGNED, true,  sdp_npu_job_create,
+          "Invalid or expired NPU job signature" },
+        { "GET",    "/npu/jobs/*",                          SDP_AUTH_BEARER, false, sdp_npu_job_get },
+        { "GET",    "/npu/jobs/*/logs",                     SDP_AUTH_BEARER, false, sdp_npu_job_logs },
+        { "GET",    "/npu/jobs/*/result",                   SDP_AUTH_BEARER, false, sdp_npu_job_result },
+        { "POST",   "/npu/jobs/*/cancel",                   SDP_AUTH_SIGNED, true,  sdp_npu_job_cancel,
+          "Invalid or expired NPU job cancel signature" },
 };
 
 static const SdpRoute *route_find(HttpRequest *req, const char **params, size_t *lens) {
@@ -129,7 +151,8 @@ static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
         m->n_auth_failures++;
         log_struct(LOG_NOTICE,
                    "MESSAGE_ID=" SR_MESSAGE_AUTH_FAILED,
-                   "HTTP_METHOD=%s", streq(http_request_method(req), "POST") ? "POST" : "GET",
+                   "HTTP_METHOD=%s", streq(http_request_method(req), "POST") ? "POST" :
+                   streq(http_request_method(req), "DELETE") ? "DELETE" : "GET",
                    "HTTP_PATH=%s", path ?: "?",
                    "HTTP_REQUEST_ID=%" PRIu64, http_request_id(req),
                    "SANDBOX_CLIENT=%s", http_request_client(req),
@@ -215,7 +238,8 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
                         log_auth_failure(m, req, r == -ENODATA ? "signature missing" :
                                          r == -EBADMSG ? "signature malformed" :
                                          r == -ETIME ? "signature timestamp outside the window" : "signature mismatch");
-                        return sdp_reply_error(req, 401, "Invalid or expired execution signature");
+                        return sdp_reply_error(req, 401, "%s", route->signature_error ?:
+                                               "Invalid or expired execution signature");
                 }
         }
 
@@ -238,14 +262,6 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
 }
 
 /* ---- GET /health, /status, /resources ---------------------------------------------------------- */
-
-static void add_string_array(json_object *o, const char *key, const char *const *items) {
-        json_object *a = json_object_new_array();
-
-        for (; a && *items; items++)
-                json_object_array_add(a, json_object_new_string(*items));
-        json_object_object_add(o, key, a);
-}
 
 void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
@@ -273,36 +289,15 @@ void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **pa
         json_object_object_add(o, "seccompBaseline", json_object_new_string("sandbox-runner-default"));
         json_object_object_add(o, "workerConcurrency", NULL);
 
-        /* Read by their API on every run, unguarded: always present. The broker is not yet served
-         * in this dialect, so it is reported off. */
-        npu = json_object_new_object();
-        if (npu) {
-                json_object_object_add(npu, "enabled", json_object_new_boolean(false));
-                json_object_object_add(npu, "queueConcurrency", json_object_new_int(1));
-                json_object_object_add(npu, "workloads", json_object_new_array());
-        }
+        /* Read by their API on every run, unguarded: always present (sd-npu.c). */
+        npu = sdp_npu_health(m);
         json_object_object_add(o, "npuBroker", npu);
 
-        /* Per-request network policies are not yet mapped onto our gateway here: "none" only. */
-        net = json_object_new_object();
-        if (net) {
-                json_object_object_add(net, "available", json_object_new_boolean(false));
-                add_string_array(net, "modes", (const char *const[]) { "none", NULL });
-                json_object_object_add(net, "unavailableReason", json_object_new_string(
-                                               "Per-request network access is not implemented yet in this runner's ScienceDiscovery dialect"));
-        }
+        /* Per-request allowlists, each through a gateway of its own (sd-network.c). */
+        net = sdp_network_health(m);
         json_object_object_add(o, "sandboxNetwork", net);
 
-        envs = json_object_new_object();
-        if (envs) {
-                json_object_object_add(envs, "available", json_object_new_boolean(false));
-                json_object_object_add(envs, "enabled", json_object_new_boolean(false));
-                json_object_object_add(envs, "languages", json_object_new_array());
-                json_object_object_add(envs, "provisioner", json_object_new_string("none"));
-                json_object_object_add(envs, "startersReady", json_object_new_boolean(false));
-                json_object_object_add(envs, "unavailableReason", json_object_new_string(
-                                               "Scientific environments are not implemented yet in this runner's ScienceDiscovery dialect"));
-        }
+        envs = sdp_environments_health(m);
         json_object_object_add(o, "scientificEnvs", envs);
         sdp_reply_json(req, 200, o);
 }

@@ -20,8 +20,11 @@
 #include "api/sd-auth.h"
 #include "api/sd-internal.h"
 #include "core/manager.h"
+#include "egress/egress-epochs.h"
+#include "environment/env-manager.h"
 #include "execution/execution.h"
 #include "execution/records.h"
+#include "npu/npu-manager.h"
 #include "http/http-server.h"
 #include "util/fd-util.h"
 #include "util/json-util.h"
@@ -149,7 +152,7 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
                 json_object_object_add(o, "error", json_object_new_string(get_str(rec, "error") ?: status));
         json_object_object_add(o, "logTruncated", json_object_new_boolean(log_truncated(rec)));
         if (!streq(theirs, "unknown")) {
-                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, 0,
+                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, NULL, 0,
                                                    created + get_u64(rec, "durationMs")), *snap;
                 if (!res)
                         return NULL;
@@ -161,8 +164,91 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
         return STEAL(o);
 }
 
+static void hold_releasep(EnvHold **h) {
+        env_hold_release(*h);
+        *h = NULL;
+}
+
+/* Start the managed run @e and answer 202 as their ManagedExecution. */
+static void managed_go(Manager *m, HttpRequest *req, Execution *e, const char *id, const char *session,
+                       const char *agent) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        char when[32];
+        int r;
+
+        r = execution_start(e, NULL, NULL);
+        if (r < 0 && execution_finished(e)) {
+                const char *message = NULL;
+                (void) execution_failure(e, &message);
+                return sdp_reply_error(req, 400, "Shell execution failed: %s", message ?: "the sandbox could not be started");
+        }
+        o = json_object_new_object();
+        if (!o)
+                return sdp_reply_error(req, 500, "Out of memory");
+        json_object_object_add(o, "id", json_object_new_string(id));
+        json_object_object_add(o, "sessionId", json_object_new_string(session));
+        json_object_object_add(o, "agentId", json_object_new_string(agent));
+        json_object_object_add(o, "state", json_object_new_string("queued"));
+        json_object_object_add(o, "queuedAt", json_object_new_string(sdp_iso_time(now_usec(CLOCK_REALTIME) / 1000, when)));
+        sdp_reply_json(req, 202, o);
+}
+
+/* A managed run with chips, between their claim and its start. */
+typedef struct ManagedWait {
+        Manager *m;
+        HttpRequest *req;
+        Execution *e;
+        char *id, *session, *agent;
+} ManagedWait;
+
+static void managed_wait_free(ManagedWait *w) {
+        free(w->id);
+        free(w->session);
+        free(w->agent);
+        free(w);
+}
+
+static void on_managed_gone(HttpRequest *req, void *userdata) {
+        ManagedWait *w = userdata;
+
+        execution_free_later(w->e);   /* with it the claim */
+        managed_wait_free(w);
+}
+
+static void on_managed_claimed(NpuClaim *c, int error, const char *why, void *userdata) {
+        ManagedWait *w = userdata;
+
+        http_request_set_userdata(w->req, NULL, NULL);
+        if (error < 0) {
+                sdp_reply_error(w->req, error == -EBUSY ? 409 : 400, "NPU devices cannot be used: %s",
+                                why ?: "the chips cannot be had");
+                execution_free_later(w->e);
+        } else
+                managed_go(w->m, w->req, w->e, w->id, w->session, w->agent);
+        managed_wait_free(w);
+}
+
+static void managed_claim(Manager *m, HttpRequest *req, Execution *e, const SdpRequest *p) {
+        ManagedWait *w = calloc(1, sizeof(*w));
+
+        if (!w || !(w->id = strdup(p->id)) || !(w->session = strdup(p->session)) || !(w->agent = strdup(p->agent))) {
+                if (w)
+                        managed_wait_free(w);
+                execution_free_later(e);
+                return sdp_reply_error(req, 500, "Out of memory");
+        }
+        *w = (ManagedWait) { .m = m, .req = req, .e = e, .id = w->id, .session = w->session, .agent = w->agent };
+        if (sdp_npu_claim(m, req, e, p, on_managed_claimed, w) < 0) {
+                execution_free_later(e);
+                managed_wait_free(w);
+                return;
+        }
+        http_request_set_userdata(req, w, on_managed_gone);
+        http_request_suspend(req);
+}
+
 void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
-        _cleanup_(json_object_putp) json_object *ours = json_object_new_object(), *rec = NULL, *o = NULL;
+        _cleanup_(json_object_putp) json_object *ours = json_object_new_object(), *rec = NULL;
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_free_ char *why = NULL;
         json_object *argv;
@@ -173,7 +259,9 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 .tasks_max = m->config.tasks_max,
                 .cpu_quota_percent = m->config.cpu_quota_percent,
         };
-        char id[129], when[32];
+        char id[129];
+        _cleanup_(hold_releasep) EnvHold *hold = NULL;
+        EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
         int r;
@@ -198,32 +286,29 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
         json_object_object_add(ours, "stdin", json_object_new_string(p.code));
         if (p.cwd)
                 json_object_object_add(ours, "cwd", json_object_new_string(p.cwd));
+        if (!sdp_env_prepare(m, req, &p, SDP_KIND_MANAGED, &hold))
+                return;
+        if (hold)
+                json_object_object_add(ours, "environment", json_object_new_string(env_hold_name(hold)));
         r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
         if (r == -ENOMEM)
                 return sdp_reply_error(req, 500, "Out of memory");
         if (r < 0)
                 return sdp_reply_error(req, 400, "Invalid request: %s", why ?: "bad field");
+        if (!sdp_network_prepare(m, req, &p, &egress))
+                return;
         r = execution_new(&m->exec, STEAL(er), &e);
-        if (r < 0)
+        if (r < 0) {
+                egress_epoch_release(egress);
                 return sdp_reply_error(req, 500, "Out of memory");
+        }
+        execution_set_egress(e, egress);
+        sdp_env_attach(e, STEAL(hold));
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
-        r = execution_start(e, NULL, NULL);
-        if (r < 0 && execution_finished(e)) {
-                const char *message = NULL;
-                (void) execution_failure(e, &message);
-                return sdp_reply_error(req, 400, "Shell execution failed: %s", message ?: "the sandbox could not be started");
-        }
-
-        o = json_object_new_object();
-        if (!o)
-                return sdp_reply_error(req, 500, "Out of memory");
-        json_object_object_add(o, "id", json_object_new_string(p.id));
-        json_object_object_add(o, "sessionId", json_object_new_string(p.session));
-        json_object_object_add(o, "agentId", json_object_new_string(p.agent));
-        json_object_object_add(o, "state", json_object_new_string("queued"));
-        json_object_object_add(o, "queuedAt", json_object_new_string(sdp_iso_time(now_usec(CLOCK_REALTIME) / 1000, when)));
-        sdp_reply_json(req, 202, o);
+        if (p.n_npu_chips > 0)
+                return managed_claim(m, req, e, &p);
+        managed_go(m, req, e, p.id, p.session, p.agent);
 }
 
 /* The owner's run named by the path: its record (and live run), or the 400 is sent. */
@@ -286,7 +371,7 @@ void sdp_shell_cancel(Manager *m, HttpRequest *req, json_object *body, const cha
 
 /* @n bytes as JSON text: a byte that is not part of valid UTF-8 (a character cut at a chunk's
  * edge) becomes U+FFFD. */
-static json_object *lossy_string(const char *s, size_t n) {
+json_object *sdp_lossy_string(const char *s, size_t n) {
         _cleanup_free_ char *o = malloc(n * 3 + 1);
         size_t k = 0;
 
@@ -374,7 +459,7 @@ void sdp_shell_logs(Manager *m, HttpRequest *req, json_object *body, const char 
                         continue;
                 json_object_object_add(c, "cursor", json_new_u64(cursor));
                 json_object_object_add(c, "stream", json_object_new_string(s == 0 ? "stdout" : "stderr"));
-                json_object_object_add(c, "text", lossy_string(buf, (size_t) k));
+                json_object_object_add(c, "text", sdp_lossy_string(buf, (size_t) k));
                 json_object_array_add(chunks, c);
         }
         json_object_object_add(o, "chunks", chunks);

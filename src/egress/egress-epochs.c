@@ -645,9 +645,23 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                 return asprintf(ret_error, "the gateway unit sandbox-runner-egress@.socket could not be started "
                                            "(see the journal)") < 0 ? -ENOMEM : -EOPNOTSUPP;
         }
-        log_epoch(ep, LOG_INFO, "Egress", "set up for a provisioning sandbox");
+        log_epoch(ep, LOG_INFO, "Egress", "set up for a policy of its own");
         *ret = ep;
         return 0;
+}
+
+bool egress_available(EgressEpochs *ee, const char **ret_reason) {
+        const char *reason = NULL;
+
+        if (!ee->bridge)
+                reason = "the sandbox-runner-bridge helper is not installed";
+        else if (!ee->gateway)
+                reason = "the sandbox-runner-egress gateway is not installed";
+        else if (ee->under_systemd && !ee->bus)
+                reason = "the system bus is not reachable: gateway units cannot be started";
+        if (ret_reason)
+                *ret_reason = reason;
+        return !reason;
 }
 
 void egress_health(EgressEpochs *ee, json_object *o) {

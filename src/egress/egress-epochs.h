@@ -50,7 +50,8 @@ void egress_epoch_release(EgressEpoch *ep);
 /*
  * egress_epoch_acquire_for() - a gateway of its own for @allow (host entries) and @mirrors
  * (address ranges), independent of the policy in force: the provisioning sandbox of an
- * environment reaches its index through it (DESIGN.md §14). An epoch with the same policy is
+ * environment reaches its index through it (DESIGN.md §14), a ScienceDiscovery run its
+ * per-request allowlist (docs/api.md §15). An epoch with the same policy is
  * shared. Release it with egress_epoch_release().
  * Return: 0, or -errno with *ret_error (allocated).
  */
@@ -58,6 +59,10 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                              char **ret_error);
 const char *egress_epoch_socket(const EgressEpoch *ep);
 const char *egress_epoch_revision(const EgressEpoch *ep);
+
+/* egress_available() - whether a policy of its own (egress_epoch_acquire_for()) can work here;
+ * false with the reason when a helper is missing or, under systemd, the bus is. */
+bool egress_available(EgressEpochs *ee, const char **ret_reason);
 
 /* For /health: mode, revision, whether egress can work, and why not. */
 void egress_health(EgressEpochs *ee, json_object *o);

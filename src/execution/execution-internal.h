@@ -102,6 +102,7 @@ struct Execution {
         uint64_t workspace_limit;
         EgressEpoch *egress;              /* the policy revision this run uses; NULL = no network */
         char *network;                    /* its revision, kept for the answer and the record */
+        bool egress_fixed;                /* execution_set_egress(): not the policy in force */
         ThreadTask *snapshot_task;
         struct SnapshotJob *snapshot_job;        /* owned; the thread's input while snapshot_task runs */
         char *snapshot;                   /* "sha256:…" of the published tree */

@@ -532,7 +532,14 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
 
         /* The permission epoch: the network policy in force now, kept for the whole run. A run
          * with chips gets none: no bridge, its network namespace stays empty (DESIGN.md §9). */
-        if (!e->devices.npu) {
+        if (e->devices.npu) {
+                /* Not even a policy of its own: its namespace stays empty. */
+                egress_epoch_release(e->egress);
+                e->egress = NULL;
+        } else if (e->egress_fixed) {
+                if (e->egress)
+                        e->network = strdup(egress_epoch_revision(e->egress));
+        } else {
                 const char *reason = NULL;
                 int k = egress_epoch_acquire(c->egress, &e->egress, &reason);
                 if (k < 0)

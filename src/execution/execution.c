@@ -265,6 +265,12 @@ void execution_set_devices(Execution *e, const ExecutionDevices *d) {
         e->devices = *d;
 }
 
+void execution_set_egress(Execution *e, EgressEpoch *ep) {
+        egress_epoch_release(e->egress);
+        e->egress = ep;
+        e->egress_fixed = true;
+}
+
 void execution_set_environment(Execution *e, const ExecutionEnv *env) {
         if (e->env.hold && e->env.release)
                 e->env.release(e->env.hold);

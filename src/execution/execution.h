@@ -18,6 +18,7 @@
 #include "execution/execution-status.h"
 
 typedef struct ExecutionWatch ExecutionWatch;
+typedef struct EgressEpoch EgressEpoch;
 
 
 typedef void (*ExecutionDoneFn)(Execution *e, void *userdata);
@@ -57,6 +58,13 @@ typedef struct ExecutionDevices {
 /* execution_set_devices() - before execution_start(): the run takes @d (and its hold). A run with
  * chips gets no egress bridge and the npu seccomp variant, whatever the network policy. */
 void execution_set_devices(Execution *e, const ExecutionDevices *d);
+
+/*
+ * execution_set_egress() - before execution_start(): the run uses @ep (a reference the caller
+ * took with egress_epoch_acquire_for(), moved in) instead of the policy in force; @ep NULL: no
+ * network at all, whatever that policy says. A run with chips still gets none.
+ */
+void execution_set_egress(Execution *e, EgressEpoch *ep);
 
 /*
  * execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once.

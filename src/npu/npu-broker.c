@@ -372,7 +372,7 @@ static int submit_map_expand_error(int r) {
         return r;
 }
 
-int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_why) {
+int npu_broker_submit(NpuBroker *b, json_object *body, const char *workspace_id, char *ret_id, char **ret_why) {
         _cleanup_(npu_job_plan_done) NpuJobPlan plan = {};
         _cleanup_free_ char *workspace = NULL, *copy = NULL, *holder = NULL;
         _cleanup_free_ unsigned *chips = NULL;
@@ -390,11 +390,14 @@ int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_
         r = submit_parse(b, body, &w, &session, &inputs, ret_why);
         if (r < 0)
                 return r;
-        if (asprintf(&workspace, "%s/workspaces/%s", b->state_dir, session) < 0)
+        if (workspace_id && !npu_session_id_valid(workspace_id))
+                return set_message(ret_why, -EINVAL, "'%.64s' is not a workspace's id", workspace_id);
+        if (asprintf(&workspace, "%s/workspaces/%s", b->state_dir, workspace_id ?: session) < 0)
                 return -ENOMEM;
         ws_fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (ws_fd < 0 || fstat(ws_fd, &st) < 0)
-                return set_message(ret_why, -ENOENT, "session '%s' has no workspace (a run or an upload makes it)", session);
+                return set_message(ret_why, -ENOENT, "session '%s' has no workspace (a run or an upload makes it)",
+                                   workspace_id ?: session);
         /* The workspace's write lease, from before the checks to the job's end: no run, upload or
          * restore of the session can change what was checked (swap a checked directory for a
          * symlink) while the job runs. */

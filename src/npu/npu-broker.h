@@ -46,14 +46,16 @@ json_object *npu_broker_workloads_json(NpuBroker *b);
 
 /*
  * npu_broker_submit() - POST /npu/jobs: {"workloadId", "sessionId", "inputs": {...}}. The job is
- * created (queued) and its chips claimed; it starts once they passed their re-probe.
+ * created (queued) and its chips claimed; it starts once they passed their re-probe. Its files are
+ * those of the workspace @workspace_id, NULL: the workspace of the session's id (our own API; the
+ * ScienceDiscovery dialect names the runner workspace of the request).
  * Return: 0 with the new job's id in @ret_id (17 bytes); -EINVAL (a bad body, an unknown workload),
  * -ENOENT (no workspace of that session, a missing file), -EAGAIN (the session's workspace is leased:
  * a run, an upload or another job; the job holds that lease from its checks to its end), -EPERM (a path that leaves the workspace
  * or the checkout), -ENODEV (no chips for it: 400 npu_unavailable), -EBUSY (its chips are held:
  * 409 npu_chip_unavailable), -ENOMEM; each but -ENOMEM with *ret_why.
  */
-int npu_broker_submit(NpuBroker *b, json_object *body, char *ret_id, char **ret_why);
+int npu_broker_submit(NpuBroker *b, json_object *body, const char *workspace_id, char *ret_id, char **ret_why);
 
 /*
  * npu_broker_cancel() - POST /npu/jobs/{id}/cancel: stop an active job of @session (its unit or

@@ -1,0 +1,333 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Integration test of the ScienceDiscovery dialect's per-request network policy (docs/api.md
+15.3, notes §12): permissionEpoch.networkPolicy / .networkAccess mapped onto a gateway instance
+of that allowlist's own, while the policy in force on our own API stays "none".
+
+    /usr/bin/python3 tests/integration/sciencediscovery-network.py --daemon BUILD/src/sandbox-runnerd
+                                                                   [--run-as self] [--verbose] [--keep-tmp]
+
+Like egress-e2e.py, the test runs itself again inside new mount and network namespaces
+(`unshare --mount --net`): the only network there is a loopback of its own, and its test origins
+are egress-e2e.py's (setup_test_hosts(): a private /etc/hosts maps allowed.test to 127.0.0.2 and
+other.test to 127.0.0.4, HTTP origins on port 80 that record the request lines they got, a DNS
+stub that records the names asked).  Nothing can leave the machine.
+
+The daemon (two listeners: our own API and --listen sciencediscovery=...) runs with [Network]
+Mode=none and Mirrors=127.0.0.0/8: a run whose networkAccess says allowPrivateNetwork may reach
+those loopback origins through its gateway; without it the gateway refuses their addresses.
+
+Checks: /health's sandboxNetwork; a run with an allowlist reaches an allowed origin (and only
+it: another name is refused by the gateway, a direct connect has no route) and reports
+networkPolicy, networkAccessRevision and the proxy variables; the next run with "none" reaches
+nothing; a mode that is not the policy's is no network; allowPrivateNetwork false is refused by
+the address policy; bad policies are 400; a managed shell run with an allowlist; our own API's
+runs keep the policy in force (none).  Prints TAP, exits 1 on any failure.  Needs root (exit 77
+otherwise).  Bounded: < 100 s.
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+
+sys.dont_write_bytecode = True     # nothing written into the source tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import execute_lib as L                                                    # noqa: E402
+import sciencediscovery as S                                               # noqa: E402
+import testlib as T                                                        # noqa: E402
+from execute_lib import Result, now, trunc                                 # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("egress_e2e", os.path.join(HERE, "egress-e2e.py"))
+E = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(E)
+
+INNER_ENV = "SR_SD_NETWORK_INNER"
+BUDGET = 95.0
+RUN_TIMEOUT = 30.0
+CONFIG = L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K") + """\
+[Network]
+Mode=none
+Mirrors=127.0.0.0/8
+"""
+
+CASES, case = T.case_registry()
+
+# Runs in the sandbox: fetches each URL (through HTTP_PROXY when set, as urllib does) and tries
+# a direct TCP connect; prints one JSON document.
+CLIENT = r'''
+import json, os, socket, urllib.error, urllib.request
+out = {"proxy": os.environ.get("HTTP_PROXY"), "fetch": {}}
+for url in URLS:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            out["fetch"][url] = {"status": r.status, "body": r.read().decode()}
+    except urllib.error.HTTPError as e:
+        out["fetch"][url] = {"status": e.code}
+    except Exception as e:
+        out["fetch"][url] = {"error": "%s: %s" % (type(e).__name__, e)}
+try:
+    socket.create_connection(("127.0.0.2", 80), timeout=3).close()
+    out["direct"] = "connected"
+except OSError as e:
+    out["direct"] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))
+'''
+
+
+def client(urls):
+    return "URLS = %r\n%s" % (urls, CLIENT)
+
+
+def access(mode="domain-allowlist", domains=("allowed.test",), private=True, revision="rev-net-1", **kw):
+    a = {"mode": mode, "allowedDomains": list(domains), "allowPrivateNetwork": private, "revision": revision,
+         "egressProxyPolicy": "inherit"}
+    a.update(kw)
+    return a
+
+
+def epoch_with(ctx, policy, net_access):
+    body = ctx.execute_body("")
+    e = body["permissionEpoch"]
+    e["networkPolicy"] = policy
+    if net_access is not None:
+        e["networkAccess"] = net_access
+    return e
+
+
+def run(ctx, res, urls, policy, net_access, what):
+    """One /execute of the client; return (answer, client output) or (None, None) after a failure."""
+    b, r = ctx.execute(client(urls), permissionEpoch=epoch_with(ctx, policy, net_access))
+    if not res.check(r.status == 200, "%s: expected 200, got %s" % (what, r.brief())):
+        return None, None
+    j = r.json()
+    if not res.check(j.get("exitCode") == 0, "%s: exit %s, stderr %s" % (what, j.get("exitCode"),
+                                                                     trunc(j.get("stderr"), 800))):
+        return j, None
+    try:
+        return j, json.loads(j.get("stdout") or "")
+    except ValueError:
+        res.fail("%s: stdout is not JSON: %s" % (what, trunc(j.get("stdout"))))
+        return j, None
+
+
+def marker(what):
+    return "/sdnet-%s-%s" % (what, uuid.uuid4().hex[:8])
+
+
+def seen(m):
+    return [x for x in E.HttpHandler.find(m)]
+
+
+@case("1 sd network health: sandboxNetwork available, modes none and domain-allowlist")
+def c_health(ctx, res):
+    r = ctx.sd("GET", "/health", auth=False)
+    if res.check(r.status == 200, r.brief()):
+        res.eq("sandboxNetwork", r.json().get("sandboxNetwork"),
+               {"available": True, "modes": ["none", "domain-allowlist"]})
+        res.eq("networkPolicy (the default)", r.json().get("networkPolicy"), "none")
+
+
+@case("2 sd network: an allowlist run reaches the allowed origin, only it, through its own gateway")
+def c_allowlist(ctx, res):
+    ok, other = marker("ok"), marker("other")
+    urls = ["http://allowed.test" + ok, "http://other.test" + other]
+    j, out = run(ctx, res, urls, "domain-allowlist", access(), "allowlist run")
+    if out is None:
+        return
+    res.eq("allowed.test status", out["fetch"][urls[0]].get("status"), 200)
+    res.check(len(seen(ok)) == 1, "the allowed origin did not see the request once: %s" % seen(ok))
+    res.eq("other.test (not listed): the gateway's answer", out["fetch"][urls[1]].get("status"), 403)
+    res.eq("other.test never reached", seen(other), [])
+    res.check(out["direct"] != "connected", "a direct connect to 127.0.0.2:80 worked")
+    res.eq("proxy in the sandbox", out["proxy"], "http://127.0.0.1:18118")
+    res.eq("networkPolicy", j.get("networkPolicy"), "domain-allowlist")
+    res.eq("networkAccessRevision", j.get("networkAccessRevision"), "rev-net-1")
+    env = j.get("environmentVariables") or {}
+    res.eq("environmentVariables.HTTP_PROXY", env.get("HTTP_PROXY"), "http://127.0.0.1:18118")
+    res.eq("environmentVariables.NO_PROXY", env.get("NO_PROXY"), "localhost,127.0.0.1,::1")
+    res.check("allowed.test" not in ctx.dns.asked(), "the DNS stub was asked: %s" % ctx.dns.asked())
+
+
+@case("2 sd network: the next run with none reaches nothing (no proxy, no route)")
+def c_none_after(ctx, res):
+    m = marker("none")
+    urls = ["http://allowed.test" + m]
+    j, out = run(ctx, res, urls, "domain-allowlist", access(), "allowlist run")
+    if out is not None:
+        res.eq("the allowlist run before it", out["fetch"][urls[0]].get("status"), 200)
+    m2 = marker("none2")
+    urls = ["http://allowed.test" + m2]
+    j, out = run(ctx, res, urls, "none", access(mode="none", domains=(), revision="none"), "none run")
+    if out is None:
+        return
+    res.check("error" in out["fetch"][urls[0]], "the none run fetched: %s" % out["fetch"][urls[0]])
+    res.eq("origin never reached", seen(m2), [])
+    res.check(out["direct"] != "connected", "a direct connect worked")
+    res.eq("no proxy", out["proxy"], None)
+    res.eq("networkPolicy", j.get("networkPolicy"), "none")
+    res.eq("networkAccessRevision", j.get("networkAccessRevision"), "none")
+    res.check("HTTP_PROXY" not in (j.get("environmentVariables") or {}), "proxy variable reported")
+
+
+@case("2 sd network: networkAccess whose mode is not the policy's is no network (their rule)")
+def c_mismatch(ctx, res):
+    m = marker("mismatch")
+    urls = ["http://allowed.test" + m]
+    j, out = run(ctx, res, urls, "none", access(), "mismatch run")
+    if out is None:
+        return
+    res.check("error" in out["fetch"][urls[0]], "fetched: %s" % out["fetch"][urls[0]])
+    res.eq("origin never reached", seen(m), [])
+    res.eq("networkPolicy", j.get("networkPolicy"), "none")
+
+
+@case("2 sd network: allowPrivateNetwork false: the gateway refuses the origin's loopback address")
+def c_private(ctx, res):
+    m = marker("private")
+    urls = ["http://allowed.test" + m]
+    j, out = run(ctx, res, urls, "domain-allowlist", access(private=False, revision="rev-net-2"), "run")
+    if out is None:
+        return
+    res.eq("status from the gateway", out["fetch"][urls[0]].get("status"), 403)
+    res.eq("origin never reached", seen(m), [])
+    res.eq("networkAccessRevision", j.get("networkAccessRevision"), "rev-net-2")
+
+
+@case("2 sd network: bad policies are 400 in their shape (open, IP literal, types, proxy url)")
+def c_bad(ctx, res):
+    for what, policy, a, extra, text in (
+            ("open", "open", access(mode="open"), {}, "not available"),
+            ("IP literal entry", "domain-allowlist", access(domains=("127.0.0.2",)), {}, "allowedDomains"),
+            ("wildcard too broad", "domain-allowlist", access(domains=("*.test",)), {}, "allowedDomains"),
+            ("allowedDomains not an array", "domain-allowlist", access(allowedDomains="allowed.test"), {},
+             "allowedDomains"),
+            ("allowPrivateNetwork not a bool", "domain-allowlist", access(allowPrivateNetwork="yes"), {},
+             "allowPrivateNetwork"),
+            ("unknown policy", "everything", None, {}, "networkPolicy"),
+            ("proxy url", "domain-allowlist", access(),
+             {"sandboxEgressProxy": {"mode": "url", "url": "http://proxy.test:3128"}}, "url"),
+            ("proxy mode", "none", None, {"sandboxEgressProxy": {"mode": "socks"}}, "sandboxEgressProxy")):
+        b = ctx.execute_body("print(1)", permissionEpoch=epoch_with(ctx, policy, a), **extra)
+        r = ctx.sd("POST", "/execute", b, signed=True)
+        if res.check(r.status == 400, "%s: expected 400, got %s" % (what, r.brief())):
+            err = (r.json() or {}).get("error", "")
+            res.check(text in err and len(r.json()) == 1, "%s: error %r lacks %r" % (what, err, text))
+    # direct (and environment) proxy modes are what our gateway does: accepted.
+    b = ctx.execute_body("print(1)", permissionEpoch=epoch_with(ctx, "domain-allowlist", access()),
+                         sandboxEgressProxy={"mode": "direct"})
+    r = ctx.sd("POST", "/execute", b, signed=True, timeout=RUN_TIMEOUT)
+    res.check(r.status == 200, "sandboxEgressProxy direct: %s" % r.brief())
+
+
+@case("3 sd network: a managed shell run with an allowlist reaches the origin")
+def c_shell(ctx, res):
+    m = marker("shell")
+    code = "python3 - <<'EOF'\n%sEOF\n" % client(["http://allowed.test" + m])
+    body = ctx.execute_body(code, permissionEpoch=epoch_with(ctx, "domain-allowlist", access(revision="rev-sh")))
+    body.pop("language")
+    body["executionId"] = "shell:" + uuid.uuid4().hex
+    r = ctx.sd("POST", "/shell-executions", body, signed=True)
+    if not res.check(r.status == 202, "submit: %s" % r.brief()):
+        return
+    j = S.shell_wait(ctx, res, body, limit=RUN_TIMEOUT)
+    if j is None:
+        return
+    res.eq("state", j.get("state"), "completed")
+    result = j.get("result") or {}
+    try:
+        out = json.loads(result.get("stdout") or "")
+    except ValueError:
+        res.fail("stdout is not JSON: %s" % trunc(result.get("stdout")))
+        return
+    res.eq("status", out["fetch"]["http://allowed.test" + m].get("status"), 200)
+    res.check(len(seen(m)) == 1, "origin saw %s" % seen(m))
+    res.eq("result.networkPolicy", result.get("networkPolicy"), "domain-allowlist")
+
+
+@case("4 sd network: our own API's runs keep the policy in force (none) meanwhile")
+def c_native(ctx, res):
+    m = marker("native")
+    body = {"executionId": "native-" + uuid.uuid4().hex[:12], "workspaceId": "native-net", "language": "python",
+            "code": client(["http://allowed.test" + m]), "timeoutMs": 20000}
+    raw = json.dumps(body).encode()
+    ts = int(time.time())
+    h = [("Authorization", "Bearer " + ctx.d.token), ("Content-Type", "application/json"),
+         ("X-Sandbox-Timestamp", str(ts)), ("X-Sandbox-Signature", L.signature(ctx.d.key, ts, "POST", "/execute", raw))]
+    r = L.http(ctx.d.port, "POST", "/execute", h, raw, timeout=RUN_TIMEOUT)
+    if not res.check(r.status == 200, "our /execute: %s" % r.brief()):
+        return
+    j = r.json()
+    res.eq("network", j.get("network"), "none")
+    out = json.loads(j.get("stdout") or "{}")
+    res.check("error" in out.get("fetch", {}).get("http://allowed.test" + m, {}), "fetched: %s" % out)
+    res.eq("origin never reached", seen(m), [])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--keep-tmp", action="store_true")
+    T.add_run_as_option(ap)
+    args = ap.parse_args()
+    if os.environ.get(INNER_ENV) != "1":
+        argv = ["--daemon", os.path.abspath(args.daemon), "--run-as", args.run_as]
+        argv += ["--verbose"] if args.verbose else []
+        argv += ["--keep-tmp"] if args.keep_tmp else []
+        T.enter_namespaces(argv, INNER_ENV)
+
+    out = sys.stdout
+    tap = L.Tap(out)
+    out.write("1..%d\n" % len(CASES))
+    out.flush()
+    budget = L.Budget(BUDGET)
+    workdir = tempfile.mkdtemp(prefix="sr-sd-network.")
+    d = None
+    try:
+        dns, servers = E.setup_test_hosts(workdir)
+        run_as = T.resolve_run_as(args.run_as)
+        d = S.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG)
+        out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
+        if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
+            return 1
+        ctx = S.Ctx(d, args.verbose)
+        ctx.dns = dns
+        for name, fn in CASES:
+            res = Result(name)
+            t0 = now()
+            if budget.left() <= 0:
+                res.fail("not run: the time budget is exhausted")
+            elif not d.alive():
+                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
+            else:
+                try:
+                    fn(ctx, res)
+                except Exception:                                  # noqa: BLE001
+                    res.fail("test error:\n" + traceback.format_exc())
+                if not d.alive():
+                    res.fail("the daemon died (exit status %r)" % d.proc.poll())
+            res.note("(%.2fs)" % (now() - t0))
+            tap.emit(res, verbose=args.verbose)
+        if tap.failed:
+            L.write_log_tail(d, out)
+        d.terminate()
+        for s in servers:
+            s.shutdown()
+            s.server_close()
+    finally:
+        if d is not None:
+            d.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return tap.summary(len(CASES), budget.elapsed())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

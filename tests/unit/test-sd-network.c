@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Unit tests of the ScienceDiscovery dialect's increment 2, its pure parts: the per-request
+ * network policy (src/api/sd-network.h: their rule that networkAccess counts only when its mode
+ * is the policy's, and the fields' checks) and the names of environments, revisions and packages
+ * (src/api/sd-env.h).
+ */
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/sd-env.h"
+#include "api/sd-network.h"
+
+static int parse(const char *text, SdpNetwork *ret, const char **ret_error, json_object **ret_epoch) {
+        json_object *o = json_tokener_parse(text);
+
+        assert_non_null(o);
+        *ret_epoch = o;
+        *ret_error = NULL;
+        return sdp_network_parse(o, ret, ret_error);
+}
+
+static void test_none(void **state) {
+        static const char *const none[] = {
+                "{}",
+                "{\"networkPolicy\":\"none\"}",
+                "{\"networkPolicy\":null,\"networkAccess\":null}",
+                /* A mode other than the policy's: no network. */
+                "{\"networkPolicy\":\"none\",\"networkAccess\":{\"mode\":\"domain-allowlist\",\"allowedDomains\":[\"a.org\"]}}",
+                "{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"none\",\"revision\":\"none\"}}",
+                "{\"networkPolicy\":\"domain-allowlist\"}",
+                /* "open" asked by the access but not the policy: no network, not an error. */
+                "{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"open\"}}",
+        };
+
+        for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+                SdpNetwork n = { .allowlist = true };
+                const char *why;
+                json_object *o;
+
+                assert_int_equal(parse(none[i], &n, &why, &o), 0);
+                assert_false(n.allowlist);
+                assert_string_equal(n.revision, "none");
+                assert_null(n.domains);
+                json_object_put(o);
+        }
+}
+
+static void test_allowlist(void **state) {
+        SdpNetwork n;
+        const char *why;
+        json_object *o;
+
+        assert_int_equal(parse("{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"domain-allowlist\","
+                               "\"allowedDomains\":[\"pypi.org\",\"*.example.org:443\"],\"allowPrivateNetwork\":true,"
+                               "\"revision\":\"r-7\",\"egressProxyPolicy\":\"inherit\"}}", &n, &why, &o), 0);
+        assert_true(n.allowlist);
+        assert_true(n.private_network);
+        assert_string_equal(n.revision, "r-7");
+        assert_int_equal(json_object_array_length(n.domains), 2);
+        json_object_put(o);
+
+        /* No list, no revision, no private network: still an allowlist (that reaches nothing). */
+        assert_int_equal(parse("{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"domain-allowlist\"}}",
+                               &n, &why, &o), 0);
+        assert_true(n.allowlist);
+        assert_false(n.private_network);
+        assert_null(n.revision);
+        assert_null(n.domains);
+        json_object_put(o);
+}
+
+static void test_refused(void **state) {
+        static const struct {
+                const char *text;
+                int error;
+                const char *in_message;
+        } bad[] = {
+                { "{\"networkPolicy\":\"open\",\"networkAccess\":{\"mode\":\"open\"}}", -EOPNOTSUPP, "open" },
+                { "{\"networkPolicy\":\"everything\"}", -EINVAL, "networkPolicy" },
+                { "{\"networkPolicy\":7}", -EINVAL, "networkPolicy" },
+                { "{\"networkPolicy\":\"none\",\"networkAccess\":[]}", -EINVAL, "networkAccess" },
+                { "{\"networkPolicy\":\"none\",\"networkAccess\":{}}", -EINVAL, "mode" },
+                { "{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"domain-allowlist\","
+                  "\"allowedDomains\":\"a.org\"}}", -EINVAL, "allowedDomains" },
+                { "{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"domain-allowlist\","
+                  "\"allowedDomains\":[\"a.org\",5]}}", -EINVAL, "allowedDomains" },
+                { "{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"domain-allowlist\","
+                  "\"allowPrivateNetwork\":\"yes\"}}", -EINVAL, "allowPrivateNetwork" },
+                { "{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"domain-allowlist\","
+                  "\"revision\":1}}", -EINVAL, "revision" },
+        };
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                SdpNetwork n = {};
+                const char *why;
+                json_object *o;
+
+                assert_int_equal(parse(bad[i].text, &n, &why, &o), bad[i].error);
+                assert_non_null(why);
+                assert_non_null(strstr(why, bad[i].in_message));
+                json_object_put(o);
+        }
+}
+
+static void test_env_ids(void **state) {
+        char id[SDP_ENV_ID_MAX], name[SDP_ENV_ID_MAX], rid[SDP_ENV_REVISION_ID_MAX];
+        unsigned n = 0;
+
+        sdp_env_id("python-base", id);
+        assert_string_equal(id, "starter-python");
+        sdp_env_id("r-base", id);
+        assert_string_equal(id, "starter-r");
+        sdp_env_id("sci-env", id);
+        assert_string_equal(id, "sci-env");
+
+        assert_true(sdp_env_name("starter-python", name));
+        assert_string_equal(name, "python-base");
+        assert_true(sdp_env_name("sci-env", name));
+        assert_string_equal(name, "sci-env");
+        /* One name each way: a base is only its starter id; no other starter-*, no bad names. */
+        assert_false(sdp_env_name("python-base", name));
+        assert_false(sdp_env_name("r-base", name));
+        assert_false(sdp_env_name("starter-julia", name));
+        assert_false(sdp_env_name("../x", name));
+        assert_false(sdp_env_name("Sci", name));
+        assert_false(sdp_env_name("setup", name));
+        assert_false(sdp_env_name("", name));
+
+        sdp_env_revision_id("python-base", 3, rid);
+        assert_string_equal(rid, "starter-python@3");
+        assert_true(sdp_env_revision_parse("starter-python@3", name, &n));
+        assert_string_equal(name, "python-base");
+        assert_int_equal(n, 3);
+        assert_true(sdp_env_revision_parse("sci-env@12", name, &n));
+        assert_string_equal(name, "sci-env");
+        assert_int_equal(n, 12);
+        static const char *const bad[] = { "rev-1", "sci-env@", "sci-env@0", "sci-env@01", "sci-env@1x", "@1",
+                                           "python-base@1", "sci-env@-1", "sci-env@99999999999", NULL };
+        for (const char *const *b = bad; *b; b++)
+                assert_false(sdp_env_revision_parse(*b, name, &n));
+}
+
+static void test_spec_names(void **state) {
+        char d[32];
+
+        assert_true(sdp_env_spec_name("srtest_beta", false, d, sizeof(d)));
+        assert_string_equal(d, "srtest-beta");
+        assert_true(sdp_env_spec_name("Pandas>=2,<3", false, d, sizeof(d)));
+        assert_string_equal(d, "pandas");
+        assert_true(sdp_env_spec_name("  scipy[extra] ~= 1.10", false, d, sizeof(d)));
+        assert_string_equal(d, "scipy");
+        assert_true(sdp_env_spec_name("zope.interface==6", false, d, sizeof(d)));
+        assert_string_equal(d, "zope-interface");
+        assert_true(sdp_env_spec_name("a__b--c", false, d, sizeof(d)));
+        assert_string_equal(d, "a-b-c");
+        assert_true(sdp_env_spec_name("srtest_gamma-0.1-py3-none-any.whl", true, d, sizeof(d)));
+        assert_string_equal(d, "srtest-gamma");
+        /* Only a name is read here: options are refused by our own PUT (package_spec_invalid). */
+        assert_true(sdp_env_spec_name("--index-url=x", false, d, sizeof(d)));
+        assert_string_equal(d, "index-url");
+        assert_false(sdp_env_spec_name(">=1", false, d, sizeof(d)));
+        assert_false(sdp_env_spec_name("", false, d, sizeof(d)));
+        assert_false(sdp_env_spec_name("averyveryverylongdistributionname1234", false, d, sizeof(d)));
+}
+
+static void test_slug(void **state) {
+        char n[SDP_ENV_ID_MAX];
+
+        sdp_env_slug("Sci Env", n);
+        assert_string_equal(n, "sci-env");
+        sdp_env_slug("  Hello, World!  ", n);
+        assert_string_equal(n, "hello-world");
+        sdp_env_slug("python-base", n);
+        assert_string_equal(n, "env-python-base");
+        sdp_env_slug("Starter R", n);
+        assert_string_equal(n, "env-starter-r");
+        sdp_env_slug("setup", n);
+        assert_string_equal(n, "env-setup");
+        sdp_env_slug("日本語", n);
+        assert_string_equal(n, "env");
+        sdp_env_slug("", n);
+        assert_string_equal(n, "env");
+        sdp_env_slug("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", n);
+        assert_int_equal(strlen(n), 48);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_none),
+                cmocka_unit_test(test_allowlist),
+                cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_env_ids),
+                cmocka_unit_test(test_spec_names),
+                cmocka_unit_test(test_slug),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
