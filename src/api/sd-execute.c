@@ -38,6 +38,7 @@ typedef struct SdpRun {
         uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
+        bool skills;                    /* the skill variables were injected */
 } SdpRun;
 
 static SdpRun *sdp_run_free(SdpRun *r) {
@@ -260,6 +261,12 @@ static void reply_result(SdpRun *run, json_object *ours) {
                             realtime_ms());
         if (!o)
                 return sdp_reply_error(run->req, 500, "Out of memory");
+        if (run->skills) {
+                json_object *env;
+
+                if (json_object_object_get_ex(o, "environmentVariables", &env))
+                        sdp_skills_env(env);
+        }
         sdp_reply_json(run->req, 200, o);
 }
 
@@ -402,8 +409,10 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "NPU devices are not available on this runner's ScienceDiscovery dialect yet");
                 return false;
         }
-        if (get_string(body, "skillPackagesRoot")) {
-                sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
+        p.skills = get_string(body, "skillPackagesRoot");
+        if (json_object_object_get_ex(body, "skillPackagesRoot", &v) && !json_object_is_type(v, json_type_null) &&
+            !p.skills) {
+                sdp_reply_error(req, 400, "skillPackagesRoot must be a string");
                 return false;
         }
         if (get_string(body, "environmentId")) {
@@ -443,7 +452,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object();
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_(sdp_run_freep) SdpRun *run = NULL;
-        _cleanup_free_ char *why = NULL;
+        _cleanup_free_ char *why = NULL, *skills_dir = NULL;
         char rkey[REPLAY_ID_MAX + 1];
         json_object *env;
         ExecutionMaxima max = {
@@ -484,10 +493,14 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         json_object_object_add(ours, "timeoutMs", json_new_u64(
                                        p.timeout_ms > 0 ? MIN(p.timeout_ms, m->config.max_timeout_usec / 1000)
                                                         : m->config.max_timeout_usec / 1000));
-        if (kind == SDP_KIND_EXECUTE) {
+        if (p.skills && !sdp_skills_prepare(m, req, p.skills, &skills_dir))
+                return;
+        if (kind == SDP_KIND_EXECUTE || skills_dir) {
                 env = json_object_new_object();
-                if (env)
+                if (env && kind == SDP_KIND_EXECUTE)
                         json_object_object_add(env, "PYTHONNOUSERSITE", json_object_new_string("1"));
+                if (env && skills_dir)
+                        sdp_skills_env(env);
                 json_object_object_add(ours, "env", env);
         }
 
@@ -516,6 +529,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 .timeout_ms = p.timeout_ms > 0 ? p.timeout_ms : m->config.max_timeout_usec / 1000,
                 .max_output_bytes = p.max_output,
                 .submitted_ms = realtime_ms(),
+                .skills = skills_dir,
         };
         if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision))
                 return sdp_reply_error(req, 500, "Out of memory");
@@ -523,6 +537,10 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         r = execution_new(&m->exec, STEAL(er), &e);
         if (r < 0)
                 return sdp_reply_error(req, 500, "Out of memory");
+        if (skills_dir && sdp_skills_attach(m, e, skills_dir, p.ws) < 0) {
+                execution_free(e);
+                return sdp_reply_error(req, 500, "Out of memory");
+        }
         run->e = e;
         http_request_set_userdata(req, run, on_request_gone);
         http_request_suspend(req);

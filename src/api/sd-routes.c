@@ -44,6 +44,7 @@ typedef struct SdpRoute {
         SdpAuth auth;
         bool json_body;
         SdpHandler handler;
+        SdpBegin begin;                 /* streamed or large bodies: sets up the body, returns its cap */
 } SdpRoute;
 
 static const SdpRoute routes[] = {
@@ -60,6 +61,17 @@ static const SdpRoute routes[] = {
         { "GET",  "/kernels",                   SDP_AUTH_BEARER, false, sdp_kernels_list },
         { "POST", "/kernels/teardown",          SDP_AUTH_BEARER, true,  sdp_kernels_teardown },
         { "POST", "/kernels/*/teardown",        SDP_AUTH_BEARER, true,  sdp_kernel_teardown },
+        /* Remote workspaces (sd-workspace.c, sd-snapshots.c) and skill packages (sd-skills.c). */
+        { "GET",    "/remote-workspace/files",          SDP_AUTH_BEARER, false, sdp_rw_files },
+        { "POST",   "/remote-workspace/files",          SDP_AUTH_BEARER, true,  sdp_rw_files },
+        { "GET",    "/remote-workspace/file",           SDP_AUTH_BEARER, false, sdp_rw_file_get },
+        { "PUT",    "/remote-workspace/file",           SDP_AUTH_BEARER, false, sdp_rw_put, sdp_rw_put_begin },
+        { "PUT",    "/remote-workspace/transfer-file",  SDP_AUTH_BEARER, false, sdp_rw_put, sdp_rw_transfer_begin },
+        { "DELETE", "/remote-workspace",                SDP_AUTH_BEARER, false, sdp_rw_delete },
+        { "POST",   "/remote-workspace/snapshots",      SDP_AUTH_BEARER, true,  sdp_rw_snapshot_create },
+        { "GET",    "/remote-workspace/snapshots/*/file", SDP_AUTH_BEARER, false, sdp_rw_snapshot_file },
+        { "GET",    "/skill-packages/*",                SDP_AUTH_BEARER, false, sdp_skills_get },
+        { "POST",   "/skill-packages",                  SDP_AUTH_BEARER, true,  sdp_skills_post, sdp_skills_begin },
 };
 
 static const SdpRoute *route_find(HttpRequest *req, const char **params, size_t *lens) {
@@ -167,6 +179,8 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
                 sdp_reply_error(req, 401, "Unauthorized");
                 return 0;
         }
+        if (route->begin)
+                return route->begin(m, req, params, lens);
         cap = route->json_body ? MIN(SDP_JSON_BODY_MAX, m->config.max_request_body_bytes) : HTTP_EMPTY_BODY_MAX;
         cl = http_request_header(req, "Content-Length");
         if (cl) {
@@ -197,7 +211,8 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
 
         if (!route)
                 return sdp_reply_error(req, 404, "Not found");
-        if (http_request_sink_error(req) < 0)
+        /* A streamed body's handler says what its sink refused. */
+        if (!route->begin && http_request_sink_error(req) < 0)
                 return sdp_reply_error(req, 400, "Request body exceeds the limit");
         data = http_request_body(req, &size);
 

@@ -164,7 +164,7 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
 void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object(), *rec = NULL, *o = NULL;
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
-        _cleanup_free_ char *why = NULL;
+        _cleanup_free_ char *why = NULL, *skills_dir = NULL;
         json_object *argv;
         ExecutionMaxima max = {
                 .default_timeout_usec = m->config.max_timeout_usec,
@@ -198,6 +198,16 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
         json_object_object_add(ours, "stdin", json_object_new_string(p.code));
         if (p.cwd)
                 json_object_object_add(ours, "cwd", json_object_new_string(p.cwd));
+        if (p.skills) {
+                json_object *env;
+
+                if (!sdp_skills_prepare(m, req, p.skills, &skills_dir))
+                        return;
+                env = json_object_new_object();
+                if (env)
+                        sdp_skills_env(env);
+                json_object_object_add(ours, "env", env);
+        }
         r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
         if (r == -ENOMEM)
                 return sdp_reply_error(req, 500, "Out of memory");
@@ -206,6 +216,10 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
         r = execution_new(&m->exec, STEAL(er), &e);
         if (r < 0)
                 return sdp_reply_error(req, 500, "Out of memory");
+        if (skills_dir && sdp_skills_attach(m, e, skills_dir, p.ws) < 0) {
+                execution_free(e);
+                return sdp_reply_error(req, 500, "Out of memory");
+        }
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
         r = execution_start(e, NULL, NULL);

@@ -32,6 +32,7 @@
 #include "execution/keeper-reap.h"
 #include "util/fd-util.h"
 #include "util/log.h"
+#include "util/strv.h"
 #include "util/time-util.h"
 #include "workspace/cas/cas.h"
 #include "workspace/quota.h"
@@ -279,6 +280,7 @@ Execution *execution_free(Execution *e) {
         c = e->ctx;
         execution_release_resources(e);
         execution_release_devices(e);
+        strv_free(e->extra);
         if (e->env.hold && e->env.release)
                 e->env.release(e->env.hold);   /* its prefix may go now, if it is not live */
         e->cgroup = cgroup_free(e->cgroup);   /* one made for a run whose keeper never came */
