@@ -32,6 +32,10 @@
 #include "util/macro.h"
 #include "util/string-util.h"
 
+/* As on our own API (api-routes.c). */
+#define SDP_TARGET_MAX 8192U
+#define SDP_HEADERS_MAX 100U
+
 typedef enum SdpAuth {
         SDP_AUTH_NONE,
         SDP_AUTH_BEARER,
@@ -160,6 +164,21 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         const char *cl;
         uint64_t cap;
 
+        /* The hostile-input rules of our own API (api-routes.c), in their shape: a bounded
+         * target and header count, and no %00, which libmicrohttpd would decode into the path or
+         * a query value and so cut a name short. */
+        if (strlen(http_request_target(req)) > SDP_TARGET_MAX) {
+                reply_error_close(req, 400, "Request target exceeds %u bytes", SDP_TARGET_MAX);
+                return 0;
+        }
+        if (strcasestr(http_request_target(req), "%00")) {
+                reply_error_close(req, 400, "NUL (%%00) is not allowed in a request target");
+                return 0;
+        }
+        if (http_request_n_headers(req) > SDP_HEADERS_MAX) {
+                reply_error_close(req, 400, "The request has more than %u header fields", SDP_HEADERS_MAX);
+                return 0;
+        }
         /* Request smuggling: refuse ambiguous framing outright, as on our own API. */
         if (http_request_header_count(req, "Content-Length") > 1 ||
             (http_request_header_count(req, "Content-Length") > 0 &&

@@ -276,6 +276,7 @@ typedef struct Mutation {
         uint64_t size;
         sd_event_source *retry;
         ChildTask *task;
+        bool busy;                      /* holds a manager_busy_ref() from the commit's wait on */
 } Mutation;
 
 static Mutation *mutation_free(Mutation *x) {
@@ -286,7 +287,8 @@ static Mutation *mutation_free(Mutation *x) {
         ws_writer_free(x->writer);      /* aborts what was not committed */
         safe_close(x->lease_fd);
         safe_close(x->ws_fd);
-        manager_busy_unref(x->m);
+        if (x->busy)
+                manager_busy_unref(x->m);
         free(x->path);
         free(x->message);
         return mfree(x);
@@ -370,7 +372,6 @@ static Mutation *mutation_new(Manager *m, HttpRequest *req, MutationKind kind) {
         if (!x)
                 return NULL;
         *x = (Mutation) { .m = m, .req = req, .kind = kind, .ws_fd = -EBADF, .lease_fd = -EBADF, .mode = 0600 };
-        manager_busy_ref(m);
         (void) getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
         (void) snprintf(x->exec_id, sizeof(x->exec_id), "sd-%s-%" PRIu64 "-%016" PRIx64,
                         kind == MUTATION_CLEAR ? "clear" : "upload", now_usec(CLOCK_REALTIME) / 1000, rnd);
@@ -502,6 +503,11 @@ static int clear_workspace(int ws_fd) {
         if (r < 0)
                 return r;
         for (size_t i = 0; i < names.n; i++) {
+                /* Files and symlinks (never followed) go at once; directories with all below. */
+                if (unlinkat(ws_fd, names.v[i], 0) >= 0 || errno == ENOENT)
+                        continue;
+                if (errno != EISDIR && errno != EPERM)
+                        return negative_errno();
                 r = rm_rf_at(ws_fd, names.v[i]);
                 if (r < 0 && r != -ENOENT)
                         return r;
@@ -564,6 +570,11 @@ static int on_lease(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static void mutation_wait_lease(Mutation *x) {
         int r;
+
+        /* The daemon does not idle-exit (or stop) under a commit; a body still arriving is the
+         * connection's, as on our own API. */
+        manager_busy_ref(x->m);
+        x->busy = true;
 
         r = sd_event_add_time_relative(x->m->event, &x->retry, CLOCK_MONOTONIC, 0, USEC_PER_MSEC, on_lease, x);
         if (r < 0) {
