@@ -133,11 +133,20 @@ static bool asks_for_network(json_object *epoch) {
 
 /* The refs of the workspace: this run's (its size) and the one before it (the diff's base). */
 static void find_refs(Manager *m, const char *ws, const char *exec_id, char **ret_prev, uint64_t *ret_bytes) {
-        CasRef *refs = NULL;
+        CasRef *refs = NULL, ref = {};
+        const char *prev;
         size_t n = 0;
 
         *ret_prev = NULL;
         *ret_bytes = 0;
+        /* Known since this daemon published it: no listing of the workspace's refs, whose number
+         * grows until the next pruning. */
+        if (workspace_heads_base(&m->exec.heads, ws, exec_id, &prev) > 0 && cas_read_ref(m->cas, ws, exec_id, &ref) >= 0) {
+                *ret_bytes = ref.bytes;
+                cas_ref_done(&ref);
+                *ret_prev = strdup(prev);
+                return;
+        }
         if (cas_list_refs(m->cas, ws, &refs, &n) < 0)
                 return;
         /* Newest first: the ref after this run's is the workspace as the run found it. */

@@ -28,6 +28,7 @@
 #include "http/http-server.h"
 #include "util/child-task.h"
 #include "util/fs-util.h"
+#include "util/io-util.h"
 #include "util/json-util.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -478,8 +479,13 @@ static void mutation_answer(Mutation *x, int error) {
 
 static int snapshot_child(int out_fd, void *userdata) {
         Mutation *x = userdata;
+        _cleanup_free_ char *digest = NULL;
+        int r;
 
-        return cas_snapshot(x->m->cas, x->ws_fd, x->ws, x->exec_id, now_usec(CLOCK_REALTIME) / 1000, NULL, NULL);
+        r = cas_snapshot(x->m->cas, x->ws_fd, x->ws, x->exec_id, now_usec(CLOCK_REALTIME) / 1000, &digest, NULL);
+        if (r < 0)
+                return r;
+        return loop_write(out_fd, digest, strlen(digest));
 }
 
 static void on_snapshot_done(ChildTask *t, int error, const char *out, void *userdata) {
@@ -488,8 +494,13 @@ static void on_snapshot_done(ChildTask *t, int error, const char *out, void *use
         x->task = child_task_free(x->task);
         if (error < 0)
                 log_warning_errno(error, "Failed to snapshot workspace '%s' after a remote workspace change: %m", x->ws);
-        else
+        else {
+                if (out && strneq(out, "sha256:", 7))
+                        (void) workspace_heads_publish(&x->m->exec.heads, x->ws, x->exec_id, out);
+                else
+                        workspace_heads_forget(&x->m->exec.heads, x->ws);
                 snapshot_gc_published(x->m->gc);
+        }
         mutation_answer(x, error);
         mutation_free(x);
 }

@@ -459,6 +459,7 @@ static void on_snapshot_done(ThreadTask *t, int error, const char *out, void *us
                 e->snapshot_error = strdup(strerror(-error));
         } else {
                 e->snapshot = strdup(out);
+                (void) workspace_heads_publish(&e->ctx->heads, e->req->workspace_id, e->id, out);
                 e->ctx->snapshot_published(e->ctx->userdata);
         }
         /* @out belongs to the task. */
@@ -773,4 +774,5 @@ void execution_context_done(ExecutionContext *c) {
                 execution_free(c->executions);
         keeper_reaps_flush(c);
         quota_cache_flush(&c->quota_cache);
+        workspace_heads_done(&c->heads);
 }
