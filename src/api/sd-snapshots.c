@@ -175,8 +175,9 @@ static int export_child(int out_fd, void *userdata) {
         int r = -ENOENT;
 
         (void) snprintf(pin, sizeof(pin), "sd-snapshot-%s", x->id);
-        /* A gc may drop the newest ref between the listing and the pin: take the next newest. */
-        for (unsigned attempt = 0; attempt < 5; attempt++) {
+        /* A gc may drop the newest ref between the listing and the pin (take the next newest),
+         * or hold the store a while (wait for it, up to 10 s: this is a child, not the loop). */
+        for (unsigned attempt = 0, busy = 0; attempt < 5 && busy < 100;) {
                 json_object *files = json_object_new_array();
                 CasRef *refs = NULL;
                 size_t n = 0;
@@ -209,11 +210,13 @@ static int export_child(int out_fd, void *userdata) {
                         json_object_object_add(rec, "tree", json_object_new_string(refs[0].tree));
                 cas_refs_free(refs, n);
                 if (r == -EBUSY) {
+                        busy++;
                         (void) usleep(100 * 1000);
                         continue;
                 }
                 if (r != -ENOENT && r != -EIO)
                         break;
+                attempt++;
         }
         if (r < 0)
                 return r;
