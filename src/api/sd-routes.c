@@ -156,12 +156,51 @@ static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
 
 /* ---- request flow ---------------------------------------------------------------------------- */
 
+/* Refusals decided before the body while one is coming (a 404, a 401): the
+ * body is read and dropped first, so that a client still sending (their client streams uploads)
+ * reads the answer instead of a broken pipe (notes, appendix); dispatch() decides the same
+ * refusal again. The sink gives up at once, so the request's deadline does not slide: an
+ * unauthenticated body is read for RequestTimeoutSec= at most. */
+static int sink_discard(HttpRequest *req, const void *data, size_t size, int error, void *userdata) {
+        return -ECANCELED;
+}
+
+static bool body_coming(HttpRequest *req) {
+        const char *cl = http_request_header(req, "Content-Length");
+
+        return http_request_header_count(req, "Transfer-Encoding") > 0 || (cl && !streq(cl, "0"));
+}
+
+static uint64_t refuse_after_body(HttpRequest *req) {
+        http_request_set_body_sink(req, sink_discard, NULL);
+        return UINT64_MAX;
+}
+
+static uint64_t json_cap(Manager *m, const SdpRoute *route) {
+        return route->json_body ? MIN(SDP_JSON_BODY_MAX, m->config.max_request_body_bytes) : HTTP_EMPTY_BODY_MAX;
+}
+
+/* A Content-Length that is malformed (digits only, as their timestamps) or over @cap. */
+static bool content_length_refused(HttpRequest *req, uint64_t cap, const char **ret_why) {
+        const char *cl = http_request_header(req, "Content-Length");
+        uint64_t v;
+
+        if (!cl)
+                return false;
+        if (sdp_timestamp_parse(cl, &v) < 0) {
+                *ret_why = "Invalid Content-Length";
+                return true;
+        }
+        *ret_why = "Request body exceeds the limit";
+        return v > cap;
+}
+
 uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         Manager *m = userdata;
         const char *params[HTTP_ROUTE_MAX_PARAMS];
         size_t lens[HTTP_ROUTE_MAX_PARAMS];
         const SdpRoute *route;
-        const char *cl;
+        const char *why;
         uint64_t cap;
 
         /* The hostile-input rules of our own API (api-routes.c), in their shape: a bounded
@@ -189,31 +228,27 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         }
         route = route_find(req, params, lens);
         if (!route) {
+                if (body_coming(req))
+                        return refuse_after_body(req);
                 sdp_reply_error(req, 404, "Not found");
                 return 0;
         }
         if (route->auth != SDP_AUTH_NONE &&
             auth_check_bearer(m->secrets.token, http_request_header(req, "Authorization")) < 0) {
                 log_auth_failure(m, req, "missing or wrong bearer token");
+                if (body_coming(req))
+                        return refuse_after_body(req);
                 sdp_reply_error(req, 401, "Unauthorized");
                 return 0;
         }
         if (route->begin)
                 return route->begin(m, req, params, lens);
-        cap = route->json_body ? MIN(SDP_JSON_BODY_MAX, m->config.max_request_body_bytes) : HTTP_EMPTY_BODY_MAX;
-        cl = http_request_header(req, "Content-Length");
-        if (cl) {
-                uint64_t v;
-
-                /* Digits only: the same parser as their timestamps (also bounds the value). */
-                if (sdp_timestamp_parse(cl, &v) < 0) {
-                        reply_error_close(req, 400, "Invalid Content-Length");
-                        return 0;
-                }
-                if (v > cap) {
-                        reply_error_close(req, 400, "Request body exceeds %" PRIu64 " bytes", cap);
-                        return 0;
-                }
+        cap = json_cap(m, route);
+        /* A body declared too large is refused before it is read (and the connection closed):
+         * their JSON bodies are not streamed, and nothing over the cap is ever taken in. */
+        if (content_length_refused(req, cap, &why)) {
+                reply_error_close(req, 400, "%s", why);
+                return 0;
         }
         return cap;
 }
@@ -230,6 +265,10 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
 
         if (!route)
                 return sdp_reply_error(req, 404, "Not found");
+        /* Refused in begin(), the body read and dropped since: the same refusals again. */
+        if (route->auth != SDP_AUTH_NONE &&
+            auth_check_bearer(m->secrets.token, http_request_header(req, "Authorization")) < 0)
+                return sdp_reply_error(req, 401, "Unauthorized");
         /* A streamed body's handler says what its sink refused. */
         if (!route->begin && http_request_sink_error(req) < 0)
                 return sdp_reply_error(req, 400, "Request body exceeds the limit");

@@ -217,6 +217,27 @@ def c_signature(ctx, res):
     their_error(res, ex_of(ctx, ctx.execute_raw(body, auth=False)), 401, "Unauthorized")
 
 
+@case("a streamed upload refused before its body (wrong token, unknown route) still gets the answer, no file")
+def c_refused_stream(ctx, res):
+    # Their client streams transfers: closing on it before the body is read would leave it a
+    # broken pipe instead of the error (notes, appendix).
+    chunks = [os.urandom(65536) for _ in range(160)]
+    data = b"".join(chunks)
+    h = [("x-workspace-size", str(len(data))), ("x-workspace-sha256", hashlib.sha256(data).hexdigest())]
+    for what, path, auth, status, message in (
+            ("wrong token", "/remote-workspace/transfer-file?workspace=%s&path=refused.bin" % urllib.parse.quote(KEY, safe=""),
+             "wrong-token", 401, "Unauthorized"),
+            ("unknown route", "/remote-workspace/transfer-files?workspace=%s&path=refused.bin" % urllib.parse.quote(KEY, safe=""),
+             True, 404, "Not found")):
+        try:
+            r = ctx.c.put_chunked(path, chunks, extra=h, auth=auth, timeout=10.0)
+        except OSError as e:
+            res.fail("%s: the client got %s instead of the answer" % (what, e))
+            continue
+        res.check(r.status == status and (r.json() or {}).get("error") == message, "%s: %s" % (what, r.brief()))
+    res.check(not os.path.exists(os.path.join(workspace_dir(ctx), "refused.bin")), "a file was written")
+
+
 # ---- JSON bodies ----------------------------------------------------------------------------------
 
 @case("JSON: depth 10000, 1e999999, invalid UTF-8, \\u0000, trailing garbage, null, [] -> 400 their shape")
