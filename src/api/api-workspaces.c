@@ -369,6 +369,9 @@ static void on_restore_gone(HttpRequest *req, void *userdata) {
 static void restore_reply(Restore *x, int error) {
         _cleanup_(json_object_putp) json_object *o = NULL;
 
+        /* The tree changed without a snapshot: what the last one was is no base for the next. */
+        workspace_heads_forget(&x->manager->exec.heads, x->ws);
+
         if (x->req) {
                 http_request_set_userdata(x->req, NULL, NULL);
                 if (error < 0)

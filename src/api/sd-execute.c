@@ -44,6 +44,7 @@ typedef struct SdpRun {
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
         bool started;                   /* false while its chips are claimed (npuDevices) */
+        bool skills;                    /* the skill variables were injected */
 } SdpRun;
 
 static SdpRun *sdp_run_free(SdpRun *r) {
@@ -132,11 +133,20 @@ static bool mounts_valid(json_object *epoch) {
 
 /* The refs of the workspace: this run's (its size) and the one before it (the diff's base). */
 static void find_refs(Manager *m, const char *ws, const char *exec_id, char **ret_prev, uint64_t *ret_bytes) {
-        CasRef *refs = NULL;
+        CasRef *refs = NULL, ref = {};
+        const char *prev;
         size_t n = 0;
 
         *ret_prev = NULL;
         *ret_bytes = 0;
+        /* Known since this daemon published it: no listing of the workspace's refs, whose number
+         * grows until the next pruning. */
+        if (workspace_heads_base(&m->exec.heads, ws, exec_id, &prev) > 0 && cas_read_ref(m->cas, ws, exec_id, &ref) >= 0) {
+                *ret_bytes = ref.bytes;
+                cas_ref_done(&ref);
+                *ret_prev = strdup(prev);
+                return;
+        }
         if (cas_list_refs(m->cas, ws, &refs, &n) < 0)
                 return;
         /* Newest first: the ref after this run's is the workspace as the run found it. */
@@ -284,6 +294,12 @@ static void reply_result(SdpRun *run, json_object *ours) {
                             run->max_output_bytes, realtime_ms());
         if (!o)
                 return sdp_reply_error(run->req, 500, "Out of memory");
+        if (run->skills) {
+                json_object *env;
+
+                if (json_object_object_get_ex(o, "environmentVariables", &env))
+                        sdp_skills_env(env);
+        }
         sdp_reply_json(run->req, 200, o);
 }
 
@@ -440,8 +456,10 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 return false;
         if (!sdp_npu_devices_parse(m, req, body, &p))
                 return false;
-        if (get_string(body, "skillPackagesRoot")) {
-                sdp_reply_error(req, 400, "Skill packages are not implemented yet on this runner");
+        p.skills = get_string(body, "skillPackagesRoot");
+        if (json_object_object_get_ex(body, "skillPackagesRoot", &v) && !json_object_is_type(v, json_type_null) &&
+            !p.skills) {
+                sdp_reply_error(req, 400, "skillPackagesRoot must be a string");
                 return false;
         }
         p.environment_id = get_string(body, "environmentId");
@@ -479,7 +497,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object();
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_(sdp_run_freep) SdpRun *run = NULL;
-        _cleanup_free_ char *why = NULL;
+        _cleanup_free_ char *why = NULL, *skills_dir = NULL;
         char rkey[REPLAY_ID_MAX + 1];
         json_object *env;
         ExecutionMaxima max = {
@@ -522,11 +540,15 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         json_object_object_add(ours, "timeoutMs", json_new_u64(
                                        p.timeout_ms > 0 ? MIN(p.timeout_ms, m->config.max_timeout_usec / 1000)
                                                         : m->config.max_timeout_usec / 1000));
-        if (kind == SDP_KIND_EXECUTE) {
+        if (p.skills && !sdp_skills_prepare(m, req, p.skills, &skills_dir))
+                return;
+        if (kind == SDP_KIND_EXECUTE || skills_dir) {
                 env = json_object_new_object();
-                if (env)
+                if (env && kind == SDP_KIND_EXECUTE)
                         json_object_object_add(env, streq(p.language, "r") ? "R_ENVIRON_USER" : "PYTHONNOUSERSITE",
                                                json_object_new_string(streq(p.language, "r") ? "/dev/null" : "1"));
+                if (env && skills_dir)
+                        sdp_skills_env(env);
                 json_object_object_add(ours, "env", env);
         }
         /* The environment: their revision (or the starter), held from now until the run ends. */
@@ -560,6 +582,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 .timeout_ms = p.timeout_ms > 0 ? p.timeout_ms : m->config.max_timeout_usec / 1000,
                 .max_output_bytes = p.max_output,
                 .submitted_ms = realtime_ms(),
+                .skills = skills_dir,
         };
         if (p.net.allowlist && p.net.revision)
                 run->network_revision = strdup(p.net.revision);
@@ -577,6 +600,10 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         /* Always the request's own policy: never the one in force on our own API. */
         execution_set_egress(e, egress);
         sdp_env_attach(e, STEAL(hold));
+        if (skills_dir && sdp_skills_attach(m, e, skills_dir, p.ws) < 0) {
+                execution_free(e);
+                return sdp_reply_error(req, 500, "Out of memory");
+        }
         run->e = e;
         if (p.n_npu_chips > 0) {
                 /* Their host card indices are our chips' logic ids: held and re-probed, then the run. */

@@ -33,6 +33,10 @@ void sdp_reply_error(HttpRequest *req, unsigned status, const char *fmt, ...) __
  * @lens the path's "*" segments. */
 typedef void (*SdpHandler)(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 
+/* A route's begin hook, for streamed or large bodies (headers in, bearer checked, no body yet):
+ * set up the body (a sink) or reply; return the body's cap. */
+typedef uint64_t (*SdpBegin)(Manager *m, HttpRequest *req, const char **params, size_t *lens);
+
 /* sd-routes.c */
 void sdp_health(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_status(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
@@ -45,6 +49,7 @@ void sdp_execute_shell(Manager *m, HttpRequest *req, json_object *body, const ch
 /* The checked fields of an execution request (pointers into its body). */
 typedef struct SdpRequest {
         const char *id, *code, *language, *key, *revision, *session, *agent, *cwd;
+        const char *skills;             /* skillPackagesRoot, or NULL */
         uint64_t timeout_ms;            /* executionTimeoutMs, 0 = none */
         uint64_t max_output;            /* maxOutputBytes, 0 = no truncation */
         char ws[129];                   /* our workspace for their runnerWorkspaceKey */
@@ -174,3 +179,55 @@ void sdp_workspace_for_key(const char *key, char ret[static 129]);
  */
 int sdp_tree_diff(struct Cas *cas, const char *old, const char *new, json_object **ret_created,
                   json_object **ret_modified);
+
+/* ---- remote workspaces and skill packages (sd-workspace.c, sd-snapshots.c, sd-skills.c) ---- */
+
+/* Their relative file paths (notes §10): ≤ 2,000 bytes, and ours (ws_path_validate()). */
+#define SDP_PATH_MAX 2000
+/* Most paths a listing or a snapshot may select. */
+#define SDP_SELECT_MAX 50
+
+/*
+ * sdp_workspace_param() - the workspace their key @key (a query value or a body field; NULL:
+ * absent) names, as sdp_workspace_for_key(). Return: true, or false with the 400 sent.
+ */
+bool sdp_workspace_param(HttpRequest *req, const char *key, char ret[static 129]);
+/* sdp_path_valid() - a relative file path as both sides accept it (never empty). */
+bool sdp_path_valid(const char *path);
+
+void sdp_rw_files(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_rw_file_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+uint64_t sdp_rw_put_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
+uint64_t sdp_rw_transfer_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
+void sdp_rw_put(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_rw_delete(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_rw_snapshot_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+void sdp_rw_snapshot_file(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+
+/* Skill packages: GET /skill-packages/{id}, POST /skill-packages (64 MiB of JSON). */
+#define SDP_SKILLS_BODY_MAX (UINT64_C(64) << 20)
+void sdp_skills_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+uint64_t sdp_skills_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
+void sdp_skills_post(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/*
+ * sdp_skills_root() - the host directory of the verified skill package @root names (their
+ * skillPackagesRoot: the "root" our POST/GET answered, "<state>/sd-skills/<64 hex>"), verified
+ * again. Return: 0 with a new string in *@ret_dir, -EINVAL not one of ours, -ENOENT not held,
+ * -EIO it fails verification, -ENOMEM.
+ */
+int sdp_skills_root(Manager *m, const char *root, char **ret_dir);
+
+typedef struct Execution Execution;
+/* Where skills appear in a sandbox (notes §11), and the variables that say so. */
+#define SDP_SKILLS_PATH "/skills"
+#define SDP_SKILL_EXTENSIONS_PATH "/skill-extensions"
+#define SDP_SKILL_EXTENSIONS_DIR ".sciencediscovery/skill-extensions"
+/* sdp_skills_prepare() - their skillPackagesRoot @root: the verified package's host directory
+ * into *@ret_dir. Return: true, or false with the 400 (500 on OOM) sent. */
+bool sdp_skills_prepare(Manager *m, HttpRequest *req, const char *root, char **ret_dir);
+/* sdp_skills_env() - add the skill variables to the object @env (name → value). */
+void sdp_skills_env(json_object *env);
+/* sdp_skills_attach() - the run @e gets @dir read-only at /skills and /skill-extensions, a link to
+ * the workspace's (created if missing) writable .sciencediscovery/skill-extensions.
+ * Return: 0 or -ENOMEM. */
+int sdp_skills_attach(Manager *m, Execution *e, const char *dir, const char *ws);

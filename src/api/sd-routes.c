@@ -32,6 +32,10 @@
 #include "util/macro.h"
 #include "util/string-util.h"
 
+/* As on our own API (api-routes.c). */
+#define SDP_TARGET_MAX 8192U
+#define SDP_HEADERS_MAX 100U
+
 typedef enum SdpAuth {
         SDP_AUTH_NONE,
         SDP_AUTH_BEARER,
@@ -44,6 +48,7 @@ typedef struct SdpRoute {
         SdpAuth auth;
         bool json_body;
         SdpHandler handler;
+        SdpBegin begin;                 /* streamed or large bodies: sets up the body, returns its cap */
         const char *signature_error;    /* SDP_AUTH_SIGNED: their message; NULL: the execution's */
 } SdpRoute;
 
@@ -76,12 +81,23 @@ static const SdpRoute routes[] = {
         { "GET",    "/npu/workloads",                       SDP_AUTH_BEARER, false, sdp_npu_workloads },
         { "GET",    "/npu/jobs",                            SDP_AUTH_BEARER, false, sdp_npu_jobs_list },
         { "POST",   "/npu/jobs",                            SDP_AUTH_SIGNED, true,  sdp_npu_job_create,
-          "Invalid or expired NPU job signature" },
+          .signature_error = "Invalid or expired NPU job signature" },
         { "GET",    "/npu/jobs/*",                          SDP_AUTH_BEARER, false, sdp_npu_job_get },
         { "GET",    "/npu/jobs/*/logs",                     SDP_AUTH_BEARER, false, sdp_npu_job_logs },
         { "GET",    "/npu/jobs/*/result",                   SDP_AUTH_BEARER, false, sdp_npu_job_result },
         { "POST",   "/npu/jobs/*/cancel",                   SDP_AUTH_SIGNED, true,  sdp_npu_job_cancel,
-          "Invalid or expired NPU job cancel signature" },
+          .signature_error = "Invalid or expired NPU job cancel signature" },
+        /* Remote workspaces (sd-workspace.c, sd-snapshots.c) and skill packages (sd-skills.c). */
+        { "GET",    "/remote-workspace/files",          SDP_AUTH_BEARER, false, sdp_rw_files },
+        { "POST",   "/remote-workspace/files",          SDP_AUTH_BEARER, true,  sdp_rw_files },
+        { "GET",    "/remote-workspace/file",           SDP_AUTH_BEARER, false, sdp_rw_file_get },
+        { "PUT",    "/remote-workspace/file",           SDP_AUTH_BEARER, false, sdp_rw_put, sdp_rw_put_begin },
+        { "PUT",    "/remote-workspace/transfer-file",  SDP_AUTH_BEARER, false, sdp_rw_put, sdp_rw_transfer_begin },
+        { "DELETE", "/remote-workspace",                SDP_AUTH_BEARER, false, sdp_rw_delete },
+        { "POST",   "/remote-workspace/snapshots",      SDP_AUTH_BEARER, true,  sdp_rw_snapshot_create },
+        { "GET",    "/remote-workspace/snapshots/*/file", SDP_AUTH_BEARER, false, sdp_rw_snapshot_file },
+        { "GET",    "/skill-packages/*",                SDP_AUTH_BEARER, false, sdp_skills_get },
+        { "POST",   "/skill-packages",                  SDP_AUTH_BEARER, true,  sdp_skills_post, sdp_skills_begin },
 };
 
 static const SdpRoute *route_find(HttpRequest *req, const char **params, size_t *lens) {
@@ -163,14 +179,68 @@ static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
 
 /* ---- request flow ---------------------------------------------------------------------------- */
 
+/* Refusals decided before the body while one is coming (a 404, a 401): the
+ * body is read and dropped first, so that a client still sending (their client streams uploads)
+ * reads the answer instead of a broken pipe (notes, appendix); dispatch() decides the same
+ * refusal again. The sink gives up at once, so the request's deadline does not slide: an
+ * unauthenticated body is read for RequestTimeoutSec= at most. */
+static int sink_discard(HttpRequest *req, const void *data, size_t size, int error, void *userdata) {
+        return -ECANCELED;
+}
+
+static bool body_coming(HttpRequest *req) {
+        const char *cl = http_request_header(req, "Content-Length");
+
+        return http_request_header_count(req, "Transfer-Encoding") > 0 || (cl && !streq(cl, "0"));
+}
+
+static uint64_t refuse_after_body(HttpRequest *req) {
+        http_request_set_body_sink(req, sink_discard, NULL);
+        return UINT64_MAX;
+}
+
+static uint64_t json_cap(Manager *m, const SdpRoute *route) {
+        return route->json_body ? MIN(SDP_JSON_BODY_MAX, m->config.max_request_body_bytes) : HTTP_EMPTY_BODY_MAX;
+}
+
+/* A Content-Length that is malformed (digits only, as their timestamps) or over @cap. */
+static bool content_length_refused(HttpRequest *req, uint64_t cap, const char **ret_why) {
+        const char *cl = http_request_header(req, "Content-Length");
+        uint64_t v;
+
+        if (!cl)
+                return false;
+        if (sdp_timestamp_parse(cl, &v) < 0) {
+                *ret_why = "Invalid Content-Length";
+                return true;
+        }
+        *ret_why = "Request body exceeds the limit";
+        return v > cap;
+}
+
 uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         Manager *m = userdata;
         const char *params[HTTP_ROUTE_MAX_PARAMS];
         size_t lens[HTTP_ROUTE_MAX_PARAMS];
         const SdpRoute *route;
-        const char *cl;
+        const char *why;
         uint64_t cap;
 
+        /* The hostile-input rules of our own API (api-routes.c), in their shape: a bounded
+         * target and header count, and no %00, which libmicrohttpd would decode into the path or
+         * a query value and so cut a name short. */
+        if (strlen(http_request_target(req)) > SDP_TARGET_MAX) {
+                reply_error_close(req, 400, "Request target exceeds %u bytes", SDP_TARGET_MAX);
+                return 0;
+        }
+        if (strcasestr(http_request_target(req), "%00")) {
+                reply_error_close(req, 400, "NUL (%%00) is not allowed in a request target");
+                return 0;
+        }
+        if (http_request_n_headers(req) > SDP_HEADERS_MAX) {
+                reply_error_close(req, 400, "The request has more than %u header fields", SDP_HEADERS_MAX);
+                return 0;
+        }
         /* Request smuggling: refuse ambiguous framing outright, as on our own API. */
         if (http_request_header_count(req, "Content-Length") > 1 ||
             (http_request_header_count(req, "Content-Length") > 0 &&
@@ -181,29 +251,27 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         }
         route = route_find(req, params, lens);
         if (!route) {
+                if (body_coming(req))
+                        return refuse_after_body(req);
                 sdp_reply_error(req, 404, "Not found");
                 return 0;
         }
         if (route->auth != SDP_AUTH_NONE &&
             auth_check_bearer(m->secrets.token, http_request_header(req, "Authorization")) < 0) {
                 log_auth_failure(m, req, "missing or wrong bearer token");
+                if (body_coming(req))
+                        return refuse_after_body(req);
                 sdp_reply_error(req, 401, "Unauthorized");
                 return 0;
         }
-        cap = route->json_body ? MIN(SDP_JSON_BODY_MAX, m->config.max_request_body_bytes) : HTTP_EMPTY_BODY_MAX;
-        cl = http_request_header(req, "Content-Length");
-        if (cl) {
-                uint64_t v;
-
-                /* Digits only: the same parser as their timestamps (also bounds the value). */
-                if (sdp_timestamp_parse(cl, &v) < 0) {
-                        reply_error_close(req, 400, "Invalid Content-Length");
-                        return 0;
-                }
-                if (v > cap) {
-                        reply_error_close(req, 400, "Request body exceeds %" PRIu64 " bytes", cap);
-                        return 0;
-                }
+        if (route->begin)
+                return route->begin(m, req, params, lens);
+        cap = json_cap(m, route);
+        /* A body declared too large is refused before it is read (and the connection closed):
+         * their JSON bodies are not streamed, and nothing over the cap is ever taken in. */
+        if (content_length_refused(req, cap, &why)) {
+                reply_error_close(req, 400, "%s", why);
+                return 0;
         }
         return cap;
 }
@@ -220,7 +288,12 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
 
         if (!route)
                 return sdp_reply_error(req, 404, "Not found");
-        if (http_request_sink_error(req) < 0)
+        /* Refused in begin(), the body read and dropped since: the same refusals again. */
+        if (route->auth != SDP_AUTH_NONE &&
+            auth_check_bearer(m->secrets.token, http_request_header(req, "Authorization")) < 0)
+                return sdp_reply_error(req, 401, "Unauthorized");
+        /* A streamed body's handler says what its sink refused. */
+        if (!route->begin && http_request_sink_error(req) < 0)
                 return sdp_reply_error(req, 400, "Request body exceeds the limit");
         data = http_request_body(req, &size);
 

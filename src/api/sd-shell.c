@@ -250,7 +250,7 @@ static void managed_claim(Manager *m, HttpRequest *req, Execution *e, const SdpR
 void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object(), *rec = NULL;
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
-        _cleanup_free_ char *why = NULL;
+        _cleanup_free_ char *why = NULL, *skills_dir = NULL;
         json_object *argv;
         ExecutionMaxima max = {
                 .default_timeout_usec = m->config.max_timeout_usec,
@@ -290,6 +290,16 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 return;
         if (hold)
                 json_object_object_add(ours, "environment", json_object_new_string(env_hold_name(hold)));
+        if (p.skills) {
+                json_object *env;
+
+                if (!sdp_skills_prepare(m, req, p.skills, &skills_dir))
+                        return;
+                env = json_object_new_object();
+                if (env)
+                        sdp_skills_env(env);
+                json_object_object_add(ours, "env", env);
+        }
         r = execution_request_parse(ours, EXECUTION_KIND_EXECUTE, &max, &er, &why);
         if (r == -ENOMEM)
                 return sdp_reply_error(req, 500, "Out of memory");
@@ -304,6 +314,10 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
         }
         execution_set_egress(e, egress);
         sdp_env_attach(e, STEAL(hold));
+        if (skills_dir && sdp_skills_attach(m, e, skills_dir, p.ws) < 0) {
+                execution_free(e);
+                return sdp_reply_error(req, 500, "Out of memory");
+        }
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
         if (p.n_npu_chips > 0)

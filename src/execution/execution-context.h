@@ -13,6 +13,7 @@
 
 #include "config/settings.h"
 #include "execution/quota-cache.h"
+#include "execution/workspace-heads.h"
 
 typedef struct Execution Execution;
 typedef struct Cas Cas;
@@ -66,6 +67,7 @@ typedef struct ExecutionContext {
         uint64_t n_total;
         KeeperReap *keeper_reaps;        /* released keepers, still exiting (keeper-reap.h) */
         QuotaCache quota_cache;          /* quota watchers kept between runs */
+        WorkspaceHeads heads;            /* the last snapshot trees of each workspace */
 } ExecutionContext;
 
 /* execution_context_done() - free every execution, reap the released keepers without the loop

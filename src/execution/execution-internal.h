@@ -55,6 +55,7 @@ struct Execution {
         ExecutionRequest *req;
         ExecutionEnv env;                /* hold == NULL: no environment */
         ExecutionDevices devices;        /* hold == NULL: no chips or devices */
+        char **extra;                    /* execution_add_bind(): triples "ro"|"rw"|"ln", source, dest */
         char *id;
         ExecutionPhase phase;
         ExecutionStatus status;

@@ -273,16 +273,43 @@ static int launch_prepare_files(Execution *e, LaunchFiles *f) {
         return 0;
 }
 
+static int add_extra(Execution *e, const char *kind, const char *source, const char *dest) {
+        if (strv_extend(&e->extra, kind) < 0 || strv_extend(&e->extra, source) < 0 ||
+            strv_extend(&e->extra, dest) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+int execution_add_bind(Execution *e, const char *source, const char *dest, bool writable) {
+        return add_extra(e, writable ? "rw" : "ro", source, dest);
+}
+
+int execution_add_symlink(Execution *e, const char *target, const char *dest) {
+        return add_extra(e, "ln", target, dest);
+}
+
 /* bwrap's command line, the --info-fd pipe, and a look at the working directory. */
 static int launch_prepare_argv(Execution *e, LaunchFiles *f) {
         ExecutionContext *c = e->ctx;
         _cleanup_free_ char *workspace_path = NULL;
-        SandboxBind etc_r = { .source = "/etc/R", .dest = "/etc/R" };
+        size_t n_extra = strv_length(e->extra) / 3, n_binds = 0, n_links = 0;
+        _cleanup_free_ SandboxBind *binds = calloc(n_extra + 1, sizeof(SandboxBind));
+        _cleanup_free_ SandboxSymlink *links = calloc(n_extra + 1, sizeof(SandboxSymlink));
         SandboxSpec spec;
         int info[2], r;
 
-        if (asprintf(&workspace_path, "%s/workspaces/%s", c->state_dir, e->req->workspace_id) < 0)
+        if (!binds || !links || asprintf(&workspace_path, "%s/workspaces/%s", c->state_dir, e->req->workspace_id) < 0)
                 return execution_fail(e, -ENOMEM, "out of memory");
+        if (e->env.hold && e->env.r)
+                binds[n_binds++] = (SandboxBind) { .source = "/etc/R", .dest = "/etc/R" };
+        for (size_t i = 0; i < n_extra; i++) {
+                char **x = e->extra + 3 * i;
+
+                if (streq(x[0], "ln"))
+                        links[n_links++] = (SandboxSymlink) { .target = x[1], .dest = x[2] };
+                else
+                        binds[n_binds++] = (SandboxBind) { .source = x[1], .dest = x[2], .writable = streq(x[0], "rw") };
+        }
         spec = (SandboxSpec) {
                 .workspace = workspace_path,
                 .cwd = e->req->cwd,
@@ -299,8 +326,10 @@ static int launch_prepare_argv(Execution *e, LaunchFiles *f) {
                 .bridge = e->egress ? egress_bridge_path(c->egress) : NULL,
                 .env_prefix = e->env.hold ? e->env.prefix : NULL,
                 .hide_file = e->env.hold ? e->env.hide_file : NULL,
-                .binds = e->env.hold && e->env.r ? &etc_r : NULL,
-                .n_binds = e->env.hold && e->env.r ? 1 : 0,
+                .binds = binds,
+                .n_binds = n_binds,
+                .symlinks = links,
+                .n_symlinks = n_links,
                 .npu = e->devices.npu,
                 .devices = e->devices.nodes,
                 .n_devices = e->devices.n_nodes,

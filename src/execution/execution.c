@@ -32,6 +32,7 @@
 #include "execution/keeper-reap.h"
 #include "util/fd-util.h"
 #include "util/log.h"
+#include "util/strv.h"
 #include "util/time-util.h"
 #include "workspace/cas/cas.h"
 #include "workspace/quota.h"
@@ -285,6 +286,7 @@ Execution *execution_free(Execution *e) {
         c = e->ctx;
         execution_release_resources(e);
         execution_release_devices(e);
+        strv_free(e->extra);
         if (e->env.hold && e->env.release)
                 e->env.release(e->env.hold);   /* its prefix may go now, if it is not live */
         e->cgroup = cgroup_free(e->cgroup);   /* one made for a run whose keeper never came */
@@ -465,6 +467,7 @@ static void on_snapshot_done(ThreadTask *t, int error, const char *out, void *us
                         e->snapshot_error = NULL;   /* contents undefined on failure */
         } else {
                 e->snapshot = strdup(out);
+                (void) workspace_heads_publish(&e->ctx->heads, e->req->workspace_id, e->id, out);
                 e->ctx->snapshot_published(e->ctx->userdata);
         }
         /* @out belongs to the task. */
@@ -779,4 +782,5 @@ void execution_context_done(ExecutionContext *c) {
                 execution_free(c->executions);
         keeper_reaps_flush(c);
         quota_cache_flush(&c->quota_cache);
+        workspace_heads_done(&c->heads);
 }

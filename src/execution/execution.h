@@ -67,6 +67,15 @@ void execution_set_devices(Execution *e, const ExecutionDevices *d);
 void execution_set_egress(Execution *e, EgressEpoch *ep);
 
 /*
+ * execution_add_bind() - before execution_start(): bind the host path @source read-only (or, with
+ * @writable, read-write) at @dest in the sandbox; execution_add_symlink(): make @dest a symbolic
+ * link to @target (a path in the sandbox). @dest as sandbox_bind_dest_valid() (checked at launch:
+ * a refused one fails the run). Both copied. Return: 0 or -ENOMEM.
+ */
+int execution_add_bind(Execution *e, const char *source, const char *dest, bool writable);
+int execution_add_symlink(Execution *e, const char *target, const char *dest);
+
+/*
  * execution_start() - take the lease (waiting if needed), then launch. @done runs exactly once.
  * Return: 0 once the run is under way (or waits for its lease, or ended at once without a failure,
  * a workspace over its quota), -errno if it could not be started: the run is failed then

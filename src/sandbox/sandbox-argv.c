@@ -271,6 +271,15 @@ static bool spec_binds_valid(const SandboxSpec *spec, const SandboxProbe *probe)
                 if (spec->env_prefix && path_at_or_under(b->dest, SANDBOX_ENV_PREFIX))
                         return false;   /* the environment's bind would cover it */
         }
+        if (spec->n_symlinks > 0 && !spec->symlinks)
+                return false;
+        for (size_t i = 0; i < spec->n_symlinks; i++) {
+                const SandboxSymlink *l = &spec->symlinks[i];
+
+                if (!path_absolute(l->target) || strpbrk(l->target, "\n") || !sandbox_bind_dest_valid(l->dest) ||
+                    (spec->env_prefix && path_at_or_under(l->dest, SANDBOX_ENV_PREFIX)))
+                        return false;
+        }
         if (!spec->env_prefix)
                 return true;
         if (!path_absolute(spec->env_prefix))
@@ -449,6 +458,8 @@ static int argv_add_workspace(char ***a, const SandboxSpec *spec, const SandboxP
         for (size_t i = 0; r >= 0 && i < spec->n_binds; i++)
                 r = add(a, spec->binds[i].writable ? "--bind" : "--ro-bind",
                         spec->binds[i].source, spec->binds[i].dest, NULL);
+        for (size_t i = 0; r >= 0 && i < spec->n_symlinks; i++)
+                r = add(a, "--symlink", spec->symlinks[i].target, spec->symlinks[i].dest, NULL);
         if (r >= 0)
                 r = argv_add_device_binds(a, spec);
         if (r >= 0 && spec->env_prefix) {

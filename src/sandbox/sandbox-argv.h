@@ -45,6 +45,13 @@ typedef struct SandboxBind {
         bool writable;           /* --bind, else --ro-bind */
 } SandboxBind;
 
+/* A symbolic link made in the sandbox's root (bwrap --symlink TARGET DEST): @target is read inside
+ * the sandbox, so it can point only at what the sandbox sees. */
+typedef struct SandboxSymlink {
+        const char *target;      /* absolute path in the sandbox */
+        const char *dest;        /* as an extra bind's destination (sandbox_bind_dest_valid()) */
+} SandboxSymlink;
+
 /* A device node bound from the host (bwrap --dev-bind SOURCE DEST), after the fresh --dev /dev. */
 typedef struct SandboxDevice {
         const char *source;     /* host path (absolute); the caller has checked it is a device node */
@@ -93,6 +100,9 @@ typedef struct SandboxSpec {
          * sandbox_bind_dest_valid() for the destinations refused. */
         const SandboxBind *binds;
         size_t n_binds;
+        /* Symbolic links made after the extra binds (same destinations refused). */
+        const SandboxSymlink *symlinks;
+        size_t n_symlinks;
         /* An environment (NULL = none): the host path of its prefix, bound read-only at
          * SANDBOX_ENV_PREFIX with SANDBOX_ENV_PATH as PATH; and the host path of an empty file
          * (mode 0000) bound read-only over each of probe->interpreters. @hide_file is required

@@ -146,6 +146,18 @@ int ws_writer_write(WsWriter *w, const void *p, size_t n);
  */
 int ws_writer_commit(WsWriter *w, uint8_t ret_sha256[32]);
 
+/* ws_writer_commit_noreplace() - ws_writer_commit(), but an existing target (of any type) is left
+ * alone: -EEXIST (renameat2(RENAME_NOREPLACE), atomic against every other writer); the writer is
+ * spent then, nothing is left behind. */
+int ws_writer_commit_noreplace(WsWriter *w, uint8_t ret_sha256[32]);
+
+/* ws_writer_sha256() - the SHA-256 of the bytes accepted so far (the writer goes on). */
+void ws_writer_sha256(const WsWriter *w, uint8_t ret[32]);
+
+/* ws_writer_chmod() - the permission bits (at most 0777) the file gets on commit (it is created
+ * 0600). Return: 0, -EINVAL, -EALREADY after the commit, the writer's error, or -errno. */
+int ws_writer_chmod(WsWriter *w, mode_t mode);
+
 /* ws_writer_abort() - discard the upload: the temporary file and any directory created by
  * ws_writer_begin() that is still empty are removed; later writes and commits return
  * -ECANCELED. Idempotent; a no-op after a commit. */

@@ -304,7 +304,25 @@ static int writer_link_tmpfile(WsWriter *w) {
         return -EEXIST;
 }
 
-int ws_writer_commit(WsWriter *w, uint8_t ret_sha256[32]) {
+void ws_writer_sha256(const WsWriter *w, uint8_t ret[32]) {
+        struct sha256_ctx copy = w->sha;
+
+        sha256_digest(&copy, SHA256_DIGEST_SIZE, ret);
+}
+
+int ws_writer_chmod(WsWriter *w, mode_t mode) {
+        if (!w || (mode & ~(mode_t) 0777))
+                return -EINVAL;
+        if (w->committed)
+                return -EALREADY;
+        if (w->error < 0)
+                return w->error;
+        if (fchmod(w->fd, mode) < 0)
+                return writer_fail(w, negative_errno());
+        return 0;
+}
+
+static int writer_commit(WsWriter *w, bool replace, uint8_t ret_sha256[32]) {
         int r;
 
         if (!w)
@@ -323,7 +341,12 @@ int ws_writer_commit(WsWriter *w, uint8_t ret_sha256[32]) {
         }
         /* Atomic: readers see the old file or the whole new one. Replaces a symlink itself (the
          * last component is never followed); refuses a directory (EISDIR). */
-        if (renameat(w->dir_fd, w->tmp_name, w->dir_fd, w->name) < 0)
+        if (replace)
+                r = renameat(w->dir_fd, w->tmp_name, w->dir_fd, w->name);
+        else
+                /* Atomic against any other writer too, the sandbox included: -EEXIST if taken. */
+                r = renameat2(w->dir_fd, w->tmp_name, w->dir_fd, w->name, RENAME_NOREPLACE);
+        if (r < 0)
                 return writer_fail(w, negative_errno());
         w->tmp_name = mfree(w->tmp_name);
         w->committed = true;
@@ -335,4 +358,12 @@ int ws_writer_commit(WsWriter *w, uint8_t ret_sha256[32]) {
         if (ret_sha256)
                 sha256_digest(&w->sha, SHA256_DIGEST_SIZE, ret_sha256);
         return 0;
+}
+
+int ws_writer_commit(WsWriter *w, uint8_t ret_sha256[32]) {
+        return writer_commit(w, true, ret_sha256);
+}
+
+int ws_writer_commit_noreplace(WsWriter *w, uint8_t ret_sha256[32]) {
+        return writer_commit(w, false, ret_sha256);
 }

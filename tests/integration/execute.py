@@ -5,6 +5,7 @@ against the real daemon, real bwrap and the real seccomp filter.
 
     /usr/bin/python3 tests/integration/execute.py --daemon BUILD/src/sandbox-runnerd
                                                   [--verbose] [--keep-tmp] [--only SUBSTRING]
+                                                  [--dialect sciencediscovery]
 
 Starts the daemon by hand (no systemd) on an ephemeral 127.0.0.1 port with a private temp dir
 (credentials, config with AllowUnscoped=yes and MaxOutputBytes=4K, state and runtime dirs) and a
@@ -13,6 +14,11 @@ an escape battery from inside the sandbox, persistent-kernel refusal, replay pro
 per-workspace concurrency, lifetime (background processes, client disconnect), timeouts, bad
 requests, and a clean shutdown.  Prints TAP, exits 1 on any failure.  Bounded: < 90 s; traffic
 only to 127.0.0.1.
+
+--dialect sciencediscovery: the daemon also listens in the ScienceDiscovery dialect (docs/api.md
+section 15), and the escape battery (the "3 escape" cases, only those) runs through it: its python
+run as their signed POST /execute, its shell runs as their POST /execute-shell (bash -euo
+pipefail: the battery's shell part starts with "set +e", as it probes commands that fail).
 """
 
 import argparse
@@ -32,6 +38,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+import sd_lib as S                                                         # noqa: E402
 import testlib as T                                                        # noqa: E402
 from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
 
@@ -52,6 +59,12 @@ class Ctx:
         self.lock = threading.Lock()
         self.run_mark = "srtest-%s" % secrets.token_hex(8)   # in the env of long-running payloads
         self.fixtures = {}
+        self.sd = None                  # an SdClient: runs go through the ScienceDiscovery listener
+
+    @property
+    def listen_port(self):
+        """The port the runs under test were sent to."""
+        return self.d.sd_port if self.sd else self.d.port
 
     # ids
     def new_id(self, prefix="x"):
@@ -102,8 +115,35 @@ def describe_sent(res, b):
     res.note("request: " + trunc(json.dumps(b), 500))
 
 
+def sd_run(res, ctx, body, timeout):
+    """expect_run() through the ScienceDiscovery listener: {workspaceId, language, code} as their
+    signed /execute (python) or /execute-shell (shell), the answer in our shape's terms."""
+    lang, code = body.get("language"), body.get("code")
+    key = body.get("workspaceId", "ws-main")
+    if lang not in ("python", "shell") or set(body) - {"workspaceId", "language", "code"}:
+        res.fail("not expressible in the ScienceDiscovery dialect: %r" % sorted(body))
+        return None
+    try:
+        if lang == "python":
+            r = ctx.sd.execute(code, key, timeout=ctx.budget.bound(timeout))
+        else:
+            r = ctx.sd.execute_shell("set +e\n" + code, key, timeout=ctx.budget.bound(timeout))
+    except (OSError, HttpError) as e:
+        res.fail("no answer: %s: %s" % (type(e).__name__, e))
+        return None
+    j = r.json()
+    if r.status != 200 or not isinstance(j, dict):
+        res.fail("expected 200 with their result JSON, got " + r.brief())
+        return None
+    res.note("their answer (%.2fs): %s" % (r.elapsed, trunc(json.dumps(j), 900)))
+    return {"status": "exited", "exitCode": j.get("exitCode"), "stdout": j.get("stdout"),
+            "stderr": j.get("stderr"), "_elapsed": r.elapsed}
+
+
 def expect_run(res, ctx, body, path="/execute", timeout=RUN_TIMEOUT):
     """POST an execution that must start: 200 with the answer JSON.  Return the JSON or None."""
+    if ctx.sd:
+        return sd_run(res, ctx, body, timeout)
     r, err, b = ctx.post(body, path, timeout)
     if r is None:
         res.fail("no answer: %s" % err)
@@ -478,7 +518,7 @@ def battery(ctx, res):
     if not expect_exited(res, j, 0):
         res.fail("could not prepare the other workspace")
     code = BATTERY_PY
-    for k, v in (("DAEMON_PORT", str(ctx.d.port)), ("HOST_OTHER", repr(ctx.d.workspace_path(other_ws))),
+    for k, v in (("DAEMON_PORT", str(ctx.listen_port)), ("HOST_OTHER", repr(ctx.d.workspace_path(other_ws))),
                  ("HOST_STATE", repr(ctx.d.state)), ("OTHER_WS", repr(other_ws)), ("OTHER_MARKER", repr(marker))):
         code = code.replace(k, v)
     ws = "ws-escape"
@@ -586,7 +626,7 @@ def c_net_daemon(ctx, res):
     if py is None:
         return
     r = py["daemon"]
-    res.note("connect 127.0.0.1:%d from the sandbox: %r" % (ctx.d.port, r))
+    res.note("connect 127.0.0.1:%d from the sandbox: %r" % (ctx.listen_port, r))
     if r["stage"] == "socket":
         res.note("socket(AF_INET) itself was refused (seccomp): also a failure to connect")
     else:
@@ -594,7 +634,7 @@ def c_net_daemon(ctx, res):
                   "expected ECONNREFUSED (111) from the sandbox's own loopback, got %r" % r)
     # Independent of seccomp: the sandbox's /proc/net shows its own namespace, where the
     # daemon's listening socket does not exist.
-    port_hex = ":%04X" % ctx.d.port
+    port_hex = ":%04X" % ctx.listen_port
     listening = [a for a, st in py.get("net_tcp", []) if a.endswith(port_hex)]
     res.note("network interfaces in the sandbox: %s; tcp sockets: %d" % (py.get("net_dev"), len(py.get("net_tcp", []))))
     res.check(py.get("net_dev") == ["lo"], "interfaces in the sandbox: %r, expected only lo" % py.get("net_dev"))
@@ -1616,23 +1656,31 @@ def main():
     ap.add_argument("--keep-tmp", action="store_true")
     T.add_run_as_option(ap)
     ap.add_argument("--only", help="run only cases whose name contains this (the SIGTERM cases always run)")
+    ap.add_argument("--dialect", choices=("ours", "sciencediscovery"), default="ours",
+                    help="sciencediscovery: the escape battery through that dialect's listener")
     args = ap.parse_args()
 
     budget = L.Budget(BUDGET)
+    sd = args.dialect == "sciencediscovery"
     cases = [(n, f) for n, f in CASES if not args.only or args.only in n or n.startswith(FINAL)]
+    if sd:
+        cases = [(n, f) for n, f in cases if n.startswith("3 escape")]
     out = sys.stdout
     tap = L.Tap(out)
     out.write("1..%d\n" % len(cases))
     out.flush()
 
     run_as = T.resolve_run_as(args.run_as)
-    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
+    d = (S.SdDaemon if sd else L.Daemon)(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
     if L.start_or_fail_all(d, cases, tap, Result, 600) is None:
         d.cleanup()
         return 1
 
     ctx = Ctx(d, budget, args.verbose)
+    if sd:
+        ctx.sd = S.SdClient(d)
+        out.write("# runs through the ScienceDiscovery listener on 127.0.0.1:%d\n" % d.sd_port)
 
     def watchdog():
         if not budget.expired.wait(max(0.0, budget.left())):

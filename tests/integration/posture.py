@@ -3,6 +3,7 @@
 """Security posture of sandbox-runnerd started by hand, driven only through the HTTP API.
 
     /usr/bin/python3 tests/integration/posture.py --daemon BUILD/src/sandbox-runnerd [--verbose]
+                                                  [--dialect sciencediscovery]
 
 Run as root. Starts the daemon twice without systemd (the private-systemd suites cover the
 service): once as root, once as an unprivileged user (nobody), each on its own 127.0.0.1 port
@@ -18,6 +19,13 @@ and temp dir, and checks from inside sandboxes and from outside:
   - started as root with a SandboxUser= that does not exist, executions are refused (503) and
     /health says why.
 Prints TAP; exits 1 on any failure. Bounded (< 120 s); traffic only to 127.0.0.1.
+
+--dialect sciencediscovery: each daemon also listens in the ScienceDiscovery dialect (docs/api.md
+section 15) and every payload goes through it (their signed /execute-shell, and /shell-executions
+for the managed run; "set +e" first, their bash being -euo pipefail). Their requests carry no
+limits, so the daemons' configured ones are the fork loop's and the hog's (TasksMax=32,
+MemoryMax=64M); their answers carry no accounting, so what is checked there is what the payload
+saw. /health is still read on our own listener.
 """
 
 import argparse
@@ -32,6 +40,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+import sd_lib as S                                                         # noqa: E402
 from execute_lib import Result, now, trunc                                 # noqa: E402
 
 CONFIG = """\
@@ -96,12 +105,21 @@ except MemoryError:
 """
 
 
+SD_LIMITS = "TasksMax=32\nMemoryMax=64M\n"
+DIALECT = "ours"                # main(): --dialect
+
+
 class Posture:
     """One daemon started by hand; ids: None = the test's own (root), else (uid, gid)."""
 
     def __init__(self, path, name, run_as, config=CONFIG):
         self.name = name
-        self.d = L.Daemon(path, run_as=run_as, config=config)
+        self.sd = DIALECT == "sciencediscovery"
+        if self.sd:
+            self.d = S.SdDaemon(path, run_as=run_as, config=config.replace("[Execution]\n", "[Execution]\n" + SD_LIMITS))
+            self.client = S.SdClient(self.d)
+        else:
+            self.d = L.Daemon(path, run_as=run_as, config=config)
         self.seq = 0
         self.ids = []
         self.health = None
@@ -117,7 +135,24 @@ class Posture:
         self.ids.append(i)
         return i
 
+    def sd_execute(self, command, timeout, managed):
+        """Their /execute-shell (or /shell-executions), the answer in our terms."""
+        key = "ws-" + self.name
+        if managed:
+            body = self.client.execute_body("set +e\n" + command, key, executionId=self.new_id())
+            body.pop("language")
+            return self.client.request("POST", "/shell-executions", body, signed=True, timeout=timeout)
+        r = self.client.execute_shell("set +e\n" + command, key, timeout=timeout, executionId=self.new_id())
+        j = r.json()
+        if r.status == 200 and isinstance(j, dict):
+            # Only what the payload saw: status, exit code, output.
+            j = {"status": "exited", "exitCode": j.get("exitCode"), "stdout": j.get("stdout"), "stderr": j.get("stderr")}
+            r = L.Response(r.status, r.reason, r.headers, json.dumps(j).encode(), r.elapsed)
+        return r
+
     def execute(self, command, limits=None, timeout=40.0, managed=False):
+        if self.sd:
+            return self.sd_execute(command, timeout, managed)
         path = "/shell-executions" if managed else "/execute-shell"
         body = {"executionId": self.new_id(), "workspaceId": "ws-" + self.name, "command": command}
         if limits:
@@ -231,6 +266,8 @@ def case_fork_loop(p, want_uid, want_mech, res):
               "the fork loop was not stopped near the tasks limit of 32: %r (stderr %r)" %
               (out, trunc(str(j.get("stderr")), 300)))
     res.check(len(words) >= 4 and words[3] == "11", "fork did not fail with EAGAIN: %r" % out)
+    if p.sd:
+        return res.note("their answer: %s" % trunc(json.dumps(j), 700))
     res.eq("limits.tasks", lim.get("tasks"), 32)
     res.eq("limits.enforcedBy", lim.get("enforcedBy"), {"cgroup": "cgroup", "rlimit": "rlimit"}[want_mech])
     if want_mech == "cgroup":
@@ -251,6 +288,11 @@ def case_memory_hog(p, want_uid, want_mech, res):
     res.eq("HTTP status", r.status, 200)
     got = [int(ln.split()[1]) for ln in out.splitlines() if ln.startswith("allocated")]
     res.check(not got or max(got) <= 64, "the hog got past the 64 MiB limit: %r" % out)
+    if p.sd:
+        # Killed by the cgroup's limit (their exit code 1 for a signal), or refused by RLIMIT_AS.
+        res.check(j.get("exitCode") == (1 if want_mech == "cgroup" else 3) and (want_mech == "cgroup" or "MemoryError" in out),
+                  "the hog was not stopped: %r, %r" % (j.get("exitCode"), out))
+        return res.note("their answer: %s" % trunc(json.dumps(j), 700))
     res.eq("limits.memoryBytes", lim.get("memoryBytes"), 64 << 20)
     if want_mech == "cgroup":
         res.eq("status", j.get("status"), "memory_limit")
@@ -339,7 +381,10 @@ def refused_case(path, res):
         res.check("does not exist" in (sb.get("executionsRefused") or ""),
                   "/health does not say why: %r" % sb)
         r = p.execute("true")
-        res.eq("POST /execute-shell", (r.status, r.error_code()), (503, "sandbox_unavailable"))
+        if p.sd:
+            res.eq("their POST /execute-shell", r.status, 400)
+        else:
+            res.eq("POST /execute-shell", (r.status, r.error_code()), (503, "sandbox_unavailable"))
         res.check(b"does not exist" in r.body, "the refusal does not say why: %s" % r.brief())
         res.check("no-such-user" in p.d.log_tail(), "the log does not name the user")
     finally:
@@ -350,7 +395,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--dialect", choices=("ours", "sciencediscovery"), default="ours",
+                    help="sciencediscovery: every payload through that dialect's listener")
     args = ap.parse_args()
+    global DIALECT
+    DIALECT = args.dialect
     if os.geteuid() != 0:
         print("1..0 # the posture test starts the daemon as root and as another user: run it as root")
         return 1

@@ -1333,6 +1333,41 @@ static void make_history(Fixture *f, char *digests[5]) {
         }
 }
 
+/* cas_ref_add(): a ref of its own keeps an old tree (and its files) through the gc of the
+ * workspace that made it; unknown trees and bad ids are refused. */
+static void test_ref_add_pins(void **state) {
+        Fixture *f = *state;
+        char *digests[5], path[80];
+        CasRef ref = {};
+        int fd = -EBADF;
+        uint64_t size;
+        char d[72];
+
+        make_history(f, digests);
+        assert_int_equal(cas_ref_add(f->cas, "pin-1", "ws", digests[0], 500, 7), 0);
+        assert_int_equal(cas_read_ref(f->cas, "pin-1", "ws", &ref), 0);
+        assert_string_equal(ref.tree, digests[0]);
+        assert_int_equal(ref.created_ms, 500);
+        cas_ref_done(&ref);
+        assert_int_equal(cas_ref_add(f->cas, "pin-2", "ws",
+                                     "sha256:0000000000000000000000000000000000000000000000000000000000000000", 1, 0),
+                         -ENOENT);
+        assert_int_equal(cas_ref_add(f->cas, "../x", "ws", digests[0], 1, 0), -EINVAL);
+        assert_int_equal(cas_ref_add(f->cas, "pin-2", "ws", "sha256:xyz", 1, 0), -EINVAL);
+
+        /* keep 1: ws keeps e4 only, but the pin keeps e0's tree and its file. */
+        assert_int_equal(cas_gc(f->cas, 1, NULL), 0);
+        object_path(digests[0], path);
+        assert_int_equal(faccessat(f->store_fd, path, F_OK, 0), 0);
+        object_path(digests[1], path);
+        assert_int_equal(faccessat(f->store_fd, path, F_OK, 0), -1);
+        assert_int_equal(cas_open_file(f->cas, digests[0], "only-0", &fd, &size, d), 0);
+        assert_true(fd >= 0);
+        close(fd);
+        for (unsigned i = 0; i < 5; i++)
+                free(digests[i]);
+}
+
 static void test_gc(void **state) {
         Fixture *f = *state;
         char *digests[5], path[80];
@@ -1504,6 +1539,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_restore, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_restore_crash, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ref_add_pins, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fsck, setup, teardown),
         };
 

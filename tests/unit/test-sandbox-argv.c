@@ -830,6 +830,43 @@ static void test_build_refuses_incomplete_spec(void **state) {
         assert_refused(&spec, &probe, "no seccomp fd");
 }
 
+/* Symbolic links in the sandbox (a skill package's /skill-extensions): after the extra binds,
+ * before --chdir; their destinations checked as binds', their targets absolute. */
+static void test_symlinks(void **state) {
+        const SandboxBind binds[] = { { "/var/lib/sandbox-runner/sd-skills/abc", "/skills", false } };
+        const SandboxSymlink links[] = { { "/workspace/.sciencediscovery/skill-extensions", "/skill-extensions" } };
+        SandboxProbe probe = { .proc_fresh = true, .disable_userns = true, .usr_merged = true };
+        SandboxSpec spec = spec_default();
+        ssize_t b, l, c;
+        char **a;
+
+        spec.binds = binds;
+        spec.n_binds = ELEMENTS(binds);
+        spec.symlinks = links;
+        spec.n_symlinks = ELEMENTS(links);
+        a = build_ok(&spec, &probe);
+        b = argv_index(a, "/skills");
+        l = argv_index(a, "/skill-extensions");
+        c = argv_index(a, "--chdir");
+        assert_true(b > 0 && l > 0 && c > 0 && b < l && l < c);
+        assert_string_equal(a[b - 2], "--ro-bind");
+        assert_string_equal(a[l - 2], "--symlink");
+        assert_string_equal(a[l - 1], "/workspace/.sciencediscovery/skill-extensions");
+        strv_free(a);
+
+        for (size_t i = 0; i < 4; i++) {
+                static const SandboxSymlink bad[] = {
+                        { "/workspace/x", "/workspace/x" }, { "relative", "/x" },
+                        { "/x", "/usr/bin/evil" }, { "/a\nb", "/x" },
+                };
+                SandboxSpec s2 = spec_default();
+
+                s2.symlinks = &bad[i];
+                s2.n_symlinks = 1;
+                assert_refused(&s2, &probe, bad[i].dest);
+        }
+}
+
 static void test_build_refuses_bad_binds(void **state) {
         static const char *const bad_dests[] = {
                 "/", "", "relative", "usr", "/usr", "/usr/", "/usr/lib/x", "/./usr", "/x/../usr", "//usr",
@@ -1622,6 +1659,7 @@ int main(void) {
                 cmocka_unit_test(test_build_refuses_bad_cwd),
                 cmocka_unit_test(test_build_refuses_incomplete_spec),
                 cmocka_unit_test(test_build_refuses_bad_binds),
+                cmocka_unit_test(test_symlinks),
                 cmocka_unit_test(test_build_refuses_bad_env),
                 cmocka_unit_test(test_env_name_valid),
                 cmocka_unit_test(test_cwd_valid),

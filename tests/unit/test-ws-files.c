@@ -918,6 +918,47 @@ static void test_write_replace_atomic(void **state) {
         close(fd);
 }
 
+/* Without replace: an existing target (file or directory) stays, nothing is left; a free name
+ * is taken. The running hash and the mode asked for come through. */
+static void test_write_noreplace(void **state) {
+        State *s = *state;
+        WsWriter *w = NULL;
+        uint8_t d[32], ref[32];
+        char *before, *after;
+        struct stat st;
+
+        before = tree_snapshot(s->ws);
+        assert_int_equal(ws_writer_begin(s->ws_fd, "file", 100, false, &w), 0);
+        assert_int_equal(ws_writer_write(w, "other", 5), 0);
+        assert_int_equal(ws_writer_commit_noreplace(w, NULL), -EEXIST);
+        assert_int_equal(ws_writer_commit(w, NULL), -EEXIST);   /* spent */
+        w = ws_writer_free(w);
+        assert_streq_free(peek(s->ws_fd, "file"), REGULAR);
+        assert_int_equal(ws_writer_begin(s->ws_fd, "dir2", 100, false, &w), 0);
+        w = ws_writer_free(w);
+        after = tree_snapshot(s->ws);
+        assert_string_equal(after, before);
+        free(after);
+        free(before);
+
+        assert_int_equal(ws_writer_begin(s->ws_fd, "fresh.sh", 100, false, &w), 0);
+        assert_int_equal(ws_writer_write(w, "#!/bin/sh\n", 10), 0);
+        ws_writer_sha256(w, d);
+        sha_of("#!/bin/sh\n", 10, ref);
+        assert_memory_equal(d, ref, 32);
+        assert_int_equal(ws_writer_write(w, "true\n", 5), 0);
+        assert_int_equal(ws_writer_chmod(w, 01700), -EINVAL);
+        assert_int_equal(ws_writer_chmod(w, 0700), 0);
+        assert_int_equal(ws_writer_commit_noreplace(w, d), 0);
+        sha_of("#!/bin/sh\ntrue\n", 15, ref);
+        assert_memory_equal(d, ref, 32);
+        assert_int_equal(ws_writer_chmod(w, 0600), -EALREADY);
+        w = ws_writer_free(w);
+        assert_int_equal(fstatat(s->ws_fd, "fresh.sh", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(st.st_mode & 07777, 0700);
+        assert_streq_free(peek(s->ws_fd, "fresh.sh"), "#!/bin/sh\ntrue\n");
+}
+
 static void test_write_abort(void **state) {
         State *s = *state;
         WsWriter *w = NULL;
@@ -1467,6 +1508,7 @@ static void test_race_write(void **state) {
         cmocka_unit_test_prestate_setup_teardown(test_write_new, setup, teardown, (void *) &(mode)),       \
         cmocka_unit_test_prestate_setup_teardown(test_write_replace_atomic, setup, teardown, (void *) &(mode)), \
         cmocka_unit_test_prestate_setup_teardown(test_write_abort, setup, teardown, (void *) &(mode)),     \
+        cmocka_unit_test_prestate_setup_teardown(test_write_noreplace, setup, teardown, (void *) &(mode)), \
         cmocka_unit_test_prestate_setup_teardown(test_write_max_bytes, setup, teardown, (void *) &(mode)), \
         cmocka_unit_test_prestate_setup_teardown(test_write_refuse_dir, setup, teardown, (void *) &(mode)), \
         cmocka_unit_test_prestate_setup_teardown(test_write_symlink_target, setup, teardown, (void *) &(mode)), \

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -306,4 +307,30 @@ int cas_read_ref(Cas *c, const char *ws_id, const char *exec_id, CasRef *ret) {
         if (dfd < 0)
                 return negative_errno();
         return ref_read_at(dfd, exec_id, ret);
+}
+
+int cas_ref_add(Cas *c, const char *ws_id, const char *exec_id, const char *tree_digest, uint64_t created_ms,
+                uint64_t bytes) {
+        _cleanup_close_ int lock = -EBADF;
+        Tree t = {};
+        Digest d;
+        int r;
+
+        assert(c);
+        if (!workspace_id_valid(ws_id) || !workspace_id_valid(exec_id))
+                return -EINVAL;
+        r = digest_parse(tree_digest, &d);
+        if (r < 0)
+                return r;
+        /* Shared, as a snapshot holds it: no gc sweeps between the check and the ref. */
+        lock = cas_store_lock(c, LOCK_SH | LOCK_NB);
+        if (lock < 0)
+                return lock;
+        r = tree_load(c, &d, &t);
+        tree_done(&t);
+        if (r == -EIO)
+                return -ENOENT;
+        if (r < 0)
+                return r;
+        return cas_ref_write(c, ws_id, exec_id, &d, created_ms, bytes, -EBADF);
 }

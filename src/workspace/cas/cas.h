@@ -189,6 +189,16 @@ void cas_ref_done(CasRef *ref);
 /* cas_read_ref() - read one ref. Return: 0, -EINVAL bad id, -ENOENT no such ref, -EIO malformed. */
 int cas_read_ref(Cas *c, const char *ws_id, const char *exec_id, CasRef *ret);
 
+/*
+ * cas_ref_add() - write the ref workspace/@ws_id/@exec_id naming the existing tree @tree_digest
+ * (replacing one of that name): what keeps a tree (and all it reaches) from the gc, as long as
+ * the ref stays among the newest of its workspace. Takes the store's shared lock without waiting.
+ * Return: 0 or -errno: -EINVAL bad id or digest, -ENOENT the tree is not (or no longer) in the
+ * store, -EBUSY the gc holds the store (retry).
+ */
+int cas_ref_add(Cas *c, const char *ws_id, const char *exec_id, const char *tree_digest, uint64_t created_ms,
+                uint64_t bytes);
+
 typedef struct CasEntry {
         char *name;
         int type;               /* DT_REG, DT_DIR, DT_LNK */

@@ -1,0 +1,499 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Integration test of the ScienceDiscovery dialect's remote workspaces and skill packages
+(docs/api.md 15.6 and 15.7; notes/sciencediscovery-protocol.md sections 10 and 11), driven as their
+API server drives a direct runner, on a daemon with both dialects on two listeners.
+
+    /usr/bin/python3 tests/integration/sciencediscovery-remote.py --daemon BUILD/src/sandbox-runnerd
+                                                                  [--run-as self] [--verbose]
+
+Checks: PUT /remote-workspace/file (201, conflict reject 409, overwrite), GET .../file bytes,
+listings (GET, POST with paths), the chunked verified PUT .../transfer-file (201 with the
+hash, executable bits; a size or hash mismatch, bad metadata, a reject collision: 400 that the
+streaming client can read, and no file; a client that hangs up mid-body: no file, no temporary),
+hostile keys and paths (400), the bearer (401), an execution that sees the uploads and whose
+outputs are listed, snapshot export (201; exact bytes that survive an overwrite, DELETE
+/remote-workspace and a daemon restart; unselected paths and other workspaces: 400), and skill
+packages (POST: checks of sizes, hashes, SKILL.md, the package hash; GET; an execution that reads
+/skills read-only, writes /skill-extensions into its workspace and lists the variables; a
+package changed on disk is no longer served).  Prints TAP; exits 1 on any failure.  Bounded
+(< 120 s); traffic only to 127.0.0.1.
+"""
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import secrets
+import sys
+import traceback
+import urllib.parse
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import execute_lib as L                                                    # noqa: E402
+import sd_lib as S                                                         # noqa: E402
+import testlib as T                                                        # noqa: E402
+from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
+
+BUDGET = 110.0
+UNAUTHORIZED = {"error": "Unauthorized"}
+CASES, case = T.case_registry()
+
+
+class Ctx:
+    def __init__(self, d):
+        self.d = d
+        self.c = S.SdClient(d)
+        self.key = "proj-%s/session-%s/runners/r1/agents/main" % (secrets.token_hex(3), secrets.token_hex(3))
+        self.fixtures = {}
+
+    @staticmethod
+    def q(route, **params):
+        return route + "?" + "&".join("%s=%s" % (k, quote(v)) for k, v in params.items())
+
+    def ws_dir(self, key=None):
+        key = key or self.key
+        if len(key) <= 128 and all(ch.isalnum() or ch in "._-" for ch in key) and not key.startswith("."):
+            ws = key
+        else:
+            ws = "sd-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+        return self.d.workspace_path(ws)
+
+    def put(self, path, data, conflict=None, key=None):
+        p = {"workspace": self.key if key is None else key, "path": path}
+        if conflict:
+            p["conflict"] = conflict
+        return self.c.request("PUT", self.q("/remote-workspace/file", **p), raw=data,
+                              content_type="application/octet-stream")
+
+    def transfer(self, path, chunks, size=None, sha=None, executable=None, conflict=None, stop_after=None,
+                 extra=None):
+        data = b"".join(chunks)
+        p = {"workspace": self.key, "path": path}
+        if conflict:
+            p["conflict"] = conflict
+        h = [("x-workspace-size", str(len(data) if size is None else size)),
+             ("x-workspace-sha256", hashlib.sha256(data).hexdigest() if sha is None else sha)]
+        if executable is not None:
+            h.append(("x-workspace-executable", str(executable)))
+        return self.c.put_chunked(self.q("/remote-workspace/transfer-file", **p), chunks,
+                                  extra=h if extra is None else extra, stop_after=stop_after)
+
+    def get_file(self, path, key=None):
+        return self.c.request("GET", self.q("/remote-workspace/file", workspace=self.key if key is None else key,
+                                            path=path))
+
+    def listing(self, key=None):
+        r = self.c.request("GET", self.q("/remote-workspace/files", workspace=key or self.key))
+        return r, {e["path"]: e for e in (r.json() or [])} if r.status == 200 else {}
+
+
+def quote(s):
+    return urllib.parse.quote(s, safe="")
+
+
+def expect(res, r, status, body=None, what=""):
+    ok = res.check(r is not None and r.status == status,
+                   "%s: expected HTTP %d, got %s" % (what, status, r.brief() if r is not None else None))
+    if ok and body is not None:
+        res.eq(what + " body", r.json(), body)
+    return ok
+
+
+def leftovers(ctx):
+    """Temporary upload files (named ones) anywhere in the workspace."""
+    found = []
+    for dp, dn, fn in os.walk(ctx.ws_dir()):
+        found += [os.path.join(dp, f) for f in fn if f.startswith(".sandbox-upload-")]
+    return found
+
+
+# ---- 1: plain uploads, downloads, listings ------------------------------------------------------
+
+@case("1 PUT /remote-workspace/file: 201 {path,size}; reject 409; overwrite; GET the bytes")
+def c_put(ctx, res):
+    data = b"hello remote\n" + os.urandom(3000)
+    r = ctx.put("data/in.bin", data)
+    expect(res, r, 201, {"path": "data/in.bin", "size": len(data)}, "PUT new file")
+    r = ctx.put("data/in.bin", b"other")
+    expect(res, r, 409, {"error": "Remote workspace file already exists"}, "PUT again (reject by default)")
+    r = ctx.put("data/in.bin", b"other", conflict="reject")
+    expect(res, r, 409, None, "PUT conflict=reject")
+    r = ctx.get_file("data/in.bin")
+    if expect(res, r, 200, None, "GET file"):
+        res.check(r.body == data, "GET returned other bytes (%d)" % len(r.body))
+        res.eq("content-type", r.header("content-type"), "application/octet-stream")
+    data2 = b"version 2\n"
+    expect(res, ctx.put("data/in.bin", data2, conflict="overwrite"), 201, {"path": "data/in.bin", "size": len(data2)},
+           "PUT conflict=overwrite")
+    r = ctx.get_file("data/in.bin")
+    res.check(r.status == 200 and r.body == data2, "after overwrite: %s" % r.brief())
+    expect(res, ctx.put("top.txt", b"top\n"), 201, None, "PUT top.txt")
+    expect(res, ctx.put("data/in.bin", b"x", conflict="sometimes"), 400, None, "conflict=sometimes")
+
+
+@case("1 listings: GET all regular files sorted with size and modifiedAt; POST with paths; symlinks skipped")
+def c_list(ctx, res):
+    os.symlink("/etc/passwd", os.path.join(ctx.ws_dir(), "link-out"))
+    r, files = ctx.listing()
+    if not expect(res, r, 200, None, "GET files"):
+        return
+    paths = [e["path"] for e in r.json()]
+    res.eq("paths", paths, sorted(paths))
+    res.check("data/in.bin" in files and "top.txt" in files, "uploads not listed: %r" % paths)
+    res.check("link-out" not in files, "a symlink is listed: %r" % paths)
+    e = files.get("top.txt", {})
+    res.eq("top.txt size", e.get("size"), 4)
+    res.check(isinstance(e.get("modifiedAt"), str) and e["modifiedAt"].endswith("Z"), "modifiedAt: %r" % e)
+    r = ctx.c.request("POST", "/remote-workspace/files", {"workspace": ctx.key, "paths": ["data", "missing.txt"]})
+    if expect(res, r, 200, None, "POST files with paths"):
+        res.eq("selected", [e["path"] for e in r.json()], ["data/in.bin"])
+    r = ctx.c.request("POST", "/remote-workspace/files", {"workspace": ctx.key, "paths": ["x"] * 51})
+    expect(res, r, 400, None, "POST 51 paths")
+    r, files = ctx.listing(key="never-used-%s" % secrets.token_hex(3))
+    expect(res, r, 200, [], "GET files of a workspace never used")
+
+
+@case("1 hostile keys and paths: 400 in their shape, nothing written; no token 401")
+def c_hostile(ctx, res):
+    for path in ("../x", "/abs", "a/../../x", "a//b", "./a", "a/.", "..\\x", "a/" + "b" * 256, "x" * 2001, ""):
+        r = ctx.put(path, b"bad")
+        res.check(r.status == 400 and "error" in (r.json() or {}), "PUT path %r: %s" % (path[:40], r.brief()))
+        r = ctx.get_file(path)
+        res.check(r.status == 400, "GET path %r: %s" % (path[:40], r.brief()))
+    for key in ("../etc", "/abs", "a//b", "a/./b", "a\\b", "x" * 501, ""):
+        r = ctx.put("f.txt", b"bad", key=key)
+        res.check(r.status == 400, "PUT key %r: %s" % (key[:40], r.brief()))
+        r = ctx.c.request("GET", ctx.q("/remote-workspace/files", workspace=key))
+        res.check(r.status == 400, "GET files key %r: %s" % (key[:40], r.brief()))
+    # %00 inside a query value: refused, never cut short to a shorter name
+    r = ctx.c.request("PUT", "/remote-workspace/file?workspace=%s&path=nul%%00.txt" % quote(ctx.key), raw=b"x",
+                      content_type="application/octet-stream")
+    res.check(r.status == 400, "PUT path with %%00: %s" % r.brief())
+    res.check(not os.path.exists(os.path.join(ctx.ws_dir(), "nul")), "a file 'nul' was written")
+    # through a symlink the sandbox may have planted: refused
+    os.symlink("/tmp", os.path.join(ctx.ws_dir(), "via-link"))
+    r = ctx.put("via-link/escape.txt", b"x")
+    res.check(r.status == 400, "PUT through a symlink: %s" % r.brief())
+    res.check(not os.path.exists("/tmp/escape.txt"), "written through the symlink")
+    r = ctx.get_file("link-out")
+    res.check(r.status == 400 and b"root:" not in r.body, "GET of a symlink to /etc/passwd: %s" % r.brief())
+    r = ctx.c.request("GET", ctx.q("/remote-workspace/files", workspace=ctx.key), auth=False)
+    expect(res, r, 401, UNAUTHORIZED, "no token")
+    r = ctx.c.request("PUT", ctx.q("/remote-workspace/file", workspace=ctx.key, path="n.txt"), raw=b"x",
+                      auth="wrong-token", content_type="application/octet-stream")
+    expect(res, r, 401, UNAUTHORIZED, "wrong token")
+    res.check(not os.path.exists(os.path.join(ctx.ws_dir(), "n.txt")), "written without the token")
+
+
+# ---- 2: verified streaming uploads -----------------------------------------------------------
+
+@case("2 transfer-file: chunked, size and hash verified: 201 {path,size,sha256}; executable bits kept")
+def c_transfer(ctx, res):
+    chunks = [os.urandom(65536) for _ in range(20)] + [b"tail"]
+    data = b"".join(chunks)
+    r = ctx.transfer("big/blob.bin", chunks)
+    if expect(res, r, 201, None, "transfer"):
+        res.eq("answer", r.json(), {"path": "big/blob.bin", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    with open(os.path.join(ctx.ws_dir(), "big/blob.bin"), "rb") as f:
+        res.check(f.read() == data, "the bytes on disk differ")
+    r = ctx.transfer("bin/tool.sh", [b"#!/bin/sh\necho tool-ran\n"], executable=0o111)
+    expect(res, r, 201, None, "executable transfer")
+    mode = os.stat(os.path.join(ctx.ws_dir(), "bin/tool.sh")).st_mode
+    res.check(mode & 0o100, "the owner's executable bit is not set: %o" % mode)
+    ctx.fixtures["blob"] = data
+
+
+@case("2 transfer-file refusals: mismatch, bad metadata, collision give a readable 400 and no file")
+def c_transfer_bad(ctx, res):
+    chunks = [os.urandom(32768) for _ in range(8)]
+    data = b"".join(chunks)
+    for what, kw in (("hash mismatch", {"sha": hashlib.sha256(b"other").hexdigest()}),
+                     ("size too small", {"size": len(data) - 1}),
+                     ("size too large", {"size": len(data) + 1}),
+                     ("uppercase hash", {"sha": hashlib.sha256(data).hexdigest().upper()}),
+                     ("size not a number", {"size": "12abc"}),
+                     ("executable 0o644", {"executable": 0o644})):
+        name = "bad/%s.bin" % what.replace(" ", "-")
+        r = ctx.transfer(name, chunks, **kw)
+        res.check(r is not None and r.status == 400 and isinstance((r.json() or {}).get("error"), str),
+                  "%s: %s" % (what, r.brief() if r else None))
+        res.check(not os.path.exists(os.path.join(ctx.ws_dir(), name)), "%s: the file was published" % what)
+    r = ctx.transfer("bad/no-headers.bin", chunks, extra=[])
+    res.check(r.status == 400, "no metadata headers: %s" % r.brief())
+    r = ctx.transfer("big/blob.bin", [b"replacement"])
+    expect(res, r, 400, {"error": "Remote workspace file already exists"}, "reject collision")
+    with open(os.path.join(ctx.ws_dir(), "big/blob.bin"), "rb") as f:
+        res.check(f.read() == ctx.fixtures.get("blob"), "the existing file changed")
+    r = ctx.transfer("big/blob.bin", [b"replacement"], conflict="overwrite")
+    if expect(res, r, 201, None, "overwrite collision"):
+        ctx.fixtures["blob"] = b"replacement"
+    with open(os.path.join(ctx.ws_dir(), "big/blob.bin"), "rb") as f:
+        res.check(f.read() == b"replacement", "the file was not overwritten")
+    res.eq("temporary files left", leftovers(ctx), [])
+
+
+@case("2 transfer-file: a client that hangs up mid-body leaves no file and no temporary")
+def c_transfer_disconnect(ctx, res):
+    chunks = [os.urandom(65536) for _ in range(64)]
+    r = ctx.transfer("cut/partial.bin", chunks, stop_after=8)
+    res.check(r is None, "expected no answer")
+    deadline = now() + 5
+    while now() < deadline and leftovers(ctx):
+        L.time.sleep(0.1)
+    res.check(not os.path.exists(os.path.join(ctx.ws_dir(), "cut/partial.bin")), "a partial file was published")
+    res.eq("temporary files left", leftovers(ctx), [])
+    r, files = ctx.listing()
+    res.check("cut/partial.bin" not in files, "listed: %r" % sorted(files))
+
+
+# ---- 3: executions in the remote workspace, snapshots -------------------------------------------
+
+@case("3 /execute with runnerWorkspaceKey sees the uploads; its outputs are listed and downloadable")
+def c_exec(ctx, res):
+    code = ("import os\nprint(open('top.txt').read().strip(), os.access('bin/tool.sh', os.X_OK))\n"
+            "open('out/result.txt','w').write('computed\\n') if os.makedirs('out', exist_ok=True) is None else 0\n")
+    r = ctx.c.execute(code, ctx.key)
+    if not expect(res, r, 200, None, "execute"):
+        return
+    j = r.json()
+    res.eq("stdout", j.get("stdout"), "top True\n")
+    res.eq("createdFiles", j.get("createdFiles"), ["out/result.txt"])
+    r = ctx.get_file("out/result.txt")
+    res.check(r.status == 200 and r.body == b"computed\n", "download of the output: %s" % r.brief())
+    r = ctx.c.execute_shell("./bin/tool.sh", ctx.key)
+    if expect(res, r, 200, None, "execute-shell of the uploaded tool"):
+        res.eq("tool stdout", r.json().get("stdout"), "tool-ran\n")
+
+
+@case("3 snapshots: 201 with sha256/executable; exact bytes after an overwrite; paths select; 400 elsewhere")
+def c_snapshots(ctx, res):
+    r = ctx.c.request("POST", "/remote-workspace/snapshots", {"workspace": ctx.key})
+    if not expect(res, r, 201, None, "POST snapshots"):
+        return
+    snap = r.json()
+    res.check(str(uuid.UUID(snap.get("id", "x"))) == snap.get("id"), "id is not a UUID: %r" % snap.get("id"))
+    res.eq("workspace", snap.get("workspace"), ctx.key)
+    res.check(isinstance(snap.get("capturedAt"), str), "capturedAt: %r" % snap)
+    files = {f["path"]: f for f in snap.get("files", [])}
+    res.check("out/result.txt" in files and "top.txt" in files and "big/blob.bin" in files,
+              "files: %r" % sorted(files))
+    res.eq("top.txt entry", files.get("top.txt"), {"path": "top.txt", "size": 4,
+                                                   "sha256": hashlib.sha256(b"top\n").hexdigest(), "executable": 0})
+    res.check(files.get("bin/tool.sh", {}).get("executable", 0) & 0o100, "tool.sh executable: %r" % files.get("bin/tool.sh"))
+    res.check("link-out" not in files, "a symlink is in the snapshot")
+    ctx.fixtures["snap"] = snap
+    # overwritten after the snapshot: the snapshot still serves the old bytes
+    expect(res, ctx.put("top.txt", b"changed\n", conflict="overwrite"), 201, None, "overwrite top.txt")
+    path = "/remote-workspace/snapshots/%s/file" % snap["id"]
+    r = ctx.c.request("GET", ctx.q(path, workspace=ctx.key, path="top.txt"))
+    res.check(r.status == 200 and r.body == b"top\n", "snapshot file after overwrite: %s" % r.brief())
+    r = ctx.c.request("GET", ctx.q(path, workspace=ctx.key, path="not/there.txt"))
+    expect(res, r, 400, None, "unselected path")
+    r = ctx.c.request("GET", ctx.q(path, workspace="another-workspace", path="top.txt"))
+    expect(res, r, 400, None, "another workspace")
+    r = ctx.c.request("GET", ctx.q(path, workspace=ctx.key, path="top.txt"), auth=False)
+    expect(res, r, 401, UNAUTHORIZED, "no token")
+    r = ctx.c.request("GET", ctx.q("/remote-workspace/snapshots/%s/file" % uuid.uuid4(), workspace=ctx.key,
+                                   path="top.txt"))
+    expect(res, r, 400, None, "unknown snapshot")
+    r = ctx.c.request("POST", "/remote-workspace/snapshots", {"workspace": ctx.key, "paths": ["big", "top.txt"]})
+    if expect(res, r, 201, None, "POST snapshots with paths"):
+        sel = r.json()
+        res.eq("selected", sorted(f["path"] for f in sel["files"]), ["big/blob.bin", "top.txt"])
+        sp = "/remote-workspace/snapshots/%s/file" % sel["id"]
+        r = ctx.c.request("GET", ctx.q(sp, workspace=ctx.key, path="out/result.txt"))
+        expect(res, r, 400, None, "a path outside the selection")
+        r = ctx.c.request("GET", ctx.q(sp, workspace=ctx.key, path="top.txt"))
+        res.check(r.status == 200 and r.body == b"changed\n", "the selected top.txt is the new one: %s" % r.brief())
+
+
+@case("3 DELETE /remote-workspace empties it (root kept); snapshots still serve their bytes")
+def c_delete(ctx, res):
+    r = ctx.c.request("DELETE", ctx.q("/remote-workspace", workspace=ctx.key))
+    expect(res, r, 200, {"deleted": True}, "DELETE")
+    res.check(os.path.isdir(ctx.ws_dir()) and os.listdir(ctx.ws_dir()) == [],
+              "the root is not an empty directory: %r" % (os.path.isdir(ctx.ws_dir()) and os.listdir(ctx.ws_dir())))
+    r, files = ctx.listing()
+    res.eq("listing after DELETE", files, {})
+    snap = ctx.fixtures.get("snap")
+    if snap:
+        r = ctx.c.request("GET", ctx.q("/remote-workspace/snapshots/%s/file" % snap["id"], workspace=ctx.key,
+                                       path="big/blob.bin"))
+        res.check(r.status == 200 and r.body == ctx.fixtures.get("blob"), "snapshot after DELETE: %s" % r.brief())
+
+
+# ---- 4: skill packages --------------------------------------------------------------------------
+
+def skill(sid, files, revision=1, version="1.0.0"):
+    entries = []
+    h = hashlib.sha256()
+    for path, data in sorted(files.items()):
+        entries.append({"path": path, "content": base64.b64encode(data).decode(), "size": len(data),
+                        "hash": hashlib.sha256(data).hexdigest()})
+        h.update(("%d:%s:%d:" % (len(path.encode()), path, len(data))).encode() + data)
+    return {"id": sid, "revision": revision, "version": version, "hash": h.hexdigest(), "files": entries}
+
+
+def bundle_id(skills):
+    ident = sorted(({"hash": s["hash"], "id": s["id"], "revision": s["revision"], "version": s["version"]}
+                    for s in skills), key=lambda o: o["id"])
+    return hashlib.sha256(json.dumps(ident, separators=(",", ":")).encode()).hexdigest()
+
+
+@case("4 skill packages: POST checks the bundle and answers {id, root}; GET re-verifies")
+def c_skills(ctx, res):
+    skills = [skill("data-tools", {"SKILL.md": b"# Data tools\n", "scripts/run.py": b"print('skill-script')\n"}),
+              skill("alpha", {"SKILL.md": b"# Alpha\n"}, revision=3, version="2.1")]
+    bid = bundle_id(skills)
+    r = ctx.c.request("GET", "/skill-packages/%s" % bid)
+    expect(res, r, 200, {"id": bid}, "GET before POST")
+    r = ctx.c.request("POST", "/skill-packages", {"skills": skills})
+    if not expect(res, r, 200, None, "POST"):
+        return
+    j = r.json()
+    res.eq("id", j.get("id"), bid)
+    res.check(isinstance(j.get("root"), str) and j["root"].endswith(bid), "root: %r" % j)
+    ctx.fixtures["skills_root"] = j.get("root")
+    r = ctx.c.request("GET", "/skill-packages/%s" % bid)
+    expect(res, r, 200, {"id": bid, "root": j.get("root")}, "GET after POST")
+    r = ctx.c.request("POST", "/skill-packages", {"skills": skills})
+    expect(res, r, 200, {"id": bid, "root": j.get("root")}, "POST again (held)")
+    bad = []
+    s = skill("x", {"SKILL.md": b"a"})
+    s["files"][0]["hash"] = hashlib.sha256(b"b").hexdigest()
+    bad.append(("file hash", [s]))
+    s = skill("x", {"SKILL.md": b"a"})
+    s["files"][0]["size"] = 2
+    bad.append(("file size", [s]))
+    bad.append(("no SKILL.md", [skill("x", {"README.md": b"a"})]))
+    s = skill("x", {"SKILL.md": b"a"})
+    s["hash"] = "0" * 64
+    bad.append(("package hash", [s]))
+    bad.append(("duplicate ids", [skill("x", {"SKILL.md": b"a"}), skill("x", {"SKILL.md": b"b"})]))
+    bad.append(("empty list", []))
+    bad.append(("bad id", [skill("Bad_Id", {"SKILL.md": b"a"})]))
+    bad.append(("path escape", [skill("x", {"SKILL.md": b"a", "../evil": b"e"})]))
+    s = skill("x", {"SKILL.md": b"a"})
+    s["revision"] = 0
+    bad.append(("revision 0", [s]))
+    s = skill("x", {"SKILL.md": b"a"})
+    s["files"][0]["content"] = "not base64!"
+    bad.append(("bad base64", [s]))
+    for what, sk in bad:
+        r = ctx.c.request("POST", "/skill-packages", {"skills": sk})
+        res.check(r.status == 400 and isinstance((r.json() or {}).get("error"), str), "%s: %s" % (what, r.brief()))
+    store = os.path.dirname(j.get("root") or "/nonexistent/x")
+    res.eq("entries of the store", sorted(os.listdir(store)) if os.path.isdir(store) else None, [bid])
+    expect(res, ctx.c.request("GET", "/skill-packages/zz"), 400, None, "GET a malformed id")
+    expect(res, ctx.c.request("GET", "/skill-packages/%s" % bid, auth=False), 401, UNAUTHORIZED, "no token")
+
+
+@case("4 skills in a run: /skills read-only, /skill-extensions writable into the workspace, variables")
+def c_skills_run(ctx, res):
+    root = ctx.fixtures.get("skills_root")
+    if not root:
+        return res.fail("no package from the previous case")
+    code = ("import os, subprocess\n"
+            "print(open('/skills/data-tools/SKILL.md').read().strip())\n"
+            "print(subprocess.run(['python3', '/skills/data-tools/scripts/run.py'], capture_output=True, text=True).stdout.strip())\n"
+            "try:\n    open('/skills/data-tools/new.txt', 'w')\n    print('skills-writable')\n"
+            "except OSError as e:\n    print('skills-ro', e.errno)\n"
+            "open(os.path.join(os.environ['SCIENCEDISCOVERY_SKILL_EXTENSIONS_DIR'], 'ext.txt'), 'w').write('ext')\n"
+            "print(os.environ['SCIENCEDISCOVERY_SKILLS_DIR'])\n")
+    r = ctx.c.execute(code, ctx.key, skillPackagesRoot=root)
+    if not expect(res, r, 200, None, "execute with skillPackagesRoot"):
+        return
+    j = r.json()
+    res.eq("stdout", j.get("stdout"), "# Data tools\nskill-script\nskills-ro 30\n/skills\n")
+    ev = j.get("environmentVariables") or {}
+    res.eq("SCIENCEDISCOVERY_SKILLS_DIR", ev.get("SCIENCEDISCOVERY_SKILLS_DIR"), "/skills")
+    res.eq("SCIENCEDISCOVERY_SKILL_EXTENSIONS_DIR", ev.get("SCIENCEDISCOVERY_SKILL_EXTENSIONS_DIR"), "/skill-extensions")
+    p = os.path.join(ctx.ws_dir(), ".sciencediscovery/skill-extensions/ext.txt")
+    res.check(os.path.isfile(p), "the extension file is not in the workspace")
+    r = ctx.c.execute_shell("ls /skills/alpha", ctx.key, skillPackagesRoot=root)
+    if expect(res, r, 200, None, "execute-shell with skillPackagesRoot"):
+        res.eq("ls", r.json().get("stdout"), "SKILL.md\n")
+    for bad in ("/etc", root + "/..", os.path.dirname(root) + "/" + "0" * 64, "relative"):
+        r = ctx.c.execute("print(1)", ctx.key, skillPackagesRoot=bad)
+        res.check(r.status == 400, "skillPackagesRoot %r: %s" % (bad, r.brief()))
+    # A package changed on disk (here by the test, as root or as its owner) is not served any more.
+    victim = os.path.join(root, "alpha", "SKILL.md")
+    try:
+        os.chmod(os.path.join(root, "alpha"), 0o755)
+        os.chmod(victim, 0o644)
+        with open(victim, "ab") as f:
+            f.write(b"tampered\n")
+        os.chmod(victim, 0o444)
+    except OSError as e:
+        return res.fail("could not change the package on disk: %s" % e)
+    bid = os.path.basename(root)
+    r = ctx.c.request("GET", "/skill-packages/%s" % bid)
+    expect(res, r, 200, {"id": bid}, "GET of a changed package")
+    r = ctx.c.execute("print(1)", ctx.key, skillPackagesRoot=root)
+    res.check(r.status == 400, "a run with a changed package: %s" % r.brief())
+
+
+# ---- 5: a restart --------------------------------------------------------------------------------
+
+@case("5 after a restart of the daemon, the snapshot still serves its files")
+def c_restart(ctx, res):
+    snap = ctx.fixtures.get("snap")
+    if not snap:
+        return res.fail("no snapshot from case 3")
+    rc, _ = ctx.d.terminate()
+    res.eq("exit status after SIGTERM", rc, 0)
+    ctx.d.start()
+    r = ctx.c.request("GET", ctx.q("/remote-workspace/snapshots/%s/file" % snap["id"], workspace=ctx.key,
+                                   path="out/result.txt"))
+    res.check(r.status == 200 and r.body == b"computed\n", "after the restart: %s" % r.brief())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--keep-tmp", action="store_true")
+    T.add_run_as_option(ap)
+    args = ap.parse_args()
+
+    budget = L.Budget(BUDGET)
+    out = sys.stdout
+    tap = L.Tap(out)
+    out.write("1..%d\n" % len(CASES))
+    run_as = T.resolve_run_as(args.run_as)
+    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
+    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
+    if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
+        d.cleanup()
+        return 1
+    ctx = Ctx(d)
+    try:
+        for name, fn in CASES:
+            res = Result(name)
+            t0 = now()
+            if budget.left() <= 0:
+                res.fail("not run: the time budget is exhausted")
+            elif not d.alive():
+                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
+            else:
+                try:
+                    fn(ctx, res)
+                except (HttpError, OSError, Exception):                  # noqa: BLE001
+                    res.fail("test error:\n" + traceback.format_exc())
+                if not d.alive():
+                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
+            res.note("(%.2fs)" % (now() - t0))
+            tap.emit(res, verbose=args.verbose)
+    finally:
+        if tap.failed:
+            L.write_log_tail(d, out)
+        d.terminate()
+        d.cleanup()
+    return tap.summary(len(CASES), budget.elapsed())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
