@@ -100,9 +100,18 @@ TARGETS = {
         what="from a writer crossing the limit to the 100 ms tick that reports it (ms)",
         floor="the 100 ms tick period",
         op="<", value=200.0, unit="ms", source="issue 4: a writing loop stopped within 200 ms of crossing"),
+    ("sciencediscovery", "execute-theirs-over-ours"): dict(
+        what="POST /execute of python `pass` signed and shaped as the ScienceDiscovery API server sends it",
+        floor="our own API's POST /execute of the same code, same daemon, in alternating batches",
+        op="<=", value=1.05, unit="ratio", source="issue 26: their dialect costs at most 5% over ours"),
+    ("sciencediscovery", "managed-poll-added"): dict(
+        what="their managed shell path, submit -> completed polled every 200 ms as their API does, "
+             "minus the synchronous run (ms)",
+        floor="their synchronous POST /execute-shell of the same code",
+        op="<=", value=200.0, unit="ms", source="issue 26: the managed path adds no more than one poll interval"),
 }
 
-BENCHES = ("execute", "environment", "scopes", "egress", "snapshot", "quota")
+BENCHES = ("execute", "environment", "scopes", "egress", "snapshot", "quota", "sciencediscovery")
 FIELDS = ("name", "what", "floor", "floorValue", "floorUnit", "measured", "unit", "batches", "batchMedian",
           "batchP25", "batchP75", "target", "targetValue", "op", "met")
 

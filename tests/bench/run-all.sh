@@ -6,7 +6,7 @@
 # names the machine (CPUs, kernel, date, load). Needs root (egress: namespaces; scopes: a private
 # systemd, booted only through tests/helpers/box-test-lib.sh). 10-20 minutes on 2 CPUs.
 #
-#   tests/bench/run-all.sh BUILDDIR [BENCH...]    (BENCH: execute environment scopes egress snapshot quota)
+#   tests/bench/run-all.sh BUILDDIR [BENCH...]    (BENCH: execute environment scopes egress snapshot quota sciencediscovery)
 #
 # Each bench's whole output is kept in a directory named at the end; its BENCH-RESULT line
 # (bench_result.py) is what the table is made of. Exit status 0 when every bench ran to its end
@@ -17,7 +17,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd "${1:?usage: run-all.sh BUILDDIR [BENCH...]}" && pwd) || exit 1
 shift
 benches=("$@")
-[ ${#benches[@]} -gt 0 ] || benches=(execute environment scopes egress snapshot quota)
+[ ${#benches[@]} -gt 0 ] || benches=(execute environment scopes egress snapshot quota sciencediscovery)
 
 if [ "$(id -u)" -ne 0 ]; then
         echo "run-all.sh: needs root (egress: namespaces; scopes: a private systemd)" >&2
@@ -34,6 +34,7 @@ set_cmd() {
         egress)      cmd=("$here/run-bench-egress.sh" "$build" 1024 3 1000) ;;
         snapshot)    cmd=("$here/run-bench-snapshot.sh" "$build") ;;
         quota)       cmd=("$here/run-bench-quota.sh" "$build") ;;
+        sciencediscovery) cmd=("$here/run-bench-sciencediscovery.sh" "$build" 200) ;;
         *)           return 1 ;;
         esac
 }

@@ -10,8 +10,8 @@
 #      /shell-executions/{id} every 200 ms as their API polls, until "completed"; next to the same
 #      code through their synchronous POST /execute-shell. What the managed path adds (submit to
 #      completed minus the synchronous run), median and quartiles: target <= one poll (200 ms).
-# Prints progress on stderr and one line "BENCH-RESULT {json}" on stdout; exits 0 when both
-# targets hold, 1 when one does not, 2 when it could not measure.
+# Prints progress on stderr and one line "BENCH-RESULT {json}" on stdout (bench_result.py); exits 0
+# when it measured (whether the targets hold is in that line), 2 when it could not measure.
 # Usage: run-bench-sciencediscovery.sh BUILDDIR [REQUESTS] (default 200; BENCH_SMOKE=1: 20).
 # BENCH_USER: start the daemon as this user instead of root (root becomes the service user).
 set -euo pipefail
@@ -58,8 +58,12 @@ pid=$!
 for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$sd_port/health" 2>/dev/null && break; sleep 0.1; done
 
 rc=0
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) \
 /usr/bin/python3 - "$port" "$sd_port" "$tmp/creds/api-token" "$tmp/creds/signing-key" "$n" <<'PY' || rc=$?
-import hashlib, hmac, http.client, json, statistics, sys, time, uuid
+import hashlib, hmac, http.client, json, os, statistics, sys, time, uuid
+
+sys.path.insert(0, os.environ["BENCH_DIR"])
+import bench_result     # noqa: E402 (the common BENCH-RESULT line)
 
 port, sd_port, token_file, key_file, n = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 token = open(token_file).read().strip()
@@ -202,22 +206,18 @@ added_q = quartiles([a * 1e3 for a in added])
 
 ok_ratio = ratio["median"] <= 1.05
 ok_managed = added_q["median"] <= POLL * 1e3
-result = {
-    "bench": "sciencediscovery",
-    "target": "POST /execute python pass, theirs/ours <= 1.05 (median of per-batch ratios); managed "
-              "shell submit->completed polled at 200 ms adds <= 200 ms to the synchronous run",
-    "floor": "our own API's POST /execute of the same code, same daemon, interleaved",
-    "ratio": {k: round(v, 4) for k, v in ratio.items()},
-    "sizes": {"requests": len(lat_theirs), "batch": BATCH, "batches": n_batches, "managed": n_managed},
-    "executeMs": {"ours": round(statistics.median(lat_ours) * 1e3, 3),
-                  "theirs": round(statistics.median(lat_theirs) * 1e3, 3)},
-    "managed": {"pollMs": POLL * 1e3, "addedMs": {k: round(v, 1) for k, v in added_q.items()},
-                "submitToCompletedMs": round(statistics.median(managed) * 1e3, 1),
-                "synchronousMs": round(statistics.median(sync) * 1e3, 1), "polls": statistics.median(polls)},
-    "pass": ok_ratio and ok_managed,
-}
-print("BENCH-RESULT " + json.dumps(result, sort_keys=True))
-sys.exit(0 if result["pass"] else 1)
+results = [
+    bench_result.result("sciencediscovery", "execute-theirs-over-ours",
+                        statistics.median(lat_theirs) / statistics.median(lat_ours),
+                        statistics.median(lat_ours) * 1e3, "ms", batch_values=ratios),
+    bench_result.result("sciencediscovery", "managed-poll-added", statistics.median(added) * 1e3,
+                        statistics.median(sync) * 1e3, "ms", batch_values=[a * 1e3 for a in added]),
+]
+bench_result.emit("sciencediscovery", {"requests": len(lat_theirs), "batch": BATCH, "batches": n_batches,
+                                       "managed": n_managed, "pollMs": POLL * 1e3}, results)
+print("targets: execute %s, managed %s" % ("met" if ok_ratio else "NOT met", "met" if ok_managed else "NOT met"),
+      file=sys.stderr)
+sys.exit(0)     # measured: whether the targets hold is in the line, for a person or run-all.sh
 PY
 if [ "$rc" -ge 2 ] || ! kill -0 "$pid" 2>/dev/null; then
         echo "the benchmark could not measure; daemon log:" >&2
