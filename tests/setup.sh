@@ -136,6 +136,8 @@ sandbox-runnerd is running on http://127.0.0.1:4311 (pid $(cat "$pidfile"), log:
   curl http://127.0.0.1:4311/health
   curl -H "Authorization: Bearer \$(cat $state/credentials/api-token)" http://127.0.0.1:4311/status
   $top/build/src/ctl/sandbox-runnerctl --token-file $state/credentials/api-token status
+A rebuild (ninja -C $top/build) is picked up in place: the runner re-executes the new binary once
+its runs are done (kill -HUP \$(cat $pidfile) does the same).
 Stop it with: kill \$(cat $pidfile)
 MSG
 }
