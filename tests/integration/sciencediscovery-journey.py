@@ -270,12 +270,14 @@ def s_skill_run(j, res):
             "for p in ('/skills/data-tools/new.txt', '/skills/data-tools/SKILL.md'):\n"
             "    try:\n        open(p, 'a').write('x')\n        print('writable', p)\n"
             "    except OSError as e:\n        print('refused', e.errno)\n"
-            "print(os.access('/skills/data-tools', os.W_OK))\n"
+            "print(bool(os.statvfs('/skills').f_flag & os.ST_RDONLY))\n"
             "open(os.path.join(os.environ['SCIENCEDISCOVERY_SKILL_EXTENSIONS_DIR'], 'ext.txt'), 'w').write('e')\n")
     a = j.run(res, code, "run with skillPackagesRoot", skillPackagesRoot=j.skills_root)
     if a is None:
         return
-    res.eq("stdout (EROFS = 30)", a.get("stdout"), "# Data tools\nrefused 30\nrefused 30\nFalse\n")
+    # A new file: EROFS (30); the package's own 0444 file: EACCES (13) or EROFS; the mount read-only.
+    res.check(a.get("stdout") in ("# Data tools\nrefused 30\nrefused 13\nTrue\n", "# Data tools\nrefused 30\nrefused 30\nTrue\n"),
+              "inside the run: %r" % a.get("stdout"))
     ev = a.get("environmentVariables") or {}
     res.eq("SCIENCEDISCOVERY_SKILLS_DIR", ev.get("SCIENCEDISCOVERY_SKILLS_DIR"), "/skills")
     res.eq("createdFiles", a.get("createdFiles"), [".sciencediscovery/skill-extensions/ext.txt"])
@@ -332,7 +334,7 @@ def s_cancel(j, res):
         res.check(now() - t0 < 10, "cancel took %.1f s" % (now() - t0))
 
 
-@step("9 a client that disconnects aborts its run: gone from /status, its process group killed")
+@step("9 a client that disconnects aborts its run: gone from /status; the next run of the agent is not held up")
 def s_disconnect(j, res):
     marker = "journey-hangup-" + secrets.token_hex(4)
     body = j.execute_body("import time\nprint('%s', flush=True)\ntime.sleep(60)\n" % marker,
@@ -406,6 +408,14 @@ def s_npu(j, res):
     if expect(res, r, 200, "the job's output, downloaded"):
         res.eq("its bytes", r.body, b"MODEL of ATOM 1\n")
         j.files["out/run1/model.pdb"] = r.body
+    # The agent looks at the result: the next run sees the job's output.
+    a = j.run(res, "m = open('out/run1/model.pdb').read()\nopen('analysis.txt', 'w').write(m.upper())\nprint(m, end='')\n",
+              "a run that reads the job's output")
+    if a is not None:
+        res.eq("its stdout", a.get("stdout"), "MODEL of ATOM 1\n")
+        res.note("createdFiles of the run after the job: %r" % a.get("createdFiles"))
+        res.check("analysis.txt" in (a.get("createdFiles") or []), "createdFiles %r" % a.get("createdFiles"))
+        j.files["analysis.txt"] = b"MODEL OF ATOM 1\n"
 
 
 @step("12 the pull: listing, downloads, a snapshot export whose bytes survive a later overwrite")
