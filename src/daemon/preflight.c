@@ -20,6 +20,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
+#include "util/dialect.h"
 #include "util/helper-path.h"
 #include "util/io-util.h"
 #include "util/json-util.h"
@@ -654,6 +655,39 @@ static int check_egress(PreflightItem *ret) {
         return preflight_item_set(ret, "egress", PREFLIGHT_OK, summary, NULL, NULL);
 }
 
+int preflight_check_dialects(char *const *listen, PreflightItem *ret) {
+        _cleanup_free_ char *addresses = NULL, *summary = NULL;
+        size_t n = 0;
+
+        for (char *const *l = listen; l && *l; l++) {
+                const char *address;
+                char *joined;
+
+                if (http_dialect_split_listen(*l, &address) != HTTP_DIALECT_SCIENCEDISCOVERY)
+                        continue;
+                if (asprintf(&joined, "%s%s'%s'", addresses ?: "", addresses ? ", " : "", address) < 0)
+                        return -ENOMEM;
+                free(addresses);
+                addresses = joined;
+                n++;
+        }
+        if (n == 0)
+                return 0;
+        if (asprintf(&summary, "Listen= %s speak%s the ScienceDiscovery dialect, whose signature covers less than ours",
+                     addresses, n == 1 ? "s" : "") < 0)
+                return -ENOMEM;
+        return preflight_item_set(ret, "dialects", PREFLIGHT_WARN, summary,
+                                  "There a client authenticates with the bearer token and signs only the timestamp "
+                                  "and the body (hex HMAC-SHA256 over \"<ms>\\n<SHA-256 of the body>\", +/-30 s), "
+                                  "keyed with that same token: the method, path and query are not signed and there "
+                                  "is no nonce, so a captured request's signature stays good on every signed route "
+                                  "for 30 s (only a used executionId is refused), and whoever reads the token can "
+                                  "sign. Our own API (v1) signs the method, path, query, timestamp and body with a "
+                                  "separate signing key, and refuses a used executionId likewise.",
+                                  "Keep that listener on loopback or a Unix socket (or behind a TLS proxy) for their "
+                                  "API server alone, and give every other client our own API.") < 0 ? -ENOMEM : 1;
+}
+
 int preflight_run(const Config *c, const PreflightPaths *p, PreflightReport *ret) {
         PreflightItem *it = ret->items;
         int r;
@@ -672,5 +706,11 @@ int preflight_run(const Config *c, const PreflightPaths *p, PreflightReport *ret
                 r = check_state(p, &it[ret->n++]);
         if (r >= 0)
                 r = check_egress(&it[ret->n++]);
+        /* Not under socket activation: then the sockets' FileDescriptorName= choose, unseen here. */
+        if (r >= 0) {
+                r = preflight_check_dialects(c->listen, &it[ret->n]);
+                if (r > 0)
+                        ret->n++;
+        }
         return r < 0 ? r : 0;
 }

@@ -31,8 +31,8 @@ typedef enum PreflightStatus {
 const char *preflight_status_to_string(PreflightStatus s);
 
 /* The items, in the order they are checked and printed. */
-#define PREFLIGHT_IDS "bwrap", "userns", "sandbox", "limits", "credentials", "state", "egress"
-#define PREFLIGHT_ITEMS_MAX 7
+#define PREFLIGHT_IDS "bwrap", "userns", "sandbox", "limits", "credentials", "state", "egress", "dialects"
+#define PREFLIGHT_ITEMS_MAX 8
 
 typedef struct PreflightItem {
         const char *id;                 /* static: one of PREFLIGHT_IDS */
@@ -130,6 +130,16 @@ int preflight_find_polkit_rule(const char *root, char **ret_path);
  * world-accessible, -ENODATA empty or too short, -EACCES) with *@ret_problem, a sentence.
  */
 int preflight_check_secret_file(const char *path, bool check_access, char **ret_problem);
+
+/*
+ * preflight_check_dialects() - the item "dialects", only when a listen address of @listen (Listen=,
+ * "[DIALECT=]ADDRESS") names "sciencediscovery=": a warning that those listeners authenticate as
+ * that protocol does (the bearer token, and a signature over the timestamp and the body only, keyed
+ * with that token: method, path and query unsigned, no nonce), next to what our own API's v1
+ * signature covers. Pure: socket activation's FileDescriptorName= is not seen here.
+ * Return: 1 with *@ret filled, 0 when no listener speaks that dialect (*@ret untouched), -ENOMEM.
+ */
+int preflight_check_dialects(char *const *listen, PreflightItem *ret);
 
 /*
  * preflight_run() - every check for @c, in order, into @ret (filled also on failure: *@ret is

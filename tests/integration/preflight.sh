@@ -94,6 +94,26 @@ expect_rc 1 "Bwrap=/nonexistent, text: the check fails"
 check "Bwrap=/nonexistent, text: the line says fail and the fix" \
         grep -qE '^fail  bwrap .*/nonexistent.* Fix: ' "$WORK/out"
 
+# A Listen= of the ScienceDiscovery dialect: the item "dialects" after the others, a warning that
+# says what that scheme leaves unsigned next to what ours signs; nothing else changes.
+printf '[Environments]\nBootstrap=\n[Execution]\nAllowUnscoped=yes\n[Runner]\nListen=127.0.0.1:4311\n%s\n' \
+        'Listen=sciencediscovery=127.0.0.1:4312' >"$WORK/sd.conf"
+check_as root "$WORK/sd.conf" "$WORK/creds" "$WORK/state" "$WORK/run" --json
+check "Listen=sciencediscovery=: the item dialects comes last" \
+        json_check "[c['id'] for c in j['checks']] == $IDS + ['dialects']"
+check "Listen=sciencediscovery=: dialects warns, naming the listener" \
+        json_check "[c for c in j['checks'] if c['id'] == 'dialects'][0]['status'] == 'warn' and \
+'127.0.0.1:4312' in [c for c in j['checks'] if c['id'] == 'dialects'][0]['summary']"
+check "Listen=sciencediscovery=: the reason says method, path and query are not signed" \
+        item_says dialects reason "the method, path and query are not signed"
+check "Listen=sciencediscovery=: ... and what our v1 signature covers" \
+        item_says dialects reason "Our own API (v1) signs the method, path, query, timestamp and body"
+check "Listen=sciencediscovery=: a warning only, the exit status as the other items say (exit $RC)" \
+        json_check "j['ok'] == ($RC == 0)"
+check_as root "$WORK/sd.conf" "$WORK/creds" "$WORK/state" "$WORK/run"
+check "Listen=sciencediscovery=, text: the warn line of dialects" \
+        grep -qE '^warn  dialects .*not signed.* Fix: ' "$WORK/out"
+
 # A token file every user may read: credentials fail.
 mkdir -m 0700 "$WORK/creds-0644"
 cp -p "$WORK/creds/api-token" "$WORK/creds/signing-key" "$WORK/creds-0644/"

@@ -23,7 +23,6 @@ use).  Prints TAP, exits 1 on any failure.  Bounded: < 280 s; traffic only to 12
 import argparse
 import base64
 import hashlib
-import importlib.util
 import os
 import sys
 import time
@@ -34,14 +33,9 @@ sys.dont_write_bytecode = True     # nothing written into the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import execute_lib as L                                                    # noqa: E402
-import sciencediscovery as S                                               # noqa: E402
+import sd_lib as S                                                      # noqa: E402
 import testlib as T                                                        # noqa: E402
 from execute_lib import Result, now, trunc                                 # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("make_wheelhouse", os.path.join(HERE, "..", "helpers",
-                                                                               "make-wheelhouse.py"))
-WH = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(WH)
 
 BUDGET = 270.0
 SETUP = 150.0           # a setup's answer under load
@@ -283,21 +277,11 @@ def main():
     tap = L.Tap(out)
     out.write("1..%d\n" % len(CASES))
     run_as = T.resolve_run_as(args.run_as)
-    d = S.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
+    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
     wh = os.path.join(d.tmp, "wh")
-    for sub, name, version, requires, init in WH.WHEELS:
-        os.makedirs(os.path.join(wh, sub), exist_ok=True)
-        WH.write_wheel(os.path.join(wh, sub, "%s-%s-py3-none-any.whl" % (name, version)),
-                       WH.wheel_bytes_files(name, version, requires, init))
-    for root, dirs, files in os.walk(wh):
-        os.chmod(root, 0o755)
-        for f in files:
-            os.chmod(os.path.join(root, f), 0o644)
+    envs = S.build_wheelhouse(wh)
     with open(d.conf, "w") as f:
-        f.write(L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K").replace("Bootstrap=\n", "") +
-                "[Environments]\nBootstrap=python-base\nOffline=yes\nWheelhouse=%s\nPythonBase=wheelhouse\n"
-                "PythonBasePackages=\nPythonBasePackages=srtest_alpha<2\nSetupTimeoutSec=120\n"
-                % os.path.join(wh, "wheelhouse"))
+        f.write(L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K").replace("Bootstrap=\n", "") + envs)
     T.chown_tree(d.tmp, run_as)
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
     if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:

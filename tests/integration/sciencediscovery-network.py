@@ -41,7 +41,7 @@ sys.dont_write_bytecode = True     # nothing written into the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import execute_lib as L                                                    # noqa: E402
-import sciencediscovery as S                                               # noqa: E402
+import sd_lib as S                                                      # noqa: E402
 import testlib as T                                                        # noqa: E402
 from execute_lib import Result, now, trunc                                 # noqa: E402
 
@@ -60,46 +60,7 @@ Mirrors=127.0.0.0/8
 
 CASES, case = T.case_registry()
 
-# Runs in the sandbox: fetches each URL (through HTTP_PROXY when set, as urllib does) and tries
-# a direct TCP connect; prints one JSON document.
-CLIENT = r'''
-import json, os, socket, urllib.error, urllib.request
-out = {"proxy": os.environ.get("HTTP_PROXY"), "fetch": {}}
-for url in URLS:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            out["fetch"][url] = {"status": r.status, "body": r.read().decode()}
-    except urllib.error.HTTPError as e:
-        out["fetch"][url] = {"status": e.code}
-    except Exception as e:
-        out["fetch"][url] = {"error": "%s: %s" % (type(e).__name__, e)}
-try:
-    socket.create_connection(("127.0.0.2", 80), timeout=3).close()
-    out["direct"] = "connected"
-except OSError as e:
-    out["direct"] = "%s: %s" % (type(e).__name__, e)
-print(json.dumps(out))
-'''
-
-
-def client(urls):
-    return "URLS = %r\n%s" % (urls, CLIENT)
-
-
-def access(mode="domain-allowlist", domains=("allowed.test",), private=True, revision="rev-net-1", **kw):
-    a = {"mode": mode, "allowedDomains": list(domains), "allowPrivateNetwork": private, "revision": revision,
-         "egressProxyPolicy": "inherit"}
-    a.update(kw)
-    return a
-
-
-def epoch_with(ctx, policy, net_access):
-    body = ctx.execute_body("")
-    e = body["permissionEpoch"]
-    e["networkPolicy"] = policy
-    if net_access is not None:
-        e["networkAccess"] = net_access
-    return e
+client, access, epoch_with = S.net_client, S.net_access, S.epoch_with
 
 
 def run(ctx, res, urls, policy, net_access, what):
@@ -294,7 +255,7 @@ def main():
     try:
         dns, servers = E.setup_test_hosts(workdir)
         run_as = T.resolve_run_as(args.run_as)
-        d = S.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG)
+        d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG)
         out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
         if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
             return 1

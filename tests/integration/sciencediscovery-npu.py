@@ -21,20 +21,16 @@ otherwise.  Bounded: < 150 s; traffic only to 127.0.0.1.
 """
 
 import argparse
-import hashlib
-import json
 import os
 import sys
-import time
 import traceback
-import uuid
 
 sys.dont_write_bytecode = True     # nothing written into the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import execute_lib as L                                                    # noqa: E402
 import npu as N                                                            # noqa: E402
-import sciencediscovery as S                                               # noqa: E402
+import sd_lib as S                                                      # noqa: E402
 import testlib as T                                                        # noqa: E402
 from execute_lib import Result, now, trunc                                 # noqa: E402
 
@@ -50,11 +46,6 @@ def expect(res, r, status, what, body=None):
     return ok
 
 
-def our_workspace(key):
-    """sdp_workspace_for_key(): "sd-" and 40 hex of the key's SHA-256 (a key with '/')."""
-    return "sd-" + hashlib.sha256(key.encode()).hexdigest()[:40]
-
-
 def write_files(ctx, res, files):
     """Files into the runner workspace of ctx.key, by a legacy shell run of the dialect."""
     code = "".join("mkdir -p \"$(dirname %s)\"\nprintf '%%s' '%s' > %s\n" % (p, d.replace("'", "'\\''"), p)
@@ -66,30 +57,15 @@ def write_files(ctx, res, files):
 
 
 def fold_config(ctx, **over):
-    cfg = {"workspace": ctx.d.workspace_path(our_workspace(ctx.key)), "run_dir": "out/run1",
-           "target_pdb": "target.pdb", "weights": ctx.npu.weights, "sleep": 0}
-    cfg.update(over)
-    return json.dumps(cfg)
+    return S.fold_config(ctx.d, ctx.key, ctx.npu.weights, **over)
 
 
 def job_body(ctx, **kw):
-    b = {"workloadId": "fold", "sessionId": SESSION, "workspaceRoot": "/their/host/path",
-         "environmentRevisionId": "starter-python@1", "inputs": {"configPath": "cfg.json"},
-         "jobId": str(uuid.uuid4()), "runnerWorkspaceKey": ctx.key}
-    b.update(kw)
-    return {k: v for k, v in b.items() if v is not None}
+    return S.job_body(ctx.key, SESSION, **kw)
 
 
 def wait_state(ctx, job, states, t=60):
-    deadline = now() + t
-    j = None
-    while now() < deadline:
-        r = ctx.sd("GET", "/npu/jobs/%s?session_id=%s" % (job, SESSION))
-        j = r.json() if r.status == 200 else None
-        if j and j.get("state") in states:
-            return j
-        time.sleep(0.2)
-    raise AssertionError("job %s did not reach %s: %s" % (job, states, j))
+    return S.wait_job(ctx, job, SESSION, states, t)
 
 
 @case("1 sd npu health: npuBroker enabled with their workload descriptors")
@@ -163,7 +139,7 @@ def c_job(ctx, res):
         res.eq("ids", [x.get("id") for x in r.json()], [job])
         res.eq("summary workspaceRoot and logs", (r.json()[0].get("workspaceRoot"), r.json()[0].get("logs")),
                ("", {"stdout": "", "stderr": "", "truncated": False}))
-    out = os.path.join(ctx.d.workspace_path(our_workspace(ctx.key)), "out", "run1", "model.pdb")
+    out = os.path.join(ctx.d.workspace_path(S.workspace_name(ctx.key)), "out", "run1", "model.pdb")
     res.check(os.path.exists(out) and open(out).read() == "MODEL of ATOM 1\n", "the job's output is in the workspace")
 
 
@@ -257,7 +233,7 @@ def main():
         return 1
     budget = L.Budget(BUDGET)
     run_as = T.resolve_run_as(args.run_as)
-    d = S.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config="")
+    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config="")
     nctx = N.Ctx(d, budget, os.path.join(d.tmp, "ascend"))
     nctx.inodes = N.build_host(nctx.root)
     N.build_broker(nctx)

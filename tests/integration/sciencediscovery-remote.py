@@ -21,14 +21,11 @@ package changed on disk is no longer served).  Prints TAP; exits 1 on any failur
 """
 
 import argparse
-import base64
 import hashlib
-import json
 import os
 import secrets
 import sys
 import traceback
-import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,17 +46,10 @@ class Ctx:
         self.key = "proj-%s/session-%s/runners/r1/agents/main" % (secrets.token_hex(3), secrets.token_hex(3))
         self.fixtures = {}
 
-    @staticmethod
-    def q(route, **params):
-        return route + "?" + "&".join("%s=%s" % (k, quote(v)) for k, v in params.items())
+    q = staticmethod(S.query)
 
     def ws_dir(self, key=None):
-        key = key or self.key
-        if len(key) <= 128 and all(ch.isalnum() or ch in "._-" for ch in key) and not key.startswith("."):
-            ws = key
-        else:
-            ws = "sd-" + hashlib.sha256(key.encode()).hexdigest()[:40]
-        return self.d.workspace_path(ws)
+        return self.d.workspace_path(S.workspace_name(key or self.key))
 
     def put(self, path, data, conflict=None, key=None):
         p = {"workspace": self.key if key is None else key, "path": path}
@@ -68,18 +58,8 @@ class Ctx:
         return self.c.request("PUT", self.q("/remote-workspace/file", **p), raw=data,
                               content_type="application/octet-stream")
 
-    def transfer(self, path, chunks, size=None, sha=None, executable=None, conflict=None, stop_after=None,
-                 extra=None):
-        data = b"".join(chunks)
-        p = {"workspace": self.key, "path": path}
-        if conflict:
-            p["conflict"] = conflict
-        h = [("x-workspace-size", str(len(data) if size is None else size)),
-             ("x-workspace-sha256", hashlib.sha256(data).hexdigest() if sha is None else sha)]
-        if executable is not None:
-            h.append(("x-workspace-executable", str(executable)))
-        return self.c.put_chunked(self.q("/remote-workspace/transfer-file", **p), chunks,
-                                  extra=h if extra is None else extra, stop_after=stop_after)
+    def transfer(self, path, chunks, **kw):
+        return S.transfer(self.c, self.key, path, chunks, **kw)
 
     def get_file(self, path, key=None):
         return self.c.request("GET", self.q("/remote-workspace/file", workspace=self.key if key is None else key,
@@ -90,8 +70,7 @@ class Ctx:
         return r, {e["path"]: e for e in (r.json() or [])} if r.status == 200 else {}
 
 
-def quote(s):
-    return urllib.parse.quote(s, safe="")
+quote = S.quote
 
 
 def expect(res, r, status, body=None, what=""):
@@ -327,20 +306,7 @@ def c_delete(ctx, res):
 
 # ---- 4: skill packages --------------------------------------------------------------------------
 
-def skill(sid, files, revision=1, version="1.0.0"):
-    entries = []
-    h = hashlib.sha256()
-    for path, data in sorted(files.items()):
-        entries.append({"path": path, "content": base64.b64encode(data).decode(), "size": len(data),
-                        "hash": hashlib.sha256(data).hexdigest()})
-        h.update(("%d:%s:%d:" % (len(path.encode()), path, len(data))).encode() + data)
-    return {"id": sid, "revision": revision, "version": version, "hash": h.hexdigest(), "files": entries}
-
-
-def bundle_id(skills):
-    ident = sorted(({"hash": s["hash"], "id": s["id"], "revision": s["revision"], "version": s["version"]}
-                    for s in skills), key=lambda o: o["id"])
-    return hashlib.sha256(json.dumps(ident, separators=(",", ":")).encode()).hexdigest()
+skill, bundle_id = S.skill, S.bundle_id
 
 
 @case("4 skill packages: POST checks the bundle and answers {id, root}; GET re-verifies")

@@ -20,8 +20,6 @@ signature).  Prints TAP, exits 1 on any failure.  Bounded: < 90 s; traffic only 
 
 import argparse
 import email.utils
-import hashlib
-import hmac
 import json
 import os
 import re
@@ -33,106 +31,15 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
+import sd_lib as S                                                         # noqa: E402
 import testlib as T                                                        # noqa: E402
 from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
+from sd_lib import (BAD_SIGNATURE, ISO, RUN_TIMEOUT, UNAUTHORIZED, Ctx, shell_path,  # noqa: E402
+                    shell_submit, shell_wait)
 
 BUDGET = 85.0
-RUN_TIMEOUT = 20.0
-ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-BAD_SIGNATURE = {"error": "Invalid or expired execution signature"}
-UNAUTHORIZED = {"error": "Unauthorized"}
 
 CASES, case = T.case_registry()
-
-
-class Daemon(L.Daemon):
-    """execute_lib's daemon with a second listener that speaks the ScienceDiscovery dialect."""
-
-    def start(self, wait=15.0):
-        last = ""
-        for attempt in range(4):
-            self.port = self._pick_port()
-            self.sd_port = self._pick_port()
-            if self.sd_port == self.port:
-                continue
-            logf = open(self.log_path, "ab")
-            argv = [self.path, "--listen", "%s:%d" % (L.LOOPBACK, self.port),
-                    "--listen", "sciencediscovery=%s:%d" % (L.LOOPBACK, self.sd_port),
-                    "--config", self.conf, "--log-target", "console"]
-            self.proc = L.subprocess.Popen(argv, stdin=L.subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                           env=self.env(), cwd=self.tmp, close_fds=True,
-                                           **T.popen_ids(self.run_as))
-            logf.close()
-            deadline = now() + wait
-            while now() < deadline and self.proc.poll() is None:
-                r = self.health(timeout=1.0)
-                if r is not None and r.status == 200:
-                    return r
-                time.sleep(0.1)
-            rc = self.proc.poll()
-            if rc is None:
-                self.kill()
-                raise L.DaemonError("no 200 from GET /health within %.0fs; log tail: %s" %
-                                    (wait, trunc(self.log_tail(), 1500)))
-            last = "exited with %s; log tail: %s" % (rc, trunc(self.log_tail(), 1500))
-            if "in use" not in last:
-                break
-        raise L.DaemonError("daemon failed to start: " + last)
-
-
-class Ctx:
-    def __init__(self, d, verbose):
-        self.d = d
-        self.verbose = verbose
-        self.key = "sd-%s/session-%s" % (uuid.uuid4().hex[:8], uuid.uuid4().hex[:8])
-
-    # ---- their side --------------------------------------------------------------------------
-
-    def sign(self, body, ts=None, token=None):
-        ts = str(int(time.time() * 1000)) if ts is None else str(ts)
-        s = ts.encode() + b"\n" + hashlib.sha256(body).hexdigest().encode()
-        return ts, hmac.new((token or self.d.token).encode(), s, hashlib.sha256).hexdigest()
-
-    def sd(self, method, path, body=None, auth=True, signed=False, ts=None, sig=None, raw=None,
-           timeout=10.0):
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
-        headers = []
-        if auth:
-            headers.append(("Authorization", "Bearer " + (auth if isinstance(auth, str) else self.d.token)))
-        if data:
-            headers.append(("Content-Type", "application/json"))
-        if signed:
-            t, s = self.sign(data, ts)
-            headers += [("x-science-execution-timestamp", t),
-                        ("x-science-execution-signature", sig if sig is not None else s)]
-        return L.http(self.d.sd_port, method, path, headers, data, timeout=timeout)
-
-    def execute_body(self, code, **kw):
-        b = {
-            "executionId": str(uuid.uuid4()),
-            "agentId": "main",
-            "code": code,
-            "language": "python",
-            "kernelMode": "ephemeral",
-            "executionTimeoutMs": 0,
-            "maxOutputBytes": 1073741824,
-            "maxWorkspaceBytes": 10737418240,
-            "kernelIdleTimeoutMs": 0,
-            "workspaceRoot": "/ignored/when/a/key/is/sent",
-            "runnerWorkspaceKey": self.key,
-            "permissionEpoch": {
-                "id": "epoch-1", "sessionId": "session-1", "createdAt": "2026-12-03T00:00:00.000Z",
-                "reason": "test", "environmentRevisionId": "rev-1",
-                "mounts": [{"source": "workspace", "mode": "read-write"}],
-                "secretRefs": [], "networkPolicy": "none",
-            },
-        }
-        b.update(kw)
-        return b
-
-    def execute(self, code, timeout=RUN_TIMEOUT, **kw):
-        body = self.execute_body(code, **kw)
-        return body, self.sd("POST", "/execute", body, signed=True, timeout=timeout)
 
 
 def expect(res, r, status, body=None, what=""):
@@ -364,31 +271,9 @@ def c_output(ctx, res):
 @case("3 sd execute: a client that disconnects aborts its run")
 def c_disconnect(ctx, res):
     body = ctx.execute_body("import time\nprint('x', flush=True)\ntime.sleep(60)\n")
-    data = json.dumps(body).encode()
-    t, sig = ctx.sign(data)
-    headers = [("Authorization", "Bearer " + ctx.d.token), ("Content-Type", "application/json"),
-               ("x-science-execution-timestamp", t), ("x-science-execution-signature", sig)]
-    s = L.socket.create_connection((L.LOOPBACK, ctx.d.sd_port), timeout=5)
-
-    def active():
-        r = ctx.sd("GET", "/status")
-        return [x.get("executionId") for x in (r.json() or {}).get("activeExecutions", [])]
-    try:
-        s.sendall(L.build_request("POST", "/execute", headers, data))
-        t0 = now()
-        while body["executionId"] not in active() and now() - t0 < 5:
-            time.sleep(0.1)
-        res.check(body["executionId"] in active(), "the run never showed in /status activeExecutions")
-        # Past its launch (a cancel during the launch falls back to the 5 s kill grace, on our
-        # own API as well); the run itself would take 60 s.
-        time.sleep(0.5)
-    finally:
-        s.close()
-    t0 = now()
-    while body["executionId"] in active() and now() - t0 < 10:
-        time.sleep(0.1)
-    res.check(body["executionId"] not in active(), "the run is still active 10 s after the disconnect")
-    res.note("gone %.2f s after the disconnect" % (now() - t0))
+    gone = S.execute_then_hang_up(ctx, res, body)
+    if gone is not None:
+        res.note("gone %.2f s after the disconnect" % gone)
 
 
 @case("3 sd execute-shell (legacy): bash -euo pipefail, answered at its end in their shape")
@@ -426,34 +311,6 @@ def c_kernels(ctx, res):
 
 
 # ---- 5: managed shell executions --------------------------------------------------------------
-
-def shell_submit(ctx, res, code, **kw):
-    body = ctx.execute_body(code, **kw)
-    body.pop("language")
-    body["executionId"] = "shell:" + uuid.uuid4().hex
-    r = ctx.sd("POST", "/shell-executions", body, signed=True)
-    return body, r
-
-
-def shell_path(body, suffix="", session="session-1", agent="main", extra=""):
-    return "/shell-executions/%s%s?sessionId=%s&agentId=%s%s" % (body["executionId"], suffix, session, agent, extra)
-
-
-def shell_wait(ctx, res, body, limit=15.0):
-    """Poll as their API does (every 200 ms) until a terminal state; return the last record."""
-    t0 = now()
-    while now() - t0 < limit:
-        r = ctx.sd("GET", shell_path(body))
-        if r.status != 200:
-            res.fail("poll: %s" % r.brief())
-            return None
-        j = r.json()
-        if j.get("state") not in ("queued", "running"):
-            return j
-        time.sleep(0.2)
-    res.fail("no terminal state within %.0f s" % limit)
-    return None
-
 
 @case("5 sd shell: submit 202, poll to completed with result, version and createdFiles")
 def c_shell(ctx, res):
@@ -515,22 +372,10 @@ def c_shell_logs(ctx, res):
         return
     if shell_wait(ctx, res, body) is None:
         return
-    texts = {"stdout": "", "stderr": ""}
-    cursor, pages, seen = 1, 0, []
-    while pages < 10:
-        r = ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=%d" % cursor))
-        if not expect(res, r, 200, what="logs cursor %d" % cursor):
-            return
-        j = r.json()
-        pages += 1
-        res.check(len(j.get("chunks", [])) <= 4, "more than 4 chunks: %d" % len(j["chunks"]))
-        for c in j.get("chunks", []):
-            res.check(len(c["text"]) <= 4096, "chunk of %d" % len(c["text"]))
-            texts[c["stream"]] += c["text"]
-            seen.append(c["cursor"])
-        cursor = j.get("nextCursor")
-        if not j.get("truncated"):
-            break
+    got = S.read_logs(ctx, res, body)
+    if got is None:
+        return
+    texts, pages, seen, cursor = got
     res.check(texts["stdout"] == "a" * 20000, "stdout through the pages: %d bytes, %r..." % (
         len(texts["stdout"]), trunc(texts["stdout"][:80])))
     res.eq("stderr through the pages", texts["stderr"], "err")
@@ -602,7 +447,7 @@ def c_socket_activation(ctx, res):
         os.mkdir(os.path.join(tmp, sub), 0o700)
     T.chown_tree(tmp, d.run_as)
     env = dict(d.env(), STATE_DIRECTORY=os.path.join(tmp, "state"), RUNTIME_DIRECTORY=os.path.join(tmp, "run"))
-    p_api, p_sd = Daemon._pick_port(), Daemon._pick_port()
+    p_api, p_sd = S.SdDaemon._pick_port(), S.SdDaemon._pick_port()
     argv = ["systemd-socket-activate", "-l", "%s:%d" % (L.LOOPBACK, p_api), "-l", "%s:%d" % (L.LOOPBACK, p_sd),
             "--fdname=api:sciencediscovery"]
     for k, v in env.items():
@@ -677,7 +522,7 @@ def main():
     out.write("1..%d\n" % len(CASES))
     run_as = T.resolve_run_as(args.run_as)
     # Logs of managed runs are kept up to MaxOutputBytes: room for the 20 KB of the logs case.
-    d = Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
+    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
                config=L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K"))
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
     if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:

@@ -5,16 +5,26 @@ second, and a client that signs and sends as their API server does (bearer token
 signature = hex HMAC-SHA256 keyed with the token over "<ms>\\n<sha256 hex of the body>"), with
 chunked streaming uploads as their client sends them.  Traffic only to 127.0.0.1."""
 
+import base64
 import hashlib
 import hmac
+import importlib.util
 import json
+import os
+import re
 import socket
 import time
+import urllib.parse
 import uuid
 
 import execute_lib as L
 import testlib as T
 from execute_lib import HttpError, now, trunc
+
+RUN_TIMEOUT = 20.0
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+BAD_SIGNATURE = {"error": "Invalid or expired execution signature"}
+UNAUTHORIZED = {"error": "Unauthorized"}
 
 
 class SdDaemon(L.Daemon):
@@ -84,9 +94,14 @@ class SdClient:
         return h
 
     def request(self, method, path, body=None, auth=True, signed=False, raw=None, timeout=10.0,
-                content_type="application/json", extra=()):
+                content_type="application/json", extra=(), ts=None, sig=None):
+        """One request to their listener. signed: with the execution signature, of timestamp
+        @ts (default now) and, when @sig is given, that signature instead of the right one."""
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else b"")
-        h = self.headers(data, auth, signed, content_type) + list(extra)
+        h = self.headers(data, auth, False, content_type) + list(extra)
+        if signed:
+            t, s = self.sign(data, ts)
+            h += [("x-science-execution-timestamp", t), ("x-science-execution-signature", sig if sig is not None else s)]
         return L.http(self.port, method, path, h, data, timeout=timeout)
 
     def execute_body(self, code, key, **kw):
@@ -140,3 +155,274 @@ class SdClient:
         finally:
             s.close()
         return L._parse_response(data, now() - t0)
+
+
+class Ctx:
+    """One session of their API server on one runnerWorkspaceKey (@key, default a fresh
+    "sd-XXXX/session-XXXX"): sd() sends a request to their listener, execute() a signed python
+    run in that workspace and answers (request body, response)."""
+
+    def __init__(self, d, verbose=False, key=None):
+        self.d = d
+        self.verbose = verbose
+        self.c = SdClient(d)
+        self.key = key or "sd-%s/session-%s" % (uuid.uuid4().hex[:8], uuid.uuid4().hex[:8])
+
+    def sign(self, body, ts=None, token=None):
+        return self.c.sign(body, ts, token)
+
+    def sd(self, method, path, body=None, auth=True, signed=False, ts=None, sig=None, raw=None, timeout=10.0):
+        return self.c.request(method, path, body, auth=auth, signed=signed, raw=raw, timeout=timeout, ts=ts,
+                              sig=sig)
+
+    def execute_body(self, code, **kw):
+        return self.c.execute_body(code, self.key, **kw)
+
+    def execute(self, code, timeout=RUN_TIMEOUT, **kw):
+        body = self.execute_body(code, **kw)
+        return body, self.sd("POST", "/execute", body, signed=True, timeout=timeout)
+
+
+# ---- managed shell executions (POST /shell-executions and its GETs) ----------------------------
+
+def shell_submit(ctx, res, code, **kw):
+    """Submit @code as their API's run_shell does: (request body, response)."""
+    body = ctx.execute_body(code, **kw)
+    body.pop("language")
+    body["executionId"] = "shell:" + uuid.uuid4().hex
+    r = ctx.sd("POST", "/shell-executions", body, signed=True)
+    return body, r
+
+
+def shell_path(body, suffix="", session="session-1", agent="main", extra=""):
+    return "/shell-executions/%s%s?sessionId=%s&agentId=%s%s" % (body["executionId"], suffix, session, agent, extra)
+
+
+def shell_wait(ctx, res, body, limit=15.0):
+    """Poll as their API does (every 200 ms) until a terminal state; return the last record."""
+    t0 = now()
+    while now() - t0 < limit:
+        r = ctx.sd("GET", shell_path(body))
+        if r.status != 200:
+            res.fail("poll: %s" % r.brief())
+            return None
+        j = r.json()
+        if j.get("state") not in ("queued", "running"):
+            return j
+        time.sleep(0.2)
+    res.fail("no terminal state within %.0f s" % limit)
+    return None
+
+
+def read_logs(ctx, res, body, cursor=1, max_pages=10):
+    """Page through GET /shell-executions/{id}/logs from @cursor as their execution_logs tool
+    does, checking each page's bounds (at most 4 chunks of at most 4 KiB): (texts by stream,
+    pages read, the chunks' cursors, the next cursor), or None after a failed request."""
+    texts, pages, seen = {"stdout": "", "stderr": ""}, 0, []
+    while pages < max_pages:
+        r = ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=%d" % cursor))
+        if not res.check(r.status == 200, "logs cursor %d: %s" % (cursor, r.brief())):
+            return None
+        j = r.json()
+        pages += 1
+        res.check(len(j.get("chunks", [])) <= 4, "more than 4 chunks: %d" % len(j["chunks"]))
+        for c in j.get("chunks", []):
+            res.check(len(c["text"]) <= 4096, "chunk of %d" % len(c["text"]))
+            texts[c["stream"]] += c["text"]
+            seen.append(c["cursor"])
+        cursor = j.get("nextCursor")
+        if not j.get("truncated"):
+            break
+    return texts, pages, seen, cursor
+
+
+def active_executions(ctx):
+    """The executionIds GET /status lists as active."""
+    r = ctx.sd("GET", "/status")
+    return [x.get("executionId") for x in (r.json() or {}).get("activeExecutions", [])]
+
+
+def execute_then_hang_up(ctx, res, body):
+    """Send POST /execute of @body, wait until /status lists the run, hang up; then wait until it
+    is gone. Return the seconds from the hang-up until it left /status, or None when it never
+    showed or did not leave within 10 s (a failure recorded in @res)."""
+    data = json.dumps(body).encode()
+    t, sig = ctx.sign(data)
+    headers = [("Authorization", "Bearer " + ctx.d.token), ("Content-Type", "application/json"),
+               ("x-science-execution-timestamp", t), ("x-science-execution-signature", sig)]
+    s = socket.create_connection((L.LOOPBACK, ctx.d.sd_port), timeout=5)
+    try:
+        s.sendall(L.build_request("POST", "/execute", headers, data))
+        t0 = now()
+        while body["executionId"] not in active_executions(ctx) and now() - t0 < 5:
+            time.sleep(0.1)
+        if not res.check(body["executionId"] in active_executions(ctx), "the run never showed in /status"):
+            return None
+        # Past its launch (a cancel during the launch falls back to the 5 s kill grace, on our
+        # own API as well).
+        time.sleep(0.5)
+    finally:
+        s.close()
+    t0 = now()
+    while body["executionId"] in active_executions(ctx) and now() - t0 < 10:
+        time.sleep(0.1)
+    if not res.check(body["executionId"] not in active_executions(ctx),
+                     "the run is still active 10 s after the disconnect"):
+        return None
+    return now() - t0
+
+
+# ---- remote workspaces and skill packages --------------------------------------------------------
+
+def quote(s):
+    return urllib.parse.quote(s, safe="")
+
+
+def query(route, **params):
+    return route + "?" + "&".join("%s=%s" % (k, quote(v)) for k, v in params.items())
+
+
+def transfer(c, key, path, chunks, size=None, sha=None, executable=None, conflict=None, stop_after=None,
+             extra=None):
+    """PUT /remote-workspace/transfer-file of @chunks, streamed chunked with the metadata headers
+    their client sends (x-workspace-size and -sha256 of the data unless @size or @sha say
+    otherwise; @extra replaces them all), through SdClient @c: the Response, or None after a
+    hang-up (@stop_after)."""
+    data = b"".join(chunks)
+    p = {"workspace": key, "path": path}
+    if conflict:
+        p["conflict"] = conflict
+    h = [("x-workspace-size", str(len(data) if size is None else size)),
+         ("x-workspace-sha256", hashlib.sha256(data).hexdigest() if sha is None else sha)]
+    if executable is not None:
+        h.append(("x-workspace-executable", str(executable)))
+    return c.put_chunked(query("/remote-workspace/transfer-file", **p), chunks, extra=h if extra is None else extra,
+                         stop_after=stop_after)
+
+
+def workspace_name(key):
+    """Our workspace of a runnerWorkspaceKey (sdp_workspace_for_key()): the key itself when it is
+    one plain name, else "sd-" and 40 hex of its SHA-256."""
+    if len(key) <= 128 and all(ch.isalnum() or ch in "._-" for ch in key) and not key.startswith("."):
+        return key
+    return "sd-" + hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def skill(sid, files, revision=1, version="1.0.0"):
+    """One skill of a SkillPackageBundle, its files {path: bytes}, with their package hash."""
+    entries = []
+    h = hashlib.sha256()
+    for path, data in sorted(files.items()):
+        entries.append({"path": path, "content": base64.b64encode(data).decode(), "size": len(data),
+                        "hash": hashlib.sha256(data).hexdigest()})
+        h.update(("%d:%s:%d:" % (len(path.encode()), path, len(data))).encode() + data)
+    return {"id": sid, "revision": revision, "version": version, "hash": h.hexdigest(), "files": entries}
+
+
+def bundle_id(skills):
+    """The id their client computes for a set of skills (skillBundleIdentity)."""
+    ident = sorted(({"hash": s["hash"], "id": s["id"], "revision": s["revision"], "version": s["version"]}
+                    for s in skills), key=lambda o: o["id"])
+    return hashlib.sha256(json.dumps(ident, separators=(",", ":")).encode()).hexdigest()
+
+
+# ---- the per-request network policy --------------------------------------------------------------
+
+# Runs in the sandbox: fetches each URL (through HTTP_PROXY when set, as urllib does) and tries
+# a direct TCP connect to 127.0.0.2:80; prints one JSON document.
+NET_CLIENT = r'''
+import json, os, socket, urllib.error, urllib.request
+out = {"proxy": os.environ.get("HTTP_PROXY"), "fetch": {}}
+for url in URLS:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            out["fetch"][url] = {"status": r.status, "body": r.read().decode()}
+    except urllib.error.HTTPError as e:
+        out["fetch"][url] = {"status": e.code}
+    except Exception as e:
+        out["fetch"][url] = {"error": "%s: %s" % (type(e).__name__, e)}
+try:
+    socket.create_connection(("127.0.0.2", 80), timeout=3).close()
+    out["direct"] = "connected"
+except OSError as e:
+    out["direct"] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))
+'''
+
+
+def net_client(urls):
+    return "URLS = %r\n%s" % (urls, NET_CLIENT)
+
+
+def net_access(mode="domain-allowlist", domains=("allowed.test",), private=True, revision="rev-net-1", **kw):
+    """permissionEpoch.networkAccess as their API sends it."""
+    a = {"mode": mode, "allowedDomains": list(domains), "allowPrivateNetwork": private, "revision": revision,
+         "egressProxyPolicy": "inherit"}
+    a.update(kw)
+    return a
+
+
+def epoch_with(ctx, policy, net_access):
+    """ctx's permission epoch with networkPolicy @policy and networkAccess @net_access (None: none)."""
+    e = ctx.execute_body("")["permissionEpoch"]
+    e["networkPolicy"] = policy
+    if net_access is not None:
+        e["networkAccess"] = net_access
+    return e
+
+
+# ---- NPU jobs (on npu.py's fake Ascend host) ------------------------------------------------------
+
+def fold_config(d, key, weights, **over):
+    """The config of npu.py's "fold" workload for the runner workspace of @key."""
+    cfg = {"workspace": d.workspace_path(workspace_name(key)), "run_dir": "out/run1",
+           "target_pdb": "target.pdb", "weights": weights, "sleep": 0}
+    cfg.update(over)
+    return json.dumps(cfg)
+
+
+def job_body(key, session, **kw):
+    """POST /npu/jobs as their API sends it (None drops a field)."""
+    b = {"workloadId": "fold", "sessionId": session, "workspaceRoot": "/their/host/path",
+         "environmentRevisionId": "starter-python@1", "inputs": {"configPath": "cfg.json"},
+         "jobId": str(uuid.uuid4()), "runnerWorkspaceKey": key}
+    b.update(kw)
+    return {k: v for k, v in b.items() if v is not None}
+
+
+def wait_job(ctx, job, session, states, t=60):
+    """Poll GET /npu/jobs/{id} until its state is one of @states; raise after @t seconds."""
+    deadline = now() + t
+    j = None
+    while now() < deadline:
+        r = ctx.sd("GET", "/npu/jobs/%s?session_id=%s" % (job, session))
+        j = r.json() if r.status == 200 else None
+        if j and j.get("state") in states:
+            return j
+        time.sleep(0.2)
+    raise AssertionError("job %s did not reach %s: %s" % (job, states, j))
+
+
+# ---- scientific environments, offline ------------------------------------------------------------
+
+def build_wheelhouse(top):
+    """tests/helpers/make-wheelhouse.py's wheels under @top (top/wheelhouse: srtest_alpha 1.0/2.0,
+    srtest_beta 1.0; top/client: the client wheel srtest_gamma 0.1), readable by every user.
+    Returns the environments' section of runner.conf that builds starter-python (our python-base)
+    from them in seconds, offline."""
+    spec = importlib.util.spec_from_file_location(
+        "make_wheelhouse", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers",
+                                        "make-wheelhouse.py"))
+    wh = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wh)
+    for sub, name, version, requires, init in wh.WHEELS:
+        os.makedirs(os.path.join(top, sub), exist_ok=True)
+        wh.write_wheel(os.path.join(top, sub, "%s-%s-py3-none-any.whl" % (name, version)),
+                       wh.wheel_bytes_files(name, version, requires, init))
+    for root, dirs, files in os.walk(top):
+        os.chmod(root, 0o755)
+        for f in files:
+            os.chmod(os.path.join(root, f), 0o644)
+    return ("[Environments]\nBootstrap=python-base\nOffline=yes\nWheelhouse=%s\nPythonBase=wheelhouse\n"
+            "PythonBasePackages=\nPythonBasePackages=srtest_alpha<2\nSetupTimeoutSec=120\n"
+            % os.path.join(top, "wheelhouse"))

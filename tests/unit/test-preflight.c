@@ -358,6 +358,42 @@ static void test_secret_file(void **state) {
         free(problem);
 }
 
+/* The item "dialects": only for a Listen= that names "sciencediscovery=", a warning that says what
+ * that scheme leaves unsigned next to what ours signs. */
+static void test_dialects(void **state) {
+        char *none[] = { "127.0.0.1:4311", "api=127.0.0.1:4312", "/run/sandbox-runner/api.sock", NULL };
+        char *one[] = { "127.0.0.1:4311", "sciencediscovery=127.0.0.1:4312", NULL };
+        char *two[] = { "sciencediscovery=127.0.0.1:4312", "api=[::1]:4311", "sciencediscovery=/run/sd.sock",
+                        NULL };
+        PreflightItem it = { .id = "untouched" };
+
+        assert_int_equal(preflight_check_dialects(NULL, &it), 0);
+        assert_int_equal(preflight_check_dialects(none, &it), 0);
+        assert_string_equal(it.id, "untouched");
+        assert_null(it.summary);
+
+        assert_int_equal(preflight_check_dialects(one, &it), 1);
+        assert_string_equal(it.id, "dialects");
+        assert_int_equal(it.status, PREFLIGHT_WARN);
+        assert_string_equal(it.summary, "Listen= '127.0.0.1:4312' speaks the ScienceDiscovery dialect, whose signature "
+                                        "covers less than ours");
+        /* Theirs: what is signed, with which key, what is not; ours beside it. */
+        assert_non_null(strstr(it.reason, "authenticates with the bearer token and signs only the timestamp and "
+                                          "the body"));
+        assert_non_null(strstr(it.reason, "keyed with that same token"));
+        assert_non_null(strstr(it.reason, "the method, path and query are not signed and there is no nonce"));
+        assert_non_null(strstr(it.reason, "signature stays good on every signed route for 30 s"));
+        assert_non_null(strstr(it.reason, "Our own API (v1) signs the method, path, query, timestamp and body with a "
+                                          "separate signing key"));
+        assert_non_null(it.fix);
+        preflight_item_done(&it);
+
+        assert_int_equal(preflight_check_dialects(two, &it), 1);
+        assert_string_equal(it.summary, "Listen= '127.0.0.1:4312', '/run/sd.sock' speak the ScienceDiscovery "
+                                        "dialect, whose signature covers less than ours");
+        preflight_item_done(&it);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_status_names),
@@ -369,6 +405,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_userns_apparmor_fix, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_polkit_rule, test_dir_setup, test_dir_teardown),
                 cmocka_unit_test_setup_teardown(test_secret_file, test_dir_setup, test_dir_teardown),
+                cmocka_unit_test(test_dialects),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
