@@ -43,13 +43,17 @@ typedef struct SdpRun {
         uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
-        bool started;                   /* false while its chips are claimed (npuDevices) */
+        bool started;                   /* false while it waits for its turn or its chips */
         bool skills;                    /* the skill variables were injected */
+        SdpSlot *slot;                  /* its place in the order of its (session, agent) */
+        unsigned npu_chips[64];         /* npuDevices, claimed when its turn comes */
+        size_t n_npu_chips;
 } SdpRun;
 
 static SdpRun *sdp_run_free(SdpRun *r) {
         if (!r)
                 return NULL;
+        sdp_slot_leave(r->slot);        /* the next run of its pair gets its turn */
         free(r->language);
         free(r->environment_revision);
         free(r->network_revision);
@@ -310,6 +314,12 @@ static void on_done(Execution *e, void *userdata) {
         json_object *v;
         int failure;
 
+        if (!run->req) {
+                /* Its client is gone (on_request_gone()): nobody to answer; the run's place in
+                 * the order is given up only now that it is over, as theirs is. */
+                execution_free_later(e);
+                return;
+        }
         http_request_set_userdata(run->req, NULL, NULL);
         failure = execution_failure(e, &message);
         ours = failure < 0 ? NULL : execution_to_json(e);
@@ -344,15 +354,16 @@ static void on_done(Execution *e, void *userdata) {
 static void on_request_gone(HttpRequest *req, void *userdata) {
         SdpRun *run = userdata;
         Execution *e = run->e;
-        bool started = run->started;
 
-        /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer. */
-        sdp_run_free(run);
-        if (!started) {
+        if (!run->started) {
+                /* It waited for its turn or its chips and never ran: its place goes to the next. */
+                sdp_run_free(run);
                 execution_free_later(e);   /* with it the claim of its chips */
                 return;
         }
-        execution_detach(e);
+        /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer, and
+         * on_done() frees what is left once the run is over. */
+        run->req = NULL;
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
 }
 
@@ -365,6 +376,30 @@ static void on_claimed(NpuClaim *c, int error, const char *why, void *userdata) 
                                 why ?: "the chips cannot be had");
                 execution_free_later(run->e);
                 sdp_run_free(run);
+                return;
+        }
+        run->started = true;
+        (void) execution_start(run->e, on_done, run);
+}
+
+/* Its turn has come (at once, or from the loop once the earlier run of its pair left): claim its
+ * chips, then start; or start. */
+static void run_go(void *userdata) {
+        SdpRun *run = userdata;
+        int r;
+
+        if (run->n_npu_chips > 0) {
+                SdpRequest p = { .n_npu_chips = run->n_npu_chips };
+
+                /* Their host card indices are our chips' logic ids: held and re-probed, then the run. */
+                memcpy(p.npu_chips, run->npu_chips, sizeof(p.npu_chips));
+                r = sdp_npu_claim(run->m, run->req, run->e, &p, on_claimed, run);
+                if (r < 0) {
+                        /* Answered already. */
+                        http_request_set_userdata(run->req, NULL, NULL);
+                        execution_free_later(run->e);
+                        sdp_run_free(run);
+                }
                 return;
         }
         run->started = true;
@@ -389,7 +424,6 @@ static void replay_key(const char *id, char ret[static REPLAY_ID_MAX + 1]) {
 }
 
 bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret) {
-        bool owned = kind == SDP_KIND_MANAGED;
         SdpRequest p = {};
         json_object *epoch, *v;
         const char *mode, *reason;
@@ -405,9 +439,11 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "code must be a non-blank string");
                 return false;
         }
+        /* The pair (permissionEpoch.sessionId, agentId) owns a managed run and orders the
+         * others: both required, as their queue requires them. */
         p.agent = get_string(body, "agentId");
-        if ((json_object_object_get_ex(body, "agentId", &v) && !p.agent) || (owned && blank(p.agent))) {
-                sdp_reply_error(req, 400, "agentId must be a string");
+        if (blank(p.agent)) {
+                sdp_reply_error(req, 400, "Agent ID is required");
                 return false;
         }
         p.language = kind != SDP_KIND_EXECUTE ? "shell" : get_string(body, "language") ?: "python";
@@ -433,7 +469,7 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "maxOutputBytes must be a non-negative integer");
                 return false;
         }
-        if (get_quantity(body, "maxWorkspaceBytes", &ignored) < 0 ||
+        if (get_quantity(body, "maxWorkspaceBytes", &p.max_workspace) < 0 ||
             get_quantity(body, "kernelIdleTimeoutMs", &ignored) < 0) {
                 sdp_reply_error(req, 400, "maxWorkspaceBytes and kernelIdleTimeoutMs must be non-negative integers");
                 return false;
@@ -444,8 +480,8 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 return false;
         }
         p.session = get_string(epoch, "sessionId");
-        if (owned && blank(p.session)) {
-                sdp_reply_error(req, 400, "permissionEpoch.sessionId must be a string");
+        if (blank(p.session)) {
+                sdp_reply_error(req, 400, "Session ID is required");
                 return false;
         }
         if (!mounts_valid(epoch)) {
@@ -604,23 +640,23 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 execution_free(e);
                 return sdp_reply_error(req, 500, "Out of memory");
         }
+        /* Their maxWorkspaceBytes bounds our quota for this run (the smaller one applies). */
+        execution_cap_limits(e, p.max_workspace, 0);
         run->e = e;
-        if (p.n_npu_chips > 0) {
-                /* Their host card indices are our chips' logic ids: held and re-probed, then the run. */
-                r = sdp_npu_claim(m, req, e, &p, on_claimed, run);
-                if (r < 0) {
-                        execution_free_later(e);
-                        return;
-                }
-                http_request_set_userdata(req, run, on_request_gone);
-                http_request_suspend(req);
-                (void) STEAL(run);     /* on_claimed() or on_request_gone() has it now */
-                return;
+        memcpy(run->npu_chips, p.npu_chips, sizeof(run->npu_chips));
+        run->n_npu_chips = p.n_npu_chips;
+        /* Runs of one (session, agent) one after the other, in the order they came (notes §1). */
+        r = sdp_slot_enter(m, p.session, p.agent, p.id, p.language, run_go, run, &run->slot);
+        if (r < 0) {
+                execution_free(e);
+                return sdp_reply_error(req, 500, "Out of memory");
         }
         http_request_set_userdata(req, run, on_request_gone);
         http_request_suspend(req);
-        run->started = true;
-        (void) execution_start(e, on_done, STEAL(run));
+        if (r > 0)
+                run_go(STEAL(run));
+        else
+                (void) STEAL(run);      /* run_go() from the loop, or on_request_gone(), has it now */
 }
 
 void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
