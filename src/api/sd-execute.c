@@ -406,6 +406,28 @@ static void run_go(void *userdata) {
         (void) execution_start(run->e, on_done, run);
 }
 
+/* The run @e of request @p takes its place in their order (notes §1): runs of one (session, agent)
+ * one after the other, in the order they came; @run (taken) goes with it. */
+static void run_enqueue(Manager *m, HttpRequest *req, SdpRun *run, Execution *e, const SdpRequest *p) {
+        int r;
+
+        /* Their maxWorkspaceBytes bounds our quota for this run (the smaller one applies). */
+        execution_cap_limits(e, p->max_workspace, 0);
+        run->e = e;
+        memcpy(run->npu_chips, p->npu_chips, sizeof(run->npu_chips));
+        run->n_npu_chips = p->n_npu_chips;
+        r = sdp_slot_enter(m, p->session, p->agent, p->id, p->language, run_go, run, &run->slot);
+        if (r < 0) {
+                execution_free(e);
+                sdp_run_free(run);
+                return sdp_reply_error(req, 500, "Out of memory");
+        }
+        http_request_set_userdata(req, run, on_request_gone);
+        http_request_suspend(req);
+        if (r > 0)
+                run_go(run);    /* else run_go() from the loop, or on_request_gone(), has it */
+}
+
 /* ---- the request ----------------------------------------------------------------------------- */
 
 /* The replay table's key for their id: apart from our own ids, bounded. */
@@ -640,23 +662,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 execution_free(e);
                 return sdp_reply_error(req, 500, "Out of memory");
         }
-        /* Their maxWorkspaceBytes bounds our quota for this run (the smaller one applies). */
-        execution_cap_limits(e, p.max_workspace, 0);
-        run->e = e;
-        memcpy(run->npu_chips, p.npu_chips, sizeof(run->npu_chips));
-        run->n_npu_chips = p.n_npu_chips;
-        /* Runs of one (session, agent) one after the other, in the order they came (notes §1). */
-        r = sdp_slot_enter(m, p.session, p.agent, p.id, p.language, run_go, run, &run->slot);
-        if (r < 0) {
-                execution_free(e);
-                return sdp_reply_error(req, 500, "Out of memory");
-        }
-        http_request_set_userdata(req, run, on_request_gone);
-        http_request_suspend(req);
-        if (r > 0)
-                run_go(STEAL(run));
-        else
-                (void) STEAL(run);      /* run_go() from the loop, or on_request_gone(), has it now */
+        run_enqueue(m, req, STEAL(run), e, &p);
 }
 
 void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
