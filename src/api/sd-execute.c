@@ -46,6 +46,7 @@ typedef struct SdpRun {
         bool started;                   /* false while it waits for its turn or its chips */
         bool skills;                    /* the skill variables were injected */
         SdpSlot *slot;                  /* its place in the order of its (session, agent) */
+        ExecutionWatch *watch;          /* its client left: until the run is over (on_abandoned()) */
         unsigned npu_chips[64];         /* npuDevices, claimed when its turn comes */
         size_t n_npu_chips;
 } SdpRun;
@@ -54,6 +55,7 @@ static SdpRun *sdp_run_free(SdpRun *r) {
         if (!r)
                 return NULL;
         sdp_slot_leave(r->slot);        /* the next run of its pair gets its turn */
+        execution_watch_free(r->watch);
         free(r->language);
         free(r->environment_revision);
         free(r->network_revision);
@@ -314,12 +316,6 @@ static void on_done(Execution *e, void *userdata) {
         json_object *v;
         int failure;
 
-        if (!run->req) {
-                /* Its client is gone (on_request_gone()): nobody to answer; the run's place in
-                 * the order is given up only now that it is over, as theirs is. */
-                execution_free_later(e);
-                return;
-        }
         http_request_set_userdata(run->req, NULL, NULL);
         failure = execution_failure(e, &message);
         ours = failure < 0 ? NULL : execution_to_json(e);
@@ -351,6 +347,17 @@ static void on_done(Execution *e, void *userdata) {
         execution_free_later(e);
 }
 
+/* A watch of a run whose client left: at its end (or when it is freed, at shutdown), the run's
+ * place in the order goes. */
+static void on_abandoned(void *userdata) {
+        SdpRun *run = userdata;
+        Execution *e = execution_watch_execution(run->watch);
+
+        if (e && !execution_finished(e))
+                return;         /* output, not the end */
+        sdp_run_free(run);
+}
+
 static void on_request_gone(HttpRequest *req, void *userdata) {
         SdpRun *run = userdata;
         Execution *e = run->e;
@@ -361,9 +368,13 @@ static void on_request_gone(HttpRequest *req, void *userdata) {
                 execution_free_later(e);   /* with it the claim of its chips */
                 return;
         }
-        /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer, and
-         * on_done() frees what is left once the run is over. */
+        /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer. Its
+         * pair's turn passes on once the run is over (as theirs: when its process is gone), or
+         * now if it cannot be watched. */
         run->req = NULL;
+        if (execution_watch_add(e, on_abandoned, run, &run->watch) < 0)
+                sdp_run_free(run);
+        execution_detach(e);
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
 }
 
