@@ -760,6 +760,20 @@ def c_shell_output(ctx, res):
         res.eq("log", (len(text), retention), (20001, False))
 
 
+@case("5 sd shell: maxWorkspaceBytes bounds a managed run's quota: failed, error in their words")
+def c_shell_quota(ctx, res):
+    body, r = shell_submit(ctx, res, "head -c 3000000 /dev/zero > big.bin\necho wrote\n",
+                           maxWorkspaceBytes=1000000, runnerWorkspaceKey=ctx.key + "/shell-quota")
+    if not expect(res, r, 202, what="submit with maxWorkspaceBytes 1000000"):
+        return
+    j = shell_wait(ctx, res, body)
+    if j is None:
+        return
+    res.eq("state", j.get("state"), "failed")
+    res.check(str(j.get("error", "")).startswith("Workspace exceeded the 1000000 byte execution quota ("),
+              "error %r" % j.get("error"))
+
+
 @case("4 native listener: our API and its v1 signature still work; neither takes the other's signature")
 def c_native(ctx, res):
     d = ctx.d
