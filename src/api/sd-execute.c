@@ -43,13 +43,19 @@ typedef struct SdpRun {
         uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
-        bool started;                   /* false while its chips are claimed (npuDevices) */
+        bool started;                   /* false while it waits for its turn or its chips */
         bool skills;                    /* the skill variables were injected */
+        SdpSlot *slot;                  /* its place in the order of its (session, agent) */
+        ExecutionWatch *watch;          /* its client left: until the run is over (on_abandoned()) */
+        unsigned npu_chips[64];         /* npuDevices, claimed when its turn comes */
+        size_t n_npu_chips;
 } SdpRun;
 
 static SdpRun *sdp_run_free(SdpRun *r) {
         if (!r)
                 return NULL;
+        sdp_slot_leave(r->slot);        /* the next run of its pair gets its turn */
+        execution_watch_free(r->watch);
         free(r->language);
         free(r->environment_revision);
         free(r->network_revision);
@@ -341,17 +347,33 @@ static void on_done(Execution *e, void *userdata) {
         execution_free_later(e);
 }
 
+/* A watch of a run whose client left: at its end (or when it is freed, at shutdown), the run's
+ * place in the order goes. */
+static void on_abandoned(void *userdata) {
+        SdpRun *run = userdata;
+        Execution *e = execution_watch_execution(run->watch);
+
+        if (e && !execution_finished(e))
+                return;         /* output, not the end */
+        sdp_run_free(run);
+}
+
 static void on_request_gone(HttpRequest *req, void *userdata) {
         SdpRun *run = userdata;
         Execution *e = run->e;
-        bool started = run->started;
 
-        /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer. */
-        sdp_run_free(run);
-        if (!started) {
+        if (!run->started) {
+                /* It waited for its turn or its chips and never ran: its place goes to the next. */
+                sdp_run_free(run);
                 execution_free_later(e);   /* with it the claim of its chips */
                 return;
         }
+        /* Their client's disconnect aborts the run (notes §1); nobody waits for the answer. Its
+         * pair's turn passes on once the run is over (as theirs: when its process is gone), or
+         * now if it cannot be watched. */
+        run->req = NULL;
+        if (execution_watch_add(e, on_abandoned, run, &run->watch) < 0)
+                sdp_run_free(run);
         execution_detach(e);
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
 }
@@ -369,6 +391,52 @@ static void on_claimed(NpuClaim *c, int error, const char *why, void *userdata) 
         }
         run->started = true;
         (void) execution_start(run->e, on_done, run);
+}
+
+/* Its turn has come (at once, or from the loop once the earlier run of its pair left): claim its
+ * chips, then start; or start. */
+static void run_go(void *userdata) {
+        SdpRun *run = userdata;
+        int r;
+
+        if (run->n_npu_chips > 0) {
+                SdpRequest p = { .n_npu_chips = run->n_npu_chips };
+
+                /* Their host card indices are our chips' logic ids: held and re-probed, then the run. */
+                memcpy(p.npu_chips, run->npu_chips, sizeof(p.npu_chips));
+                r = sdp_npu_claim(run->m, run->req, run->e, &p, on_claimed, run);
+                if (r < 0) {
+                        /* Answered already. */
+                        http_request_set_userdata(run->req, NULL, NULL);
+                        execution_free_later(run->e);
+                        sdp_run_free(run);
+                }
+                return;
+        }
+        run->started = true;
+        (void) execution_start(run->e, on_done, run);
+}
+
+/* The run @e of request @p takes its place in their order (notes §1): runs of one (session, agent)
+ * one after the other, in the order they came; @run (taken) goes with it. */
+static void run_enqueue(Manager *m, HttpRequest *req, SdpRun *run, Execution *e, const SdpRequest *p) {
+        int r;
+
+        /* Their maxWorkspaceBytes bounds our quota for this run (the smaller one applies). */
+        execution_cap_limits(e, p->max_workspace, 0);
+        run->e = e;
+        memcpy(run->npu_chips, p->npu_chips, sizeof(run->npu_chips));
+        run->n_npu_chips = p->n_npu_chips;
+        r = sdp_slot_enter(m, p->session, p->agent, p->id, p->language, run_go, run, &run->slot);
+        if (r < 0) {
+                execution_free(e);
+                sdp_run_free(run);
+                return sdp_reply_error(req, 500, "Out of memory");
+        }
+        http_request_set_userdata(req, run, on_request_gone);
+        http_request_suspend(req);
+        if (r > 0)
+                run_go(run);    /* else run_go() from the loop, or on_request_gone(), has it */
 }
 
 /* ---- the request ----------------------------------------------------------------------------- */
@@ -389,7 +457,6 @@ static void replay_key(const char *id, char ret[static REPLAY_ID_MAX + 1]) {
 }
 
 bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind kind, SdpRequest *ret) {
-        bool owned = kind == SDP_KIND_MANAGED;
         SdpRequest p = {};
         json_object *epoch, *v;
         const char *mode, *reason;
@@ -405,9 +472,11 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "code must be a non-blank string");
                 return false;
         }
+        /* The pair (permissionEpoch.sessionId, agentId) owns a managed run and orders the
+         * others: both required, as their queue requires them. */
         p.agent = get_string(body, "agentId");
-        if ((json_object_object_get_ex(body, "agentId", &v) && !p.agent) || (owned && blank(p.agent))) {
-                sdp_reply_error(req, 400, "agentId must be a string");
+        if (blank(p.agent)) {
+                sdp_reply_error(req, 400, "Agent ID is required");
                 return false;
         }
         p.language = kind != SDP_KIND_EXECUTE ? "shell" : get_string(body, "language") ?: "python";
@@ -433,7 +502,7 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "maxOutputBytes must be a non-negative integer");
                 return false;
         }
-        if (get_quantity(body, "maxWorkspaceBytes", &ignored) < 0 ||
+        if (get_quantity(body, "maxWorkspaceBytes", &p.max_workspace) < 0 ||
             get_quantity(body, "kernelIdleTimeoutMs", &ignored) < 0) {
                 sdp_reply_error(req, 400, "maxWorkspaceBytes and kernelIdleTimeoutMs must be non-negative integers");
                 return false;
@@ -444,8 +513,8 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 return false;
         }
         p.session = get_string(epoch, "sessionId");
-        if (owned && blank(p.session)) {
-                sdp_reply_error(req, 400, "permissionEpoch.sessionId must be a string");
+        if (blank(p.session)) {
+                sdp_reply_error(req, 400, "Session ID is required");
                 return false;
         }
         if (!mounts_valid(epoch)) {
@@ -604,23 +673,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
                 execution_free(e);
                 return sdp_reply_error(req, 500, "Out of memory");
         }
-        run->e = e;
-        if (p.n_npu_chips > 0) {
-                /* Their host card indices are our chips' logic ids: held and re-probed, then the run. */
-                r = sdp_npu_claim(m, req, e, &p, on_claimed, run);
-                if (r < 0) {
-                        execution_free_later(e);
-                        return;
-                }
-                http_request_set_userdata(req, run, on_request_gone);
-                http_request_suspend(req);
-                (void) STEAL(run);     /* on_claimed() or on_request_gone() has it now */
-                return;
-        }
-        http_request_set_userdata(req, run, on_request_gone);
-        http_request_suspend(req);
-        run->started = true;
-        (void) execution_start(e, on_done, STEAL(run));
+        run_enqueue(m, req, STEAL(run), e, &p);
 }
 
 void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {

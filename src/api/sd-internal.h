@@ -52,6 +52,7 @@ typedef struct SdpRequest {
         const char *skills;             /* skillPackagesRoot, or NULL */
         uint64_t timeout_ms;            /* executionTimeoutMs, 0 = none */
         uint64_t max_output;            /* maxOutputBytes, 0 = no truncation */
+        uint64_t max_workspace;         /* maxWorkspaceBytes, 0 = none (our quota still applies) */
         char ws[129];                   /* our workspace for their runnerWorkspaceKey */
         SdpNetwork net;                 /* permissionEpoch's network, as their rule reads it */
         const char *epoch_revision;     /* permissionEpoch.environmentRevisionId */
@@ -91,6 +92,24 @@ bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, Egre
 bool sdp_network_check(HttpRequest *req, json_object *body, json_object *epoch, SdpNetwork *ret);
 /* sdp_network_health() - /health's sandboxNetwork. Return: a new object, NULL on OOM. */
 json_object *sdp_network_health(Manager *m);
+
+/* sd-queue.c: their order of /execute and /execute-shell runs (notes §1, "Concurrency"). */
+typedef struct SdpSlot SdpSlot;
+typedef void (*SdpSlotStart)(void *userdata);
+/*
+ * sdp_slot_enter() - a run of (@session, @agent), their @id, in @language, takes its place: runs
+ * of one pair go one after the other (first come, first served), other pairs in parallel. Its
+ * turn has come at once, or @start is called from the loop when the earlier run of the pair left.
+ * Return: 1 its turn (start it now), 0 it waits, -ENOMEM.
+ */
+int sdp_slot_enter(Manager *m, const char *session, const char *agent, const char *id, const char *language,
+                   SdpSlotStart start, void *userdata, SdpSlot **ret);
+/* sdp_slot_leave() - the run is over (ended, refused, its client gone): the next of its pair gets
+ * its turn. Accepts NULL. Return: NULL. */
+SdpSlot *sdp_slot_leave(SdpSlot *s);
+/* sdp_slots_json() - /status's activeExecutions: every slot, waiting ("queued") or not
+ * ("running"). Return: a new array, NULL on OOM. */
+json_object *sdp_slots_json(Manager *m);
 
 /* sd-routes.c: kernels, which this runner never keeps (persistent runs are refused). */
 void sdp_kernels_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);

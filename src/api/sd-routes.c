@@ -214,7 +214,7 @@ static bool content_length_refused(HttpRequest *req, uint64_t cap, const char **
                 *ret_why = "Invalid Content-Length";
                 return true;
         }
-        *ret_why = "Request body exceeds the limit";
+        *ret_why = NULL;                /* over the cap: their words, with it */
         return v > cap;
 }
 
@@ -225,6 +225,9 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         const SdpRoute *route;
         const char *why;
         uint64_t cap;
+
+        /* A body past its cap is answered here, in their shape and words, not with our 413. */
+        http_request_own_too_large(req);
 
         /* The hostile-input rules of our own API (api-routes.c), in their shape: a bounded
          * target and header count, and no %00, which libmicrohttpd would decode into the path or
@@ -270,7 +273,10 @@ uint64_t sdp_api_begin(HttpRequest *req, void *userdata) {
         /* A body declared too large is refused before it is read (and the connection closed):
          * their JSON bodies are not streamed, and nothing over the cap is ever taken in. */
         if (content_length_refused(req, cap, &why)) {
-                reply_error_close(req, 400, "%s", why);
+                if (why)
+                        reply_error_close(req, 400, "%s", why);
+                else
+                        reply_error_close(req, 400, "Request body exceeds the %" PRIu64 " byte limit", cap);
                 return 0;
         }
         return cap;
@@ -283,6 +289,7 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
         size_t lens[HTTP_ROUTE_MAX_PARAMS] = {};
         const SdpRoute *route = route_find(req, params, lens);
         const char *data;
+        uint64_t cap;
         size_t size;
         int r;
 
@@ -292,6 +299,10 @@ void sdp_api_dispatch(HttpRequest *req, void *userdata) {
         if (route->auth != SDP_AUTH_NONE &&
             auth_check_bearer(m->secrets.token, http_request_header(req, "Authorization")) < 0)
                 return sdp_reply_error(req, 401, "Unauthorized");
+        /* A body past its cap (chunked, or longer than it said): read and dropped; their runner
+         * throws, so 400 with their message (notes §1, "readBytes"). */
+        if (http_request_too_large(req, &cap))
+                return sdp_reply_error(req, 400, "Request body exceeds the %" PRIu64 " byte limit", cap);
         /* A streamed body's handler says what its sink refused. */
         if (!route->begin && http_request_sink_error(req) < 0)
                 return sdp_reply_error(req, 400, "Request body exceeds the limit");
@@ -384,26 +395,15 @@ static uint64_t now_ms(void) {
 
 void sdp_status(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *active = json_object_new_array();
+        json_object *active = sdp_slots_json(m);
         char when[32];
 
         if (!o || !active) {
                 json_object_put(active);
                 return sdp_reply_error(req, 500, "Out of memory");
         }
-        for (Execution *e = m->exec.executions; e; e = execution_next(e)) {
-                json_object *x;
-
-                if (execution_finished(e))
-                        continue;
-                x = json_object_new_object();
-                if (!x)
-                        continue;
-                json_object_object_add(x, "executionId", json_object_new_string(execution_id(e)));
-                json_object_object_add(x, "kernelMode", json_object_new_string("ephemeral"));
-                json_object_object_add(x, "status", json_object_new_string("running"));
-                json_object_array_add(active, x);
-        }
+        /* As theirs: the /execute and /execute-shell runs of this listener, waiting or running
+         * (managed runs are polled by id, and our own API's runs are not theirs). */
         json_object_object_add(o, "activeExecutions", active);
         json_object_object_add(o, "capturedAt", json_object_new_string(sdp_iso_time(now_ms(), when)));
         json_object_object_add(o, "kernels", json_object_new_array());

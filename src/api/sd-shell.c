@@ -105,6 +105,27 @@ static const char *get_str(json_object *o, const char *key) {
                 json_object_get_string(v) : NULL;
 }
 
+/* The budget the run's logs had (their maxOutputBytes or ours, the smaller; 0: none). */
+static uint64_t log_limit(json_object *rec) {
+        json_object *logs, *l;
+
+        if (!json_object_object_get_ex(rec, "logs", &logs) || !json_object_object_get_ex(logs, "stdout", &l))
+                return 0;
+        return get_u64(l, "limitBytes");
+}
+
+/* A run stopped at its workspace quota, in their words (notes §3). */
+static char *quota_error(json_object *rec) {
+        json_object *q;
+        char *s = NULL;
+
+        if (!json_object_object_get_ex(rec, "workspaceQuota", &q) ||
+            asprintf(&s, "Workspace exceeded the %" PRIu64 " byte execution quota (%s)", get_u64(q, "limitBytes"),
+                     get_str(rec, "workspaceId") ?: "") < 0)
+                return NULL;
+        return s;
+}
+
 static bool log_truncated(json_object *rec) {
         json_object *logs, *l, *v;
 
@@ -148,11 +169,16 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
         json_object_object_add(o, "state", json_object_new_string(theirs));
         json_object_object_add(o, "finishedAt", json_object_new_string(
                                        sdp_iso_time(created + get_u64(rec, "durationMs"), when)));
-        if (!streq(status, "exited"))
+        if (streq(status, "workspace_quota_exceeded")) {
+                _cleanup_free_ char *why = quota_error(rec);
+
+                json_object_object_add(o, "error", json_object_new_string(why ?: status));
+        } else if (!streq(status, "exited"))
                 json_object_object_add(o, "error", json_object_new_string(get_str(rec, "error") ?: status));
         json_object_object_add(o, "logTruncated", json_object_new_boolean(log_truncated(rec)));
         if (!streq(theirs, "unknown")) {
-                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, NULL, 0,
+                /* Their output budget over both streams, with their marker, as the log's budget. */
+                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, NULL, log_limit(rec),
                                                    created + get_u64(rec, "durationMs")), *snap;
                 if (!res)
                         return NULL;
@@ -318,6 +344,9 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 execution_free(e);
                 return sdp_reply_error(req, 500, "Out of memory");
         }
+        /* Their maxOutputBytes is the logs' budget, their maxWorkspaceBytes the quota: each
+         * where it is smaller than ours. */
+        execution_cap_limits(e, p.max_workspace, p.max_output);
         /* A managed run belongs to nobody's connection: it ends on its own or by cancel. */
         execution_set_managed(e);
         if (p.n_npu_chips > 0)

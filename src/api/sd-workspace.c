@@ -333,7 +333,10 @@ static int on_body(HttpRequest *req, const void *data, size_t size, int error, v
                 return 0;
         }
         r = ws_writer_write(x->writer, data, size);
-        if (r == -EFBIG)
+        if (r == -EFBIG && x->kind == MUTATION_PUT)
+                /* Their words for a body past the cap of a PUT (their maxWorkspaceBytes). */
+                mutation_refuse(x, 400, "Request body exceeds the %" PRIu64 " byte limit", x->max);
+        else if (r == -EFBIG)
                 mutation_refuse(x, 400, "Remote workspace file exceeds %" PRIu64 " bytes", x->max);
         else if (r < 0)
                 mutation_refuse(x, 400, "Writing the remote workspace file failed: %s", strerror(-r));
@@ -393,6 +396,10 @@ static uint64_t put_begin(Manager *m, HttpRequest *req, MutationKind kind) {
                 return 0;
         }
         x->max = limit_or_max(m->quota.max_upload_file_bytes);
+        /* Their PUT body is capped by the runner's maxWorkspaceBytes (0: none, as /health says
+         * it): the smaller of that and MaxUploadFileBytes applies. */
+        if (kind == MUTATION_PUT && m->quota.max_workspace_bytes > 0)
+                x->max = MIN(x->max, m->quota.max_workspace_bytes);
         if (!key || !sdp_runner_workspace_key_valid(key))
                 mutation_refuse(x, 400, key ? "Invalid runner workspace key" : "workspace is required");
         else if (!sdp_path_valid(path))
@@ -412,10 +419,21 @@ static uint64_t put_begin(Manager *m, HttpRequest *req, MutationKind kind) {
                         mutation_refuse(x, 400, "x-workspace-sha256 must be 64 lowercase hex digits");
                 else if (exec && (sdp_timestamp_parse(exec, &e) < 0 || (e & ~(uint64_t) 0111) != 0))
                         mutation_refuse(x, 400, "x-workspace-executable must be the file's mode bits within 0o111");
+                else if (m->quota.max_workspace_bytes > 0 && x->declared > m->quota.max_workspace_bytes)
+                        mutation_refuse(x, 400, "Remote workspace exceeds its execution quota");
                 else if (x->declared > x->max)
                         mutation_refuse(x, 400, "Remote workspace file exceeds %" PRIu64 " bytes", x->max);
                 /* Executable for whom it says, readable and writable for the owner, as uploads are. */
                 x->mode = 0600 | (e & 0100 ? 0100 : 0) | (e & 0010 ? 0010 : 0) | (e & 0001 ? 0001 : 0);
+        }
+        if (kind == MUTATION_PUT && x->status == 0) {
+                const char *cl = http_request_header(req, "Content-Length");
+                uint64_t n;
+
+                /* Declared too large: refused before anything is written (the body is still read,
+                 * so that the answer arrives). */
+                if (cl && sdp_timestamp_parse(cl, &n) >= 0 && n > x->max)
+                        mutation_refuse(x, 400, "Request body exceeds the %" PRIu64 " byte limit", x->max);
         }
         if (x->status == 0) {
                 sdp_workspace_for_key(key, x->ws);

@@ -137,6 +137,8 @@ json_object *execution_record_json_full(const Execution *e, bool for_disk) {
                         json_object *l = json_object_new_object();
                         json_object_object_add(l, "bytes", json_new_u64(e->log_bytes[s]));
                         json_object_object_add(l, "truncated", json_object_new_boolean(e->log_truncated[s]));
+                        /* What the log keeps (its budget; 0: all). */
+                        json_object_object_add(l, "limitBytes", json_new_u64(e->output_limit));
                         json_object_object_add(logs, record_stream_to_string((RecordStream) s), l);
                 }
                 json_object_object_add(o, "logs", logs);

@@ -82,6 +82,15 @@ bool execution_quota_exceeded(Execution *e, uint64_t bytes) {
         return true;
 }
 
+static uint64_t smaller_limit(uint64_t limit, uint64_t cap) {
+        return cap > 0 && (limit == 0 || cap < limit) ? cap : limit;
+}
+
+void execution_cap_limits(Execution *e, uint64_t workspace_bytes, uint64_t output_bytes) {
+        e->workspace_limit = smaller_limit(e->workspace_limit, workspace_bytes);
+        e->output_limit = smaller_limit(e->output_limit, output_bytes);
+}
+
 static int on_quota_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Execution *e = userdata;
         uint64_t bytes;

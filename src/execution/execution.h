@@ -100,6 +100,14 @@ json_object *execution_record_json(const Execution *e);
 /* execution_record_json_full() - with @for_disk, also who runs it (daemon pid and start time). */
 json_object *execution_record_json_full(const Execution *e, bool for_disk);
 
+/*
+ * execution_cap_limits() - before execution_start(): lower this run's workspace quota to
+ * @workspace_bytes and its output budget (what a managed run's logs keep) to @output_bytes, each
+ * only where that is smaller than the settings it was created with (0: no change; a setting of 0,
+ * unlimited, is lowered by any cap).
+ */
+void execution_cap_limits(Execution *e, uint64_t workspace_bytes, uint64_t output_bytes);
+
 /* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
 void execution_set_managed(Execution *e);
 bool execution_is_managed(const Execution *e);

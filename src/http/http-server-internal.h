@@ -76,6 +76,7 @@ struct HttpRequest {
         uint64_t sink_bytes;
         HttpRequest *suspended_prev, *suspended_next;
         bool too_large;                   /* body over the cap: discarded, 413 at the end */
+        bool own_too_large;               /* ... or dispatched all the same (http_request_own_too_large()) */
         void *userdata;
         void (*abort_cb)(HttpRequest *req, void *userdata);
 };

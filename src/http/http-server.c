@@ -261,7 +261,7 @@ static MHD_Result_t on_mhd_access(void *cls, struct MHD_Connection *connection, 
         if (req->peer_gone && !req->response)
                 return MHD_NO;
 
-        if (req->too_large && !req->replied) {
+        if (req->too_large && !req->replied && !req->own_too_large) {
                 reply_too_large(req);
                 return queue_pending(req);
         }
@@ -507,4 +507,14 @@ void http_request_set_body_sink(HttpRequest *req, HttpBodySink sink, void *userd
 
 int http_request_sink_error(const HttpRequest *req) {
         return req->sink_error;
+}
+
+void http_request_own_too_large(HttpRequest *req) {
+        req->own_too_large = true;
+}
+
+bool http_request_too_large(const HttpRequest *req, uint64_t *ret_cap) {
+        if (ret_cap)
+                *ret_cap = req->body_cap;
+        return req->too_large;
 }

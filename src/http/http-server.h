@@ -108,6 +108,13 @@ void http_request_suspend(HttpRequest *req);
 void http_request_set_body_sink(HttpRequest *req, HttpBodySink sink, void *userdata);
 /* http_request_sink_error() - 0, or what the sink (or the cap: -EFBIG) refused the body with. */
 int http_request_sink_error(const HttpRequest *req);
+/*
+ * http_request_own_too_large() - from begin(): a body past the cap is still discarded, but
+ * dispatch() runs and answers it (another API's shape) instead of the transport's 413;
+ * http_request_too_large() says so, with the cap in *@ret_cap (@ret_cap may be NULL).
+ */
+void http_request_own_too_large(HttpRequest *req);
+bool http_request_too_large(const HttpRequest *req, uint64_t *ret_cap);
 
 /*
  * http_request_reply_stream() - answer with a body produced by @reader (chunked when @size is

@@ -91,6 +91,33 @@ def leftovers(ctx):
 
 # ---- 1: plain uploads, downloads, listings ------------------------------------------------------
 
+WS_MAX = 8 << 20                        # the daemon's MaxWorkspaceBytes=8M
+
+
+@case("1 PUT body past maxWorkspaceBytes (8M): 400 'Request body exceeds the N byte limit', sized or chunked; no file")
+def c_put_cap(ctx, res):
+    r = ctx.c.request("GET", "/health")
+    res.eq("/health maxWorkspaceBytes", (r.json() or {}).get("maxWorkspaceBytes"), WS_MAX)
+    big = b"z" * (WS_MAX + 1)
+    message = {"error": "Request body exceeds the %d byte limit" % WS_MAX}
+    expect(res, ctx.put("cap/sized.bin", big), 400, message, "PUT 8M+1 with Content-Length")
+    # Chunked as their client streams: read to its end, then their answer (not our 413).
+    chunks = [big[i:i + 262144] for i in range(0, len(big), 262144)]
+    r = ctx.c.put_chunked(ctx.q("/remote-workspace/file", workspace=ctx.key, path="cap/chunked.bin"), chunks,
+                          timeout=30.0)
+    expect(res, r, 400, message, "PUT 8M+1 chunked")
+    exact = b"e" * WS_MAX
+    expect(res, ctx.put("cap/exact.bin", exact), 201, {"path": "cap/exact.bin", "size": WS_MAX}, "PUT exactly 8M")
+    for name in ("sized.bin", "chunked.bin"):
+        res.check(not os.path.exists(os.path.join(ctx.ws_dir(), "cap", name)), "cap/%s was written" % name)
+    res.check(not leftovers(ctx), "temporary files left: %s" % leftovers(ctx))
+    # A transfer that says it is larger than the workspace may be: their quota error, before the body.
+    r = ctx.transfer("cap/transfer.bin", [b"t" * 1024], size=WS_MAX + 1)
+    expect(res, r, 400, {"error": "Remote workspace exceeds its execution quota"}, "transfer of 8M+1 declared")
+    expect(res, ctx.c.request("DELETE", ctx.q("/remote-workspace", workspace=ctx.key)), 200, {"deleted": True},
+           "DELETE (the 8M file would fill the workspace's quota for the runs below)")
+
+
 @case("1 PUT /remote-workspace/file: 201 {path,size}; reject 409; overwrite; GET the bytes")
 def c_put(ctx, res):
     data = b"hello remote\n" + os.urandom(3000)
@@ -430,7 +457,9 @@ def main():
     tap = L.Tap(out)
     out.write("1..%d\n" % len(CASES))
     run_as = T.resolve_run_as(args.run_as)
-    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
+    # MaxWorkspaceBytes=8M: their maxWorkspaceBytes, the cap of a PUT body (below MaxUploadFileBytes).
+    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
+                   config=L.CONFIG_TEXT.replace("[Quota]\n", "[Quota]\nMaxWorkspaceBytes=8M\n"))
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
     if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
         d.cleanup()

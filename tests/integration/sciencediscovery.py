@@ -25,6 +25,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -276,6 +277,154 @@ def c_disconnect(ctx, res):
         res.note("gone %.2f s after the disconnect" % gone)
 
 
+# ---- 3: their order per (session, agent) and /status -------------------------------------------
+
+TIMED = "import time\nprint('S %%.3f' %% time.time(), flush=True)\ntime.sleep(%s)\nprint('E %%.3f' %% time.time())\n"
+
+
+def span(res, r, what):
+    """(start, end) as the run printed them (the host's clock: the sandbox shares it), or None."""
+    if r is None or not expect(res, r, 200, what=what):
+        return None
+    d = dict(re.findall(r"^([SE]) (\d+\.\d+)$", (r.json() or {}).get("stdout", ""), re.M))
+    if not res.check("S" in d and "E" in d, "%s: no times in %r" % (what, trunc((r.json() or {}).get("stdout")))):
+        return None
+    return float(d["S"]), float(d["E"])
+
+
+def post_async(ctx, body, out, name):
+    def worker():
+        try:
+            out[name] = ctx.sd("POST", "/execute", body, signed=True, timeout=RUN_TIMEOUT)
+        except (HttpError, OSError) as e:
+            out[name + "-error"] = "%s: %s" % (type(e).__name__, e)
+    t = threading.Thread(target=worker, daemon=True)
+    t.start()
+    return t
+
+
+def status_entries(ctx):
+    r = ctx.sd("GET", "/status")
+    return {x.get("executionId"): x for x in (r.json() or {}).get("activeExecutions", [])} if r.status == 200 else {}
+
+
+def wait_status(ctx, ids, limit=8.0, want=None):
+    """Poll /status until every id of @ids is listed (with status @want, if given); the entries."""
+    t0 = now()
+    while True:
+        e = status_entries(ctx)
+        if all(i in e and (want is None or e[i].get("status") == want) for i in ids) or now() - t0 > limit:
+            return e
+        time.sleep(0.05)
+
+
+def open_run(ctx, body):
+    """POST /execute on a socket of its own, left open (closing it is their client's disconnect)."""
+    data = json.dumps(body).encode()
+    t, sig = ctx.sign(data)
+    headers = [("Authorization", "Bearer " + ctx.d.token), ("Content-Type", "application/json"),
+               ("x-science-execution-timestamp", t), ("x-science-execution-signature", sig)]
+    s = L.socket.create_connection((L.LOOPBACK, ctx.d.sd_port), timeout=5)
+    s.sendall(L.build_request("POST", "/execute", headers, data))
+    return s
+
+
+@case("3 sd order: two runs of one (session, agent) go one after the other; /status lists them with sessionId and agentId")
+def c_order_same_agent(ctx, res):
+    # Different workspaces: only their order per (session, agent) can keep these two apart.
+    b1 = ctx.execute_body(TIMED % 1.5, agentId="agent-o", runnerWorkspaceKey=ctx.key + "/o1")
+    b2 = ctx.execute_body(TIMED % 0.1, agentId="agent-o", runnerWorkspaceKey=ctx.key + "/o2")
+    out = {}
+    t1 = post_async(ctx, b1, out, "1")
+    e = wait_status(ctx, [b1["executionId"]], want="running")
+    t2 = post_async(ctx, b2, out, "2")
+    e = wait_status(ctx, [b1["executionId"], b2["executionId"]])
+    x1, x2 = e.get(b1["executionId"], {}), e.get(b2["executionId"], {})
+    res.eq("first: status, session, agent, language, kernelMode",
+           (x1.get("status"), x1.get("sessionId"), x1.get("agentId"), x1.get("language"), x1.get("kernelMode")),
+           ("running", "session-1", "agent-o", "python", "ephemeral"))
+    res.check(ISO.match(x1.get("startedAt") or "") and ISO.match(x1.get("queuedAt") or ""), "first: times %r" % x1)
+    res.eq("second: status, session, agent", (x2.get("status"), x2.get("sessionId"), x2.get("agentId")),
+           ("queued", "session-1", "agent-o"))
+    res.check(ISO.match(x2.get("queuedAt") or "") and "startedAt" not in x2, "second while queued: %r" % x2)
+    t1.join(RUN_TIMEOUT)
+    t2.join(RUN_TIMEOUT)
+    s1, s2 = span(res, out.get("1"), "first run"), span(res, out.get("2"), "second run")
+    if s1 and s2:
+        res.check(s2[0] >= s1[1], "the second run started at %.3f, before the first ended at %.3f" % (s2[0], s1[1]))
+    left = status_entries(ctx)
+    res.check(b1["executionId"] not in left and b2["executionId"] not in left, "still in /status: %r" % left)
+
+
+@case("3 sd order: runs of two agents of one session overlap")
+def c_order_two_agents(ctx, res):
+    b1 = ctx.execute_body(TIMED % 1.5, agentId="agent-p1", runnerWorkspaceKey=ctx.key + "/p1")
+    b2 = ctx.execute_body(TIMED % 1.5, agentId="agent-p2", runnerWorkspaceKey=ctx.key + "/p2")
+    out = {}
+    ts = [post_async(ctx, b1, out, "1"), post_async(ctx, b2, out, "2")]
+    e = wait_status(ctx, [b1["executionId"], b2["executionId"]], want="running")
+    res.eq("both running", (e.get(b1["executionId"], {}).get("status"), e.get(b2["executionId"], {}).get("status")),
+           ("running", "running"))
+    for t in ts:
+        t.join(RUN_TIMEOUT)
+    s1, s2 = span(res, out.get("1"), "agent-p1"), span(res, out.get("2"), "agent-p2")
+    if s1 and s2:
+        res.check(s1[0] < s2[1] and s2[0] < s1[1], "no overlap: %r and %r" % (s1, s2))
+
+
+@case("3 sd order: a disconnect gives the turn on (a waiting run leaves, a running one ends first)")
+def c_order_disconnect(ctx, res):
+    long1 = ctx.execute_body("import time\ntime.sleep(60)\n", agentId="agent-d", runnerWorkspaceKey=ctx.key + "/d1")
+    waiting = ctx.execute_body("print('never')\n", agentId="agent-d", runnerWorkspaceKey=ctx.key + "/d2")
+    quick = ctx.execute_body(TIMED % 0.1, agentId="agent-d", runnerWorkspaceKey=ctx.key + "/d3")
+    s1 = open_run(ctx, long1)
+    s2 = None
+    out = {}
+    try:
+        e = wait_status(ctx, [long1["executionId"]], want="running")
+        res.eq("long run", e.get(long1["executionId"], {}).get("status"), "running")
+        s2 = open_run(ctx, waiting)
+        e = wait_status(ctx, [waiting["executionId"]])
+        res.eq("second run waits", e.get(waiting["executionId"], {}).get("status"), "queued")
+        t = post_async(ctx, quick, out, "q")
+        wait_status(ctx, [quick["executionId"]])
+        # The waiting run's client leaves: it never runs, and it leaves /status at once.
+        s2.close()
+        s2 = None
+        t0 = now()
+        while waiting["executionId"] in status_entries(ctx) and now() - t0 < 5:
+            time.sleep(0.05)
+        e = status_entries(ctx)
+        res.check(waiting["executionId"] not in e, "the abandoned waiting run is still listed")
+        res.eq("after it: still the long run, then the quick one",
+               (e.get(long1["executionId"], {}).get("status"), e.get(quick["executionId"], {}).get("status")),
+               ("running", "queued"))
+        time.sleep(0.5)        # past the long run's launch
+    finally:
+        if s2:
+            s2.close()
+        s1.close()
+    t0 = now()
+    t.join(RUN_TIMEOUT)
+    res.check(now() - t0 < 12, "the quick run answered %.1f s after the long run's client left" % (now() - t0))
+    span(res, out.get("q"), "the run after the disconnect")
+    res.check(not os.path.exists(os.path.join(ctx.d.workspace_path("sd-" + hashlib.sha256(
+        (ctx.key + "/d2").encode()).hexdigest()[:40]), "never")), "the abandoned run left a file")
+
+
+@case("3 sd execute: maxWorkspaceBytes bounds the run's quota (400 in their words); 0 leaves ours")
+def c_max_workspace(ctx, res):
+    key = ctx.key + "/quota"
+    code = "open('big.bin', 'wb').write(b'q' * 3000000)\nprint('wrote')\n"
+    b, r = ctx.execute(code, runnerWorkspaceKey=key, maxWorkspaceBytes=1000000)
+    if expect(res, r, 400, what="3 MB with maxWorkspaceBytes 1000000"):
+        err = (r.json() or {}).get("error", "")
+        res.check(err.startswith("Workspace exceeded the 1000000 byte execution quota ("), "error %r" % err)
+    b, r = ctx.execute(code, runnerWorkspaceKey=key, maxWorkspaceBytes=0)
+    if expect(res, r, 200, what="3 MB with maxWorkspaceBytes 0 (ours: 10 GiB)"):
+        res.eq("stdout", r.json().get("stdout"), "wrote\n")
+
+
 @case("3 sd execute-shell (legacy): bash -euo pipefail, answered at its end in their shape")
 def c_execute_shell(ctx, res):
     body = ctx.execute_body("echo one > legacy.txt\ncat legacy.txt\nfalse\necho never\n")
@@ -406,6 +555,69 @@ def c_shell_cancel(ctx, res):
 
 
 # ---- 4: our own API beside it ------------------------------------------------------------------
+
+def log_text(ctx, res, body, stream="stdout"):
+    """Every piece of @stream the logs route hands out, paging as their execution_logs tool does."""
+    text, cursor, retention = "", 1, None
+    for _ in range(50):
+        r = ctx.sd("GET", shell_path(body, "/logs", extra="&cursor=%d" % cursor))
+        if not expect(res, r, 200, what="logs cursor %d" % cursor):
+            return None, None
+        j = r.json()
+        text += "".join(c.get("text", "") for c in j.get("chunks", []) if c.get("stream") == stream)
+        retention = j.get("retentionTruncated")
+        cursor = j.get("nextCursor")
+        if not j.get("truncated"):
+            break
+    return text, retention
+
+
+@case("5 sd shell: maxOutputBytes is the log budget where smaller than ours: logs stop there, result with their marker")
+def c_shell_output(ctx, res):
+    code = "head -c 20000 /dev/zero | tr '\\0' a\necho\n"
+    body, r = shell_submit(ctx, res, code, maxOutputBytes=5000)
+    if not expect(res, r, 202, what="submit with maxOutputBytes 5000"):
+        return
+    j = shell_wait(ctx, res, body)
+    if j is None:
+        return
+    res.eq("state, logTruncated", (j.get("state"), j.get("logTruncated")), ("completed", True))
+    out = (j.get("result") or {}).get("stdout", "")
+    res.check(len(out.encode()) <= 5000, "result stdout is %d bytes" % len(out.encode()))
+    res.check("[output truncated: exceeded 5000 bytes; set SCIENCE_AGENT_MAX_OUTPUT_BYTES=0 to disable]" in out,
+              "no marker of theirs: %r" % trunc(out))
+    res.check(out.startswith("aaaa") and out.endswith("a\n"), "head/tail lost: %r" % trunc(out))
+    text, retention = log_text(ctx, res, body)
+    if text is not None:
+        res.eq("log bytes kept", len(text), 5000)
+        res.eq("retentionTruncated", retention, True)
+    # 0: no truncation of theirs; ours (MaxOutputBytes=64K here) keeps all 20 KB.
+    body, r = shell_submit(ctx, res, code, maxOutputBytes=0)
+    if not expect(res, r, 202, what="submit with maxOutputBytes 0"):
+        return
+    j = shell_wait(ctx, res, body)
+    if j is None:
+        return
+    res.eq("state, logTruncated", (j.get("state"), j.get("logTruncated")), ("completed", False))
+    res.eq("result stdout", (j.get("result") or {}).get("stdout"), "a" * 20000 + "\n")
+    text, retention = log_text(ctx, res, body)
+    if text is not None:
+        res.eq("log", (len(text), retention), (20001, False))
+
+
+@case("5 sd shell: maxWorkspaceBytes bounds a managed run's quota: failed, error in their words")
+def c_shell_quota(ctx, res):
+    body, r = shell_submit(ctx, res, "head -c 3000000 /dev/zero > big.bin\necho wrote\n",
+                           maxWorkspaceBytes=1000000, runnerWorkspaceKey=ctx.key + "/shell-quota")
+    if not expect(res, r, 202, what="submit with maxWorkspaceBytes 1000000"):
+        return
+    j = shell_wait(ctx, res, body)
+    if j is None:
+        return
+    res.eq("state", j.get("state"), "failed")
+    res.check(str(j.get("error", "")).startswith("Workspace exceeded the 1000000 byte execution quota ("),
+              "error %r" % j.get("error"))
+
 
 @case("4 native listener: our API and its v1 signature still work; neither takes the other's signature")
 def c_native(ctx, res):
