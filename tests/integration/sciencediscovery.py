@@ -20,6 +20,7 @@ signature).  Prints TAP, exits 1 on any failure.  Bounded: < 90 s; traffic only 
 
 import argparse
 import email.utils
+import hashlib
 import json
 import os
 import re
