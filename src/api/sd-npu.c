@@ -4,7 +4,8 @@
  * (docs/npu.md): their NpuInventory from our probed chips, their workload descriptors from our
  * allowlist, their NpuJob from our broker's jobs (npu-jobs.h) plus what only they send (inputs,
  * environmentRevisionId, workspaceRoot), kept beside in <state>/sciencediscovery/npu-jobs/<id>.json.
- * A job's files are those of the runner workspace their runnerWorkspaceKey names. /health's
+ * A job's files are those of the runner workspace their runnerWorkspaceKey names; its end commits
+ * that workspace's tree to our snapshot store (revision sd-npu-<id>, as an upload's). /health's
  * npuBroker. May call core/, npu/ and the http/ transport.
  */
 
@@ -18,15 +19,21 @@
 
 #include "api/sd-internal.h"
 #include "core/manager.h"
+#include "core/snapshot-gc.h"
 #include "execution/execution.h"
 #include "http/http-server.h"
 #include "npu/npu-broker.h"
 #include "npu/npu-jobs.h"
 #include "npu/npu-manager.h"
+#include "util/child-task.h"
+#include "util/fd-util.h"
+#include "util/io-util.h"
 #include "util/json-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 #include "util/time-util.h"
+#include "workspace/cas/cas.h"
+#include "workspace/workspace.h"
 
 #define SDP_NPU_LOG_MAX (256U * 1024U)   /* the log an NpuJob carries: its first 256 KiB */
 
@@ -179,6 +186,87 @@ json_object *sdp_npu_health(Manager *m) {
         json_object_object_add(o, "queueConcurrency", json_object_new_int(1));
         json_object_object_add(o, "workloads", workloads_json(m));
         return o;
+}
+
+/* ---- a job's end: its workspace's tree, committed ------------------------------------------------ */
+
+typedef struct NpuCommit {
+        Manager *m;
+        char ws[129];
+        char exec_id[64];               /* the revision's ref name: sd-npu-<jobId> */
+        int ws_fd;
+        ChildTask *task;
+        void (*done)(void *token);
+        void *token;
+} NpuCommit;
+
+static void commit_free(NpuCommit *c) {
+        c->task = child_task_free(c->task);
+        safe_close(c->ws_fd);
+        free(c);
+}
+
+static int commit_child(int out_fd, void *userdata) {
+        NpuCommit *c = userdata;
+        _cleanup_free_ char *digest = NULL;
+        int r;
+
+        r = cas_snapshot(c->m->cas, c->ws_fd, c->ws, c->exec_id, now_usec(CLOCK_REALTIME) / 1000, &digest, NULL);
+        if (r < 0)
+                return r;
+        return loop_write(out_fd, digest, strlen(digest));
+}
+
+/* As an upload's: the new head is what the next run's createdFiles/modifiedFiles compare with. */
+static void on_commit_done(ChildTask *t, int error, const char *out, void *userdata) {
+        NpuCommit *c = userdata;
+        void (*done)(void *token) = c->done;
+        void *token = c->token;
+
+        c->task = child_task_free(c->task);
+        if (error < 0) {
+                log_warning_errno(error, "Failed to snapshot workspace '%s' after NPU job %s: %m", c->ws, c->exec_id + 7);
+                workspace_heads_forget(&c->m->exec.heads, c->ws);
+        } else {
+                if (out && strneq(out, "sha256:", 7))
+                        (void) workspace_heads_publish(&c->m->exec.heads, c->ws, c->exec_id, out);
+                else
+                        workspace_heads_forget(&c->m->exec.heads, c->ws);
+                snapshot_gc_published(c->m->gc);
+        }
+        commit_free(c);
+        done(token);
+}
+
+static void commit_abort(void *handle) {
+        NpuCommit *c = handle;
+
+        workspace_heads_forget(&c->m->exec.heads, c->ws);      /* its ref may be written or not */
+        commit_free(c);
+}
+
+/* The broker's job of @id ended, under the lease of @ws: commit that tree off the loop. */
+static int commit_start(const char *id, const char *ws, void (*done)(void *token), void *token, void *userdata,
+                        void **ret_handle) {
+        Manager *m = userdata;
+        NpuCommit *c = calloc(1, sizeof(*c));
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        *c = (NpuCommit) { .m = m, .done = done, .token = token };
+        (void) snprintf(c->ws, sizeof(c->ws), "%s", ws);
+        (void) snprintf(c->exec_id, sizeof(c->exec_id), "sd-npu-%s", id);
+        c->ws_fd = workspace_open(m->workspaces_fd, ws);
+        r = c->ws_fd < 0 ? c->ws_fd : child_task_start(m->event, commit_child, on_commit_done, c, &c->task);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to snapshot workspace '%s' after NPU job %s: %m", ws, id);
+                workspace_heads_forget(&m->exec.heads, ws);
+                commit_free(c);
+                return r;
+        }
+        *ret_handle = c;
+        return 0;
 }
 
 /* ---- routes ---------------------------------------------------------------------------------- */
@@ -340,6 +428,8 @@ void sdp_npu_job_create(Manager *m, HttpRequest *req, json_object *body, const c
                 return sdp_reply_error(req, 400, "NPU jobs are refused: %s", manager_refuses_new_work(m));
         sdp_workspace_for_key(key, ws);
 
+        /* Its end commits the workspace (as an upload does): snapshots and createdFiles see its output. */
+        npu_broker_set_commit(m->broker, &(NpuBrokerCommit) { .start = commit_start, .abort = commit_abort, .userdata = m });
         json_object_object_add(ours, "workloadId", json_object_new_string(workload));
         json_object_object_add(ours, "sessionId", json_object_new_string(session));
         if (inputs && json_object_is_type(inputs, json_type_object))

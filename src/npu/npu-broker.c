@@ -50,6 +50,12 @@ struct BrokerJob {
         sd_event_source *child_source, *poll_source;
         int lease_fd;                    /* the session workspace's write lease, for the job's life */
         bool cancelled;
+        char *workspace;                 /* the workspace submitted with it (the dialect's), or NULL */
+        void *commit;                    /* its end's commit under way (npu_broker_set_commit()) */
+        NpuJobState end_state;           /* its end, told once the commit is done */
+        const char *end_error;
+        NpuJobResult result;
+        bool has_result;
 };
 
 struct NpuBroker {
@@ -70,6 +76,7 @@ struct NpuBroker {
         void (*busy_ref)(void *userdata);
         void (*busy_unref)(void *userdata);
         void *userdata;
+        NpuBrokerCommit commit;
 };
 
 static void job_set_state(BrokerJob *j, NpuJobState state, const NpuJobResult *result, const char *error) {
@@ -137,7 +144,11 @@ static BrokerJob *job_free(BrokerJob *j) {
         j->child_source = sd_event_source_disable_unref(j->child_source);
         j->poll_source = sd_event_source_disable_unref(j->poll_source);
         j->claim = npu_claim_free(j->claim);
-        j->lease_fd = safe_close(j->lease_fd);
+        if (j->commit && b->commit.abort)
+                b->commit.abort(j->commit);
+        j->commit = NULL;
+        j->lease_fd = safe_close(j->lease_fd);      /* after the commit: it ran under the lease */
+        npu_job_result_done(&j->result);
         if (j->prev)
                 j->prev->next = j->next;
         else if (b->jobs == j)
@@ -152,31 +163,49 @@ static BrokerJob *job_free(BrokerJob *j) {
         free(j->chips);
         free(j->workload);
         free(j->session);
+        free(j->workspace);
         return mfree(j);
 }
 
-/* The end of a job: its runner's result decides, a cancel wins, no result is a failure. */
+static void job_record_end(BrokerJob *j) {
+        const char *why = j->end_error ?: j->result.error;
+
+        job_set_state(j, j->end_state, j->has_result ? &j->result : NULL, why);
+        job_log_finished(j, j->end_state, why);
+        job_free(j);
+}
+
+static void on_committed(void *token) {
+        BrokerJob *j = token;
+
+        j->commit = NULL;
+        job_record_end(j);
+}
+
+/* The end of a job: its runner's result decides, a cancel wins, no result is a failure. A job
+ * submitted with a workspace has its tree committed (still under its lease) before its end is
+ * recorded, so that whoever sees it final sees its output in the snapshot store. */
 static void job_finish(BrokerJob *j) {
-        NpuJobResult result = { .exit_code = -1 };
-        NpuJobState state;
-        const char *error = NULL;
+        NpuBroker *b = j->broker;
         int r;
 
-        r = npu_jobs_load_result(j->broker->jobs_fd, j->id, &result);
+        r = npu_jobs_load_result(b->jobs_fd, j->id, &j->result);
+        j->has_result = r >= 0;
         if (j->cancelled)
-                state = NPU_JOB_CANCELLED;
+                j->end_state = NPU_JOB_CANCELLED;
         else if (r < 0) {
-                state = NPU_JOB_FAILED;
-                error = "the job's runner ended without a result (see the journal)";
+                j->end_state = NPU_JOB_FAILED;
+                j->end_error = "the job's runner ended without a result (see the journal)";
         } else {
-                state = npu_job_result_state(&result);
-                if (result.timed_out)
-                        error = "the job ran past the workload's timeout and was stopped";
+                j->end_state = npu_job_result_state(&j->result);
+                if (j->result.timed_out)
+                        j->end_error = "the job ran past the workload's timeout and was stopped";
         }
-        job_set_state(j, state, r >= 0 ? &result : NULL, error ?: result.error);
-        job_log_finished(j, state, error ?: result.error);
-        npu_job_result_done(&result);
-        job_free(j);
+        if (j->workspace && b->commit.start &&
+            b->commit.start(j->id, j->workspace, on_committed, j, b->commit.userdata, &j->commit) >= 0)
+                return;
+        j->commit = NULL;
+        job_record_end(j);
 }
 
 static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
@@ -430,7 +459,8 @@ int npu_broker_submit(NpuBroker *b, json_object *body, const char *workspace_id,
         if (!j)
                 return -ENOMEM;
         *j = (BrokerJob) { .broker = b, .chips = STEAL(chips), .n_chips = w->chips, .lease_fd = STEAL_FD(lease_fd),
-                           .workload = strdup(w->id), .session = strdup(session) };
+                           .workload = strdup(w->id), .session = strdup(session),
+                           .workspace = workspace_id ? strdup(workspace_id) : NULL, .result.exit_code = -1 };
         memcpy(j->id, id, sizeof(id));
         j->next = b->jobs;
         if (b->jobs)
@@ -439,7 +469,7 @@ int npu_broker_submit(NpuBroker *b, json_object *body, const char *workspace_id,
         b->n_jobs++;
         if (b->busy_ref)
                 b->busy_ref(b->userdata);
-        if (!j->workload || !j->session) {
+        if (!j->workload || !j->session || (workspace_id && !j->workspace)) {
                 job_free(j);
                 return -ENOMEM;
         }
@@ -490,8 +520,8 @@ int npu_broker_cancel(NpuBroker *b, const char *id, const char *session) {
         if (r < 0)
                 return -ENOENT;
         j = job_find(b, id);
-        if (!j || npu_job_state_is_final(job->state))
-                return 0;
+        if (!j || j->commit || npu_job_state_is_final(job->state))
+                return 0;               /* ended (its commit under way: its end is decided) */
         j->cancelled = true;
         if (j->unit)
                 (void) bus_call_manager_async(b->bus, NULL, "StopUnit", NULL, NULL, "ss", j->unit, "replace");
@@ -512,6 +542,13 @@ void npu_broker_stop(NpuBroker *b) {
         while (b->jobs) {
                 BrokerJob *j = b->jobs;
 
+                if (j->commit) {
+                        /* Ended already: its end is told without the rest of its commit. */
+                        b->commit.abort(j->commit);
+                        j->commit = NULL;
+                        job_record_end(j);
+                        continue;
+                }
                 if (j->unit && b->bus) {
                         /* Synchronous: an asynchronous call would still wait for polkit when we
                          * are gone, and systemd drops it with its caller. */
@@ -534,6 +571,10 @@ void npu_broker_stop(NpuBroker *b) {
                 }
                 job_free(j);
         }
+}
+
+void npu_broker_set_commit(NpuBroker *b, const NpuBrokerCommit *c) {
+        b->commit = *c;
 }
 
 int npu_broker_jobs_fd(NpuBroker *b) {

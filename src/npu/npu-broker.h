@@ -71,6 +71,21 @@ int npu_broker_cancel(NpuBroker *b, const char *id, const char *session);
  */
 void npu_broker_stop(NpuBroker *b);
 
+/*
+ * The commit of a workspace's tree when a job submitted with that workspace ends (the dialect's:
+ * our snapshot store is not ours to call here). start() runs under the workspace's lease, which
+ * the job keeps until done(@token) is called (from the loop, once) or abort(*@ret_handle) (the job
+ * goes first: the daemon stops); the job's end is recorded after it. start() < 0: no commit.
+ */
+typedef struct NpuBrokerCommit {
+        int (*start)(const char *job_id, const char *workspace_id, void (*done)(void *token), void *token,
+                     void *userdata, void **ret_handle);
+        void (*abort)(void *handle);
+        void *userdata;
+} NpuBrokerCommit;
+
+void npu_broker_set_commit(NpuBroker *b, const NpuBrokerCommit *c);
+
 /* The job store's directory fd (npu-jobs.h: list, load, log, result for a session). */
 int npu_broker_jobs_fd(NpuBroker *b);
 

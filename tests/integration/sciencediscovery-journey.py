@@ -16,7 +16,8 @@ a python run that reads the upload, creates and modifies files; the skill packag
 read-only in a run; a managed shell run polled at 200 ms, its logs paged; a cancel; a client that
 hangs up and so aborts its run; the per-request network policy (an allowlist run reaches the
 allowed test origin, the next run with "none" reaches nothing); an NPU job whose output lands in
-the workspace; the listing, downloads and a snapshot export of what the session made; our own API
+the workspace, committed at its end (an export right after it holds the output; the next run's
+createdFiles does not list it); the listing, downloads and a snapshot export of what the session made; our own API
 on the other listener.
 
 Like sciencediscovery-network.py the test runs itself again inside new mount and network
@@ -381,7 +382,7 @@ def s_network(j, res):
     res.eq("networkPolicy", a.get("networkPolicy"), "none")
 
 
-@step("11 an NPU job on the FAKE host: inputs uploaded, submitted signed, polled; its output lands in the workspace")
+@step("11 an NPU job on the FAKE host: inputs uploaded, submitted signed, polled; its output lands in the workspace, committed")
 def s_npu(j, res):
     r = j.sd("GET", "/npu/workloads")
     if expect(res, r, 200, "GET /npu/workloads"):
@@ -408,6 +409,12 @@ def s_npu(j, res):
     if expect(res, r, 200, "the job's output, downloaded"):
         res.eq("its bytes", r.body, b"MODEL of ATOM 1\n")
         j.files["out/run1/model.pdb"] = r.body
+    # The job's end committed the workspace: an export right after it holds the job's output.
+    r = j.sd("POST", "/remote-workspace/snapshots", {"workspace": j.key})
+    if expect(res, r, 201, "POST /remote-workspace/snapshots right after the job"):
+        entries = {f["path"]: f for f in r.json().get("files", [])}
+        res.eq("out/run1/model.pdb in the export", (entries.get("out/run1/model.pdb") or {}).get("sha256"),
+               hashlib.sha256(b"MODEL of ATOM 1\n").hexdigest())
     # The agent looks at the result: the next run sees the job's output.
     a = j.run(res, "m = open('out/run1/model.pdb').read()\nopen('analysis.txt', 'w').write(m.upper())\nprint(m, end='')\n",
               "a run that reads the job's output")
@@ -415,6 +422,11 @@ def s_npu(j, res):
         res.eq("its stdout", a.get("stdout"), "MODEL of ATOM 1\n")
         res.note("createdFiles of the run after the job: %r" % a.get("createdFiles"))
         res.check("analysis.txt" in (a.get("createdFiles") or []), "createdFiles %r" % a.get("createdFiles"))
+        # The job's files were there before this run: not its own (their runner scans before and after).
+        res.check(not [p for p in (a.get("createdFiles") or []) if p.startswith("out/")],
+                  "createdFiles lists the job's output: %r" % a.get("createdFiles"))
+        res.check(not [p for p in (a.get("modifiedFiles") or []) if p.startswith("out/")],
+                  "modifiedFiles lists the job's output: %r" % a.get("modifiedFiles"))
         j.files["analysis.txt"] = b"MODEL OF ATOM 1\n"
 
 
