@@ -522,7 +522,8 @@ void sdp_skills_post(Manager *m, HttpRequest *req, json_object *body, const char
         dfd = skills_dir_open(m, true);
         if (dfd < 0)
                 return sdp_reply_error(req, 500, "The skill store cannot be opened: %s", strerror(-dfd));
-        (void) getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
+        if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+                return sdp_reply_error(req, 500, "No random bytes for the skill store's temporary name: %m");
         (void) snprintf(tmp, sizeof(tmp), ".tmp-%016" PRIx64, rnd);
         if (mkdirat(dfd, tmp, 0700) < 0)
                 return sdp_reply_error(req, 500, "The skill store cannot be written: %m");

@@ -376,7 +376,9 @@ static Mutation *mutation_new(Manager *m, HttpRequest *req, MutationKind kind) {
         if (!x)
                 return NULL;
         *x = (Mutation) { .m = m, .req = req, .kind = kind, .ws_fd = -EBADF, .lease_fd = -EBADF, .mode = 0600 };
-        (void) getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
+        /* Only for a unique name: without random bytes (never, once booted) the time alone. */
+        if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t) sizeof(rnd))
+                rnd = 0;
         (void) snprintf(x->exec_id, sizeof(x->exec_id), "sd-%s-%" PRIu64 "-%016" PRIx64,
                         kind == MUTATION_CLEAR ? "clear" : "upload", now_usec(CLOCK_REALTIME) / 1000, rnd);
         return x;
