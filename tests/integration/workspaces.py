@@ -820,8 +820,14 @@ def c_quota_one_file(ctx, res):
         res.eq("status", j.get("status"), "workspace_quota_exceeded")
         used = (j.get("workspaceQuota") or {}).get("usedBytes")
         res.check(isinstance(used, int) and used > 8 * MiB, "workspaceQuota.usedBytes %r is not > 8 MiB" % used)
-        res.check("after" in (j.get("stdout") or ""), "the run was expected to go on after the refused write: %r"
-                  % j.get("stdout"))
+        # The rlimit hits the writer only: the shell goes on and says so, unless the daemon's
+        # 100 ms quota tick killed the run first (signal 9), which a loaded machine allows.
+        res.check(j.get("signal") != signal.SIGXFSZ, "SIGXFSZ ended the run itself, not only the writer: %r" % j)
+        res.check("after" in (j.get("stdout") or "") or j.get("signal") == signal.SIGKILL,
+                  "the run was expected to go on after the refused write (or be stopped by the quota tick): "
+                  "stdout %r, signal %r" % (j.get("stdout"), j.get("signal")))
+        if "after" not in (j.get("stdout") or ""):
+            res.note("the quota tick stopped the run before the shell printed (a loaded machine)")
         size = os.path.getsize(os.path.join(ctx.d.workspace_path(ws), "big"))
         res.eq("size of the file the limit stopped", size, 8 * MiB + 1)
         # The many-files route keeps working (c_quota); under the quota nothing changes:
