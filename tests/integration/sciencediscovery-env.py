@@ -26,7 +26,6 @@ import hashlib
 import os
 import sys
 import time
-import traceback
 import uuid
 
 sys.dont_write_bytecode = True     # nothing written into the source tree
@@ -293,22 +292,7 @@ def main():
     with open(os.path.join(wh, "client", "srtest_gamma-0.1-py3-none-any.whl"), "rb") as f:
         ctx.wheel_bytes = f.read()
     try:
-        for name, fn in CASES:
-            res = Result(name)
-            t0 = now()
-            if budget.left() <= 0:
-                res.fail("not run: the time budget is exhausted")
-            elif not d.alive():
-                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
-            else:
-                try:
-                    fn(ctx, res)
-                except Exception:                                  # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
-            res.note("(%.2fs)" % (now() - t0))
-            tap.emit(res, verbose=args.verbose)
+        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
     finally:
         if tap.failed:
             L.write_log_tail(d, out)

@@ -34,7 +34,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 
 sys.dont_write_bytecode = True     # nothing written into the source tree
@@ -261,22 +260,7 @@ def main():
             return 1
         ctx = S.Ctx(d, args.verbose)
         ctx.dns = dns
-        for name, fn in CASES:
-            res = Result(name)
-            t0 = now()
-            if budget.left() <= 0:
-                res.fail("not run: the time budget is exhausted")
-            elif not d.alive():
-                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
-            else:
-                try:
-                    fn(ctx, res)
-                except Exception:                                  # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died (exit status %r)" % d.proc.poll())
-            res.note("(%.2fs)" % (now() - t0))
-            tap.emit(res, verbose=args.verbose)
+        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
         if tap.failed:
             L.write_log_tail(d, out)
         d.terminate()

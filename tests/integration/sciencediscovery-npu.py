@@ -23,7 +23,6 @@ otherwise.  Bounded: < 150 s; traffic only to 127.0.0.1.
 import argparse
 import os
 import sys
-import traceback
 
 sys.dont_write_bytecode = True     # nothing written into the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -250,22 +249,7 @@ def main():
     ctx.shared = {}
     try:
         N.wait_probed(nctx, Result("probe"))
-        for name, fn in CASES:
-            res = Result(name)
-            t0 = now()
-            if budget.left() <= 0:
-                res.fail("not run: the time budget is exhausted")
-            elif not d.alive():
-                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
-            else:
-                try:
-                    fn(ctx, res)
-                except Exception:                                  # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
-            res.note("(%.2fs)" % (now() - t0))
-            tap.emit(res, verbose=args.verbose)
+        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
     finally:
         if tap.failed:
             L.write_log_tail(d, out)

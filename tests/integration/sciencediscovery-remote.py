@@ -25,7 +25,6 @@ import hashlib
 import os
 import secrets
 import sys
-import traceback
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -466,22 +465,7 @@ def main():
         return 1
     ctx = Ctx(d)
     try:
-        for name, fn in CASES:
-            res = Result(name)
-            t0 = now()
-            if budget.left() <= 0:
-                res.fail("not run: the time budget is exhausted")
-            elif not d.alive():
-                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
-            else:
-                try:
-                    fn(ctx, res)
-                except (HttpError, OSError, Exception):                  # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
-            res.note("(%.2fs)" % (now() - t0))
-            tap.emit(res, verbose=args.verbose)
+        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
     finally:
         if tap.failed:
             L.write_log_tail(d, out)

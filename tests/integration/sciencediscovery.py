@@ -28,7 +28,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -744,22 +743,7 @@ def main():
     out.write("# ScienceDiscovery listener on 127.0.0.1:%d\n" % d.sd_port)
     ctx = Ctx(d, args.verbose)
     try:
-        for name, fn in CASES:
-            res = Result(name)
-            t0 = now()
-            if budget.left() <= 0:
-                res.fail("not run: the time budget is exhausted")
-            elif not d.alive():
-                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
-            else:
-                try:
-                    fn(ctx, res)
-                except (HttpError, OSError, Exception):                  # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
-            res.note("(%.2fs)" % (now() - t0))
-            tap.emit(res, verbose=args.verbose)
+        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
     finally:
         if tap.failed:
             L.write_log_tail(d, out)

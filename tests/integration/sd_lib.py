@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import time
+import traceback
 import urllib.parse
 import uuid
 
@@ -426,3 +427,24 @@ def build_wheelhouse(top):
     return ("[Environments]\nBootstrap=python-base\nOffline=yes\nWheelhouse=%s\nPythonBase=wheelhouse\n"
             "PythonBasePackages=\nPythonBasePackages=srtest_alpha<2\nSetupTimeoutSec=120\n"
             % os.path.join(top, "wheelhouse"))
+
+
+def run_cases(ctx, d, cases, tap, budget, verbose):
+    """Run each (name, fn) of @cases against @ctx (its daemon @d) and emit a TAP line for each: a
+    case fails when it raises or leaves the daemon dead; none runs once @budget is spent."""
+    for name, fn in cases:
+        res = L.Result(name)
+        t0 = now()
+        if budget.left() <= 0:
+            res.fail("not run: the time budget is exhausted")
+        elif not d.alive():
+            res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
+        else:
+            try:
+                fn(ctx, res)
+            except Exception:                                  # noqa: BLE001
+                res.fail("test error:\n" + traceback.format_exc())
+            if not d.alive():
+                res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
+        res.note("(%.2fs)" % (now() - t0))
+        tap.emit(res, verbose=verbose)
