@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Stateful Jupyter kernels, each in a sandbox of its own (docs/kernels.md). The KernelManager
+ * owns every kernel of the daemon: kernelspecs, the cap, prespawned kernels, culling, records for
+ * re-adoption. A Kernel is one sandboxed ipykernel (or IRkernel) reached over ZMQ ipc sockets in
+ * a per-kernel directory; the daemon holds one iopub SUB for it from its start and speaks the
+ * wire protocol itself. The HTTP side (src/api/kg-*.c) sees only this interface: it attaches a
+ * KernelClient per WebSocket, sends the client's messages, and gets the kernel's messages back.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "kernel/jupyter-msg.h"
+
+typedef struct Manager Manager;
+typedef struct KernelManager KernelManager;
+typedef struct Kernel Kernel;
+typedef struct KernelClient KernelClient;
+
+typedef enum KernelState {
+        KERNEL_STARTING,
+        KERNEL_IDLE,
+        KERNEL_BUSY,
+        KERNEL_RESTARTING,
+        KERNEL_DEAD,
+        _KERNEL_STATE_MAX,
+        _KERNEL_STATE_INVALID = -EINVAL,
+} KernelState;
+
+typedef enum KernelEndReason {
+        KERNEL_END_NONE,
+        KERNEL_END_DELETED,
+        KERNEL_END_CULLED,
+        KERNEL_END_LIFETIME,
+        KERNEL_END_OOM,
+        KERNEL_END_CRASHED,
+        KERNEL_END_INTERRUPTED,          /* the daemon stopped and could not keep it */
+        _KERNEL_END_MAX,
+        _KERNEL_END_INVALID = -EINVAL,
+} KernelEndReason;
+
+const char *kernel_state_to_string(KernelState s);
+const char *kernel_end_reason_to_string(KernelEndReason r);
+
+int kernel_manager_new(Manager *m, KernelManager **ret);
+KernelManager *kernel_manager_free(KernelManager *km);
+
+/* GET /api/kernelspecs: {"default": ..., "kernelspecs": {name: {name, spec:{argv, display_name,
+ * language, interrupt_mode, env:{}, metadata:{}}, resources:{}}}}; one spec by name (NULL: none). */
+json_object *kernel_manager_specs(KernelManager *km);
+json_object *kernel_manager_spec(KernelManager *km, const char *name);
+
+/* What POST /api/kernels asks; @owner is the credential's name (listing and id routes are scoped
+ * to it). Body fields the HTTP side parsed: name (NULL: the default spec), env (KERNEL_* and the
+ * allowlist only), workspaceId (NULL: a fresh kernel-<id>), limits and network as for runs. */
+typedef struct KernelStartRequest {
+        const char *owner;
+        const char *spec;
+        json_object *env;
+        const char *workspace_id;
+        json_object *limits;
+        json_object *network;
+} KernelStartRequest;
+
+/* Starts a kernel (or hands out a prespawned one). Returns at once with the kernel in STARTING
+ * (or IDLE when prespawned). Errors: -EUSERS at the cap (403), -ENOENT unknown spec or workspace,
+ * -EBUSY workspace leased (409), -EINVAL bad limits (400); @ret_error says why. */
+int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel **ret, char **ret_error);
+
+Kernel *kernel_manager_find(KernelManager *km, const char *owner, const char *id);
+/* Kernels of @owner (NULL: all), as a JSON array of models. */
+json_object *kernel_manager_list(KernelManager *km, const char *owner);
+unsigned kernel_manager_count(KernelManager *km);
+
+/* The model: id, name, last_activity (%Y-%m-%dT%H:%M:%S.%fZ), execution_state, connections,
+ * workspaceId, limits, network, reason (once dead). */
+json_object *kernel_model(Kernel *k);
+const char *kernel_id(Kernel *k);
+KernelState kernel_state(Kernel *k);
+
+int kernel_interrupt(Kernel *k);
+int kernel_restart(Kernel *k);
+/* Ends the kernel now (SIGKILL to its scope), releases its workspace lease, snapshots it, removes
+ * its directory; the kernel is gone from the manager when this returns. */
+int kernel_delete(Kernel *k, KernelEndReason reason);
+
+/* One WebSocket. deliver() gets every iopub message and the shell/control/stdin replies whose
+ * parent this client sent (a reference the callee may keep: jupyter_msg_free() when done is the
+ * callee's); closed() once when the kernel is gone (after a final status: dead on iopub). */
+typedef struct KernelClientOps {
+        void (*deliver)(KernelClient *c, JupyterMsg *m, void *userdata);
+        void (*closed)(KernelClient *c, KernelEndReason reason, void *userdata);
+} KernelClientOps;
+
+int kernel_attach(Kernel *k, const KernelClientOps *ops, void *userdata, KernelClient **ret);
+/* Sends @m (takes it) on its channel; the daemon signs it; iopub from a client is -EINVAL. */
+int kernel_client_send(KernelClient *c, JupyterMsg *m);
+void kernel_detach(KernelClient *c);
