@@ -187,9 +187,17 @@ static int setup_identity(const Config *config, CgroupRoot **ret_cgroups, char *
 /* --check: the preflight (preflight.h) for the configuration; 0 when no item failed, 1 if one did. */
 static int run_check(Config *config) {
         _cleanup_(preflight_report_done) PreflightReport report = {};
+        _cleanup_strv_free_ char **sockets = NULL;
+        _cleanup_free_ char *sockets_reason = NULL;
         int r;
 
-        r = preflight_run(config, &PREFLIGHT_PATHS_HOST, &report);
+        /* Under socket activation the sockets' FileDescriptorName= choose the dialects: ask systemd. */
+        r = preflight_query_sockets("sandbox-runner.service", &sockets, &sockets_reason);
+        if (r < 0)
+                return log_oom();
+        if (sockets_reason)
+                log_debug("%s", sockets_reason);
+        r = preflight_run(config, &PREFLIGHT_PATHS_HOST, sockets, &report);
         if (r < 0)
                 return log_error_errno(r, "Failed to run the checks: %m");
         if (arg_json) {

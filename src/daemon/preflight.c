@@ -655,26 +655,35 @@ static int check_egress(PreflightItem *ret) {
         return preflight_item_set(ret, "egress", PREFLIGHT_OK, summary, NULL, NULL);
 }
 
-int preflight_check_dialects(char *const *listen, PreflightItem *ret) {
-        _cleanup_free_ char *addresses = NULL, *summary = NULL;
-        size_t n = 0;
-
-        for (char *const *l = listen; l && *l; l++) {
+/* Appends the ScienceDiscovery listeners of @list ("[DIALECT=]ADDRESS") to @joined, quoted. */
+static int join_sd_listeners(char *const *list, char **joined, size_t *n) {
+        for (char *const *l = list; l && *l; l++) {
                 const char *address;
-                char *joined;
+                char *j;
 
                 if (http_dialect_split_listen(*l, &address) != HTTP_DIALECT_SCIENCEDISCOVERY)
                         continue;
-                if (asprintf(&joined, "%s%s'%s'", addresses ?: "", addresses ? ", " : "", address) < 0)
+                if (asprintf(&j, "%s%s'%s'", *joined ?: "", *joined ? ", " : "", address) < 0)
                         return -ENOMEM;
-                free(addresses);
-                addresses = joined;
-                n++;
+                free(*joined);
+                *joined = j;
+                (*n)++;
         }
-        if (n == 0)
+        return 0;
+}
+
+int preflight_check_dialects(char *const *listen, char *const *sockets, PreflightItem *ret) {
+        _cleanup_free_ char *from_listen = NULL, *from_sockets = NULL, *summary = NULL;
+        size_t n_listen = 0, n_sockets = 0;
+
+        if (join_sd_listeners(listen, &from_listen, &n_listen) < 0 ||
+            join_sd_listeners(sockets, &from_sockets, &n_sockets) < 0)
+                return -ENOMEM;
+        if (n_listen + n_sockets == 0)
                 return 0;
-        if (asprintf(&summary, "Listen= %s speak%s the ScienceDiscovery dialect, whose signature covers less than ours",
-                     addresses, n == 1 ? "s" : "") < 0)
+        if (asprintf(&summary, "%s%s%s%s%s speak%s the ScienceDiscovery dialect, whose signature covers less than ours",
+                     n_listen ? "Listen= " : "", from_listen ?: "", n_listen && n_sockets ? " and " : "",
+                     n_sockets == 0 ? "" : n_sockets == 1 ? "the socket " : "the sockets ", from_sockets ?: "", n_listen + n_sockets == 1 ? "s" : "") < 0)
                 return -ENOMEM;
         return preflight_item_set(ret, "dialects", PREFLIGHT_WARN, summary,
                                   "There a client authenticates with the bearer token and signs only the timestamp "
@@ -688,7 +697,7 @@ int preflight_check_dialects(char *const *listen, PreflightItem *ret) {
                                   "API server alone, and give every other client our own API.") < 0 ? -ENOMEM : 1;
 }
 
-int preflight_run(const Config *c, const PreflightPaths *p, PreflightReport *ret) {
+int preflight_run(const Config *c, const PreflightPaths *p, char *const *sockets, PreflightReport *ret) {
         PreflightItem *it = ret->items;
         int r;
 
@@ -706,9 +715,8 @@ int preflight_run(const Config *c, const PreflightPaths *p, PreflightReport *ret
                 r = check_state(p, &it[ret->n++]);
         if (r >= 0)
                 r = check_egress(&it[ret->n++]);
-        /* Not under socket activation: then the sockets' FileDescriptorName= choose, unseen here. */
         if (r >= 0) {
-                r = preflight_check_dialects(c->listen, &it[ret->n]);
+                r = preflight_check_dialects(c->listen, sockets, &it[ret->n]);
                 if (r > 0)
                         ret->n++;
         }

@@ -133,16 +133,26 @@ int preflight_check_secret_file(const char *path, bool check_access, char **ret_
 
 /*
  * preflight_check_dialects() - the item "dialects", only when a listen address of @listen (Listen=,
- * "[DIALECT=]ADDRESS") names "sciencediscovery=": a warning that those listeners authenticate as
- * that protocol does (the bearer token, and a signature over the timestamp and the body only, keyed
- * with that token: method, path and query unsigned, no nonce), next to what our own API's v1
- * signature covers. Pure: socket activation's FileDescriptorName= is not seen here.
+ * "[DIALECT=]ADDRESS") or of @sockets (preflight_query_sockets()'s "DIALECT=ADDRESS (UNIT)")
+ * names "sciencediscovery=": a warning that those listeners authenticate as that protocol does
+ * (the bearer token, and a signature over the timestamp and the body only, keyed with that token:
+ * method, path and query unsigned, no nonce), next to what our own API's v1 signature covers. Pure.
  * Return: 1 with *@ret filled, 0 when no listener speaks that dialect (*@ret untouched), -ENOMEM.
  */
-int preflight_check_dialects(char *const *listen, PreflightItem *ret);
+int preflight_check_dialects(char *const *listen, char *const *sockets, PreflightItem *ret);
 
 /*
- * preflight_run() - every check for @c, in order, into @ret (filled also on failure: *@ret is
+ * preflight_query_sockets() - the listeners systemd passes to @service under socket activation:
+ * for every socket unit in its TriggeredBy=, "DIALECT=ADDRESS (UNIT)" per Listen= address, the
+ * dialect from its FileDescriptorName=. Asks the system manager over D-Bus; when it cannot (no
+ * systemd, no bus, the service not loaded), *@ret is NULL and *@ret_reason says why.
+ * Return: 0, or -ENOMEM.
+ */
+int preflight_query_sockets(const char *service, char ***ret, char **ret_reason);
+
+/*
+ * preflight_run() - every check for @c, in order, into @ret; @sockets: the socket units' listeners
+ * (preflight_query_sockets(), or NULL) (filled also on failure: *@ret is
  * to be released with preflight_report_done()). Return: 0 or -ENOMEM.
  */
-int preflight_run(const Config *c, const PreflightPaths *p, PreflightReport *ret);
+int preflight_run(const Config *c, const PreflightPaths *p, char *const *sockets, PreflightReport *ret);

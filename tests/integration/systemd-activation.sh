@@ -30,7 +30,7 @@ ID_CREDENTIALS_MISSING=0d1a6da70661440fa68126b07841329a
 URL=http://127.0.0.1:4311
 IDLE_SEC=5
 
-tap_plan 24
+tap_plan 27
 box_test_init activation
 
 # -----------------------------------------------------------------------------------------
@@ -281,11 +281,89 @@ t "without the api-token credential the service refuses to start and logs $ID_CR
 t "with the token back (reset-failed, restart the socket) it is served again" step_token_back
 
 # -----------------------------------------------------------------------------------------
+# Both dialects from one service: the shipped sandbox-runner-sciencediscovery.socket
+# (FileDescriptorName=sciencediscovery, Service=sandbox-runner.service) beside sandbox-runner.socket.
+
+SD_URL=http://127.0.0.1:4312
+
+# sd_signed FILE: the ScienceDiscovery execution signature headers of the body in FILE (on the host),
+# as their API server computes them: hex HMAC-SHA256 keyed with the bearer token over
+# "<ms>\n<sha256 hex of the body>".
+sd_signed() {
+        python3 - "$TOKEN" "$1" <<'PY'
+import hashlib, hmac, sys, time
+token, body = sys.argv[1].encode(), open(sys.argv[2], "rb").read()
+ts = str(int(time.time() * 1000))
+sig = hmac.new(token, ts.encode() + b"\n" + hashlib.sha256(body).hexdigest().encode(), hashlib.sha256).hexdigest()
+print("x-science-execution-timestamp: " + ts)
+print("x-science-execution-signature: " + sig)
+PY
+}
+
+step_sd_socket() {
+        local s
+        # A service already running keeps the fds it was started with: stop it, so that the next
+        # connection starts it with both sockets' fds.
+        bx systemctl stop sandbox-runner.service || return 1
+        bx systemctl start sandbox-runner-sciencediscovery.socket || return 1
+        s=$(bx systemctl is-active sandbox-runner-sciencediscovery.socket)
+        [[ "$s" == active ]] || { echo "socket is $s"; return 1; }
+        resp=$(bx curl -sS -m 20 -w '\n%{http_code}' "$SD_URL/health") || return 1
+        CODE=${resp##*$'\n'}; BODY=${resp%$'\n'*}
+        echo "4312: HTTP $CODE $(head -c 300 <<<"$BODY")"
+        [[ "$CODE" == 200 ]] || return 1
+        # Their /health: the fields their API server reads on every run (npuBroker, sandboxNetwork).
+        jtest '"npuBroker" in d and "sandboxNetwork" in d' <<<"$BODY" || { echo "not their /health"; return 1; }
+        http /health || return 1
+        [[ "$CODE" == 200 ]] || { echo "4311: HTTP $CODE"; return 1; }
+        jtest '"npuBroker" not in d and "status" in d' <<<"$BODY" || { echo "4311 is not our own /health: $BODY"; return 1; }
+        echo "one service, pid $(bx systemctl show -p MainPID --value sandbox-runner.service), serves both"
+}
+
+step_sd_execute() {
+        local body=$WORK/sd-body.json resp code out
+        printf '{"executionId":"act-%s","agentId":"main","code":"import os\\nprint(6*7, os.getuid() != 0)","language":"python","kernelMode":"ephemeral","runnerWorkspaceKey":"activation","workspaceRoot":"/unused","permissionEpoch":{"id":"e1","sessionId":"s1","createdAt":"2026-12-03T00:00:00.000Z","reason":"test","mounts":[{"source":"workspace","mode":"read-write"}],"secretRefs":[],"networkPolicy":"none"}}' \
+                "$RANDOM$RANDOM" >"$body"
+        bx sh -c 'cat >/tmp/sd-body.json' <"$body" || return 1
+        # Without the bearer token, and with it but unsigned: their 401s.
+        resp=$(bx curl -sS -m 20 -w '\n%{http_code}' -H 'Content-Type: application/json' \
+                --data-binary @/tmp/sd-body.json "$SD_URL/execute") || return 1
+        code=${resp##*$'\n'}
+        echo "no token: HTTP $code ${resp%$'\n'*}"
+        [[ "$code" == 401 ]] && jtest 'd == {"error": "Unauthorized"}' <<<"${resp%$'\n'*}" || return 1
+        resp=$(bx curl -sS -m 20 -w '\n%{http_code}' -H @/root/auth-header -H 'Content-Type: application/json' \
+                --data-binary @/tmp/sd-body.json "$SD_URL/execute") || return 1
+        code=${resp##*$'\n'}
+        echo "unsigned: HTTP $code ${resp%$'\n'*}"
+        [[ "$code" == 401 ]] && jtest 'd == {"error": "Invalid or expired execution signature"}' <<<"${resp%$'\n'*}" ||
+                return 1
+        sd_signed "$body" | bx sh -c 'cat >/tmp/sd-sig' || return 1
+        resp=$(bx curl -sS -m 60 -w '\n%{http_code}' -H @/root/auth-header -H @/tmp/sd-sig \
+                -H 'Content-Type: application/json' --data-binary @/tmp/sd-body.json "$SD_URL/execute") || return 1
+        code=${resp##*$'\n'}; out=${resp%$'\n'*}
+        echo "signed: HTTP $code $(head -c 400 <<<"$out")"
+        [[ "$code" == 200 ]] || return 1
+        jtest 'd["stdout"] == "42 True\n" and d["exitCode"] == 0 and "createdFiles" in d' <<<"$out"
+}
+
+step_sd_check() {
+        local out
+        out=$(bx "$DAEMON" --check 2>&1)
+        grep -E '^(ok|warn|fail) +dialects' <<<"$out" || { echo "$out"; echo "no dialects item"; return 1; }
+        grep -E '^warn +dialects .*127\.0\.0\.1:4312 \(sandbox-runner-sciencediscovery\.socket\)' <<<"$out" >/dev/null ||
+                { echo "the dialects item does not name the socket unit"; return 1; }
+}
+
+t "sandbox-runner-sciencediscovery.socket: 4312 answers their /health, 4311 ours, one service" step_sd_socket
+t "their /execute on 4312: their 401s without the token and unsigned; signed as their API server: the run's answer" step_sd_execute
+t "sandbox-runnerd --check names the socket unit that speaks their dialect (asked of systemd)" step_sd_check
+
+# -----------------------------------------------------------------------------------------
 # Static checks of the installed units
 
 step_verify() {
         local out rc u paths=()
-        for u in sandbox-runner.socket sandbox-runner.service sandbox-runner.slice; do
+        for u in sandbox-runner.socket sandbox-runner-sciencediscovery.socket sandbox-runner.service sandbox-runner.slice; do
                 paths+=("$UNITDIR/$u")
         done
         # Documentation=man:... pages are checked when the build installs man pages (then a
@@ -315,7 +393,7 @@ step_security() {
         echo "exposure: $score"
 }
 
-t "systemd-analyze verify sandbox-runner.{socket,service,slice}" step_verify
+t "systemd-analyze verify sandbox-runner.{socket,service,slice}, sandbox-runner-sciencediscovery.socket" step_verify
 t "systemd-analyze security sandbox-runner.service" step_security
 
 # -----------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ check_deb_files() {
 
         unitdir=$(pkg-config --variable=systemdsystemunitdir systemd)
         check "systemd.pc names a unit directory ('$unitdir')" test -n "$unitdir"
-        for unit in sandbox-runner.socket sandbox-runner.service sandbox-runner.slice \
+        for unit in sandbox-runner.socket sandbox-runner-sciencediscovery.socket sandbox-runner.service sandbox-runner.slice \
                     sandbox-runner-egress@.socket sandbox-runner-egress@.service sandbox-runner-npu@.service; do
                 check "unit $unit in $unitdir" in_deb "$unitdir/$unit"
         done
@@ -206,6 +206,8 @@ check_deb_scripts() {
                 logged_before "systemctl --system daemon-reload" "deb-systemd-invoke start sandbox-runner.socket"
         check_log "install: the service and the templates neither started nor enabled" not_logged "$svc_start"
         check_log "install: no reload" not_logged "reload sandbox-runner"
+        check_log "install: the ScienceDiscovery dialect's socket neither enabled nor started" \
+                not_logged "(deb-systemd-invoke|systemctl) .*(start|restart).*sandbox-runner-sciencediscovery|deb-systemd-helper enable .*sandbox-runner-sciencediscovery"
 
         # Upgrade, the daemon running: reloaded (after the daemon-reload that loads its new unit),
         # never stopped or restarted; the socket left up.
@@ -226,7 +228,7 @@ check_deb_scripts() {
         CD_ACTIVE=1 run_script prerm remove
         expect_rc 0 "prerm remove"
         check_log "remove: socket, service and every template instance stopped" \
-                logged "deb-systemd-invoke stop sandbox-runner.socket sandbox-runner.service sandbox-runner-egress@*.socket sandbox-runner-egress@*.service sandbox-runner-npu@*.service sandbox-runner.slice"
+                logged "deb-systemd-invoke stop sandbox-runner.socket sandbox-runner-sciencediscovery.socket sandbox-runner.service sandbox-runner-egress@*.socket sandbox-runner-egress@*.service sandbox-runner-npu@*.service sandbox-runner.slice"
         run_script postrm remove
         expect_rc 0 "postrm remove"
         check_log "remove: daemon-reload" logged "systemctl --system daemon-reload"

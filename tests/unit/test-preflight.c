@@ -365,14 +365,17 @@ static void test_dialects(void **state) {
         char *one[] = { "127.0.0.1:4311", "sciencediscovery=127.0.0.1:4312", NULL };
         char *two[] = { "sciencediscovery=127.0.0.1:4312", "api=[::1]:4311", "sciencediscovery=/run/sd.sock",
                         NULL };
+        char *sockets_api[] = { "api=127.0.0.1:4311 (sandbox-runner.socket)", NULL };
+        char *sockets[] = { "api=127.0.0.1:4311 (sandbox-runner.socket)",
+                            "sciencediscovery=127.0.0.1:4312 (sandbox-runner-sciencediscovery.socket)", NULL };
         PreflightItem it = { .id = "untouched" };
 
-        assert_int_equal(preflight_check_dialects(NULL, &it), 0);
-        assert_int_equal(preflight_check_dialects(none, &it), 0);
+        assert_int_equal(preflight_check_dialects(NULL, NULL, &it), 0);
+        assert_int_equal(preflight_check_dialects(none, none, &it), 0);
         assert_string_equal(it.id, "untouched");
         assert_null(it.summary);
 
-        assert_int_equal(preflight_check_dialects(one, &it), 1);
+        assert_int_equal(preflight_check_dialects(one, NULL, &it), 1);
         assert_string_equal(it.id, "dialects");
         assert_int_equal(it.status, PREFLIGHT_WARN);
         assert_string_equal(it.summary, "Listen= '127.0.0.1:4312' speaks the ScienceDiscovery dialect, whose signature "
@@ -388,9 +391,22 @@ static void test_dialects(void **state) {
         assert_non_null(it.fix);
         preflight_item_done(&it);
 
-        assert_int_equal(preflight_check_dialects(two, &it), 1);
+        assert_int_equal(preflight_check_dialects(two, NULL, &it), 1);
         assert_string_equal(it.summary, "Listen= '127.0.0.1:4312', '/run/sd.sock' speak the ScienceDiscovery "
                                         "dialect, whose signature covers less than ours");
+        preflight_item_done(&it);
+
+        /* Under socket activation: the socket units' listeners (preflight_query_sockets()), alone
+         * and beside Listen=. */
+        assert_int_equal(preflight_check_dialects(NULL, sockets_api, &it), 0);
+        assert_int_equal(preflight_check_dialects(NULL, sockets, &it), 1);
+        assert_string_equal(it.summary, "the socket '127.0.0.1:4312 (sandbox-runner-sciencediscovery.socket)' "
+                                        "speaks the ScienceDiscovery dialect, whose signature covers less than ours");
+        preflight_item_done(&it);
+        assert_int_equal(preflight_check_dialects(one, sockets, &it), 1);
+        assert_string_equal(it.summary, "Listen= '127.0.0.1:4312' and the socket '127.0.0.1:4312 "
+                                        "(sandbox-runner-sciencediscovery.socket)' speak the ScienceDiscovery dialect, "
+                                        "whose signature covers less than ours");
         preflight_item_done(&it);
 }
 
