@@ -25,6 +25,8 @@ packages=(
         r-base-core r-cran-data.table
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
+        # bench-kernels.py: jupyter_server 1.23 (the unsandboxed floor) and its WebSocket client
+        python3-jupyter-server python3-websocket
         # apparmor.sh: apparmor_parser's syntax check of the bwrap profile (nothing is loaded)
         apparmor
         # environments-online.py: the test CA and server certificates of its HTTPS index

@@ -109,9 +109,26 @@ TARGETS = {
              "minus the synchronous run (ms)",
         floor="their synchronous POST /execute-shell of the same code",
         op="<=", value=200.0, unit="ms", source="issue 26: the managed path adds no more than one poll interval"),
+    ("kernels", "execute-new-ws"): dict(
+        what="`x = 1` on a live kernel over a new WebSocket each time (open, execute_request, execute_reply "
+             "and status idle, close), as DocsGPT does",
+        floor="the same against jupyter_server 1.23 serving the same ipykernel unsandboxed, alternating batches",
+        op="<=", value=0.3, unit="ratio", source="issue 22: at most 0.3x jupyter_server's round trip"),
+    ("kernels", "cold-start"): dict(
+        what="POST /api/kernels -> first execute_reply of `x = 1`, a cold sandboxed kernel",
+        floor="the same against jupyter_server 1.23 (an unsandboxed kernel), alternating rounds",
+        op="<=", value=1.1, unit="ratio", source="issue 22: a sandboxed kernel starts at most 10% slower"),
+    ("kernels", "prespawn-start"): dict(
+        what="POST /api/kernels -> first execute_reply with [Kernels] Prespawn=4, kernels created back to back",
+        floor="jupyter_server 1.23's cold start (median of cold-start's rounds)",
+        op="<=", value=0.05, unit="ratio", source="issue 22: a prespawned kernel in at most 5% of a cold start"),
+    ("kernels", "idle-memory"): dict(
+        what="Pss of one idle sandboxed kernel's processes",
+        floor="Pss of one idle jupyter_server kernel (MiB)",
+        op=None, value=None, unit="ratio", source="issue 22: reported next to an unsandboxed kernel's"),
 }
 
-BENCHES = ("execute", "environment", "scopes", "egress", "snapshot", "quota", "sciencediscovery")
+BENCHES = ("execute", "environment", "scopes", "egress", "snapshot", "quota", "sciencediscovery", "kernels")
 FIELDS = ("name", "what", "floor", "floorValue", "floorUnit", "measured", "unit", "batches", "batchMedian",
           "batchP25", "batchP75", "target", "targetValue", "op", "met")
 
