@@ -214,6 +214,12 @@ bool sdp_workspace_param(HttpRequest *req, const char *key, char ret[static 129]
 /* sdp_path_valid() - a relative file path as both sides accept it (never empty). */
 bool sdp_path_valid(const char *path);
 
+/*
+ * sdp_rw_usage() - their quota sum of the workspace at @ws_fd: the sizes of its regular files
+ * (symlinks and others left out), and the size of the regular file at @path in *@ret_existing
+ * (0: something else is there, -1: nothing). Thread-safe. Return: 0 or -errno of the walk.
+ */
+int sdp_rw_usage(int ws_fd, const char *path, uint64_t *ret_bytes, int64_t *ret_existing);
 void sdp_rw_files(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_rw_file_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 uint64_t sdp_rw_put_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
