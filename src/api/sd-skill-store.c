@@ -319,7 +319,7 @@ int sdp_skills_hold(Execution *e, const char *dir) {
 
 typedef struct SkillAge {
         char id[65];
-        int64_t used;                   /* the root's mtime: its last use */
+        int64_t used;                   /* the root's mtime (ns): its last use */
 } SkillAge;
 
 static int compare_recent_first(const void *a, const void *b) {
@@ -351,7 +351,7 @@ static void package_remove(Manager *m, int dfd, const char *id) {
 void sdp_skills_prune(Manager *m, int dfd, const char *keep) {
         _cleanup_(dir_names_done) DirNames names = {};
         _cleanup_free_ SkillAge *v = NULL;
-        int64_t now = (int64_t) (now_usec(CLOCK_REALTIME) / USEC_PER_SEC);
+        int64_t now = (int64_t) now_usec(CLOCK_REALTIME) * 1000;
         unsigned max = m->config.sd_max_skill_packages;
         uint64_t retention = m->config.sd_skill_retention_usec;
         size_t n = 0;
@@ -368,7 +368,7 @@ void sdp_skills_prune(Manager *m, int dfd, const char *keep) {
                     !S_ISDIR(st.st_mode))
                         continue;
                 memcpy(v[n].id, names.v[i], 65);
-                v[n++].used = st.st_mtim.tv_sec;
+                v[n++].used = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         }
         qsort(v, n, sizeof(*v), compare_recent_first);
         for (size_t i = 0, kept = 0; i < n; i++) {
@@ -376,7 +376,7 @@ void sdp_skills_prune(Manager *m, int dfd, const char *keep) {
                 uint64_t age = now > v[i].used ? (uint64_t) (now - v[i].used) : 0;
 
                 if (streq(v[i].id, keep) || (e && e->holds > 0) ||
-                    ((max == 0 || kept < max) && (retention == 0 || age * USEC_PER_SEC < retention))) {
+                    ((max == 0 || kept < max) && (retention == 0 || age / 1000 < retention))) {
                         kept++;
                         continue;
                 }

@@ -168,7 +168,7 @@ static int snapshots_dir_open(Manager *m, bool create) {
 
 typedef struct ExportAge {
         char id[37];
-        int64_t mtime;                  /* the record's: when it was captured */
+        int64_t mtime;                  /* the record's (ns): when it was captured */
 } ExportAge;
 
 static int compare_newest_first(const void *a, const void *b) {
@@ -184,7 +184,7 @@ static int compare_newest_first(const void *a, const void *b) {
 static void exports_prune(Manager *m, int dfd, const char *keep) {
         _cleanup_(dir_names_done) DirNames names = {};
         _cleanup_free_ ExportAge *v = NULL;
-        int64_t now = (int64_t) (now_usec(CLOCK_REALTIME) / USEC_PER_SEC);
+        int64_t now = (int64_t) now_usec(CLOCK_REALTIME) * 1000;
         size_t n = 0;
 
         if (dir_read_names(dfd, NULL, 0, &names) < 0)
@@ -200,7 +200,7 @@ static void exports_prune(Manager *m, int dfd, const char *keep) {
                     fstatat(dfd, names.v[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
                 memcpy(v[n].id, names.v[i], 36);
-                v[n++].mtime = st.st_mtim.tv_sec;
+                v[n++].mtime = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         }
         qsort(v, n, sizeof(*v), compare_newest_first);
         for (size_t i = 0, kept = 0; i < n; i++) {
@@ -210,7 +210,7 @@ static void exports_prune(Manager *m, int dfd, const char *keep) {
                 if (streq(v[i].id, keep) ||
                     ((m->config.sd_max_exports == 0 || kept < m->config.sd_max_exports) &&
                      (m->config.sd_export_retention_usec == 0 ||
-                      age * USEC_PER_SEC < m->config.sd_export_retention_usec))) {
+                      age / 1000 < m->config.sd_export_retention_usec))) {
                         kept++;
                         continue;
                 }

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The ScienceDiscovery dialect's remote workspaces (notes §10; docs/api.md 15.6): listings and
- * downloads of the workspace their runnerWorkspaceKey names, uploads (PUT /remote-workspace/file,
+ * The ScienceDiscovery dialect's remote workspaces (notes §10; docs/api.md 15.8): downloads
+ * (listings: sd-listing.c) of the workspace their runnerWorkspaceKey names, uploads (PUT /remote-workspace/file,
  * and the chunked, size- and hash-verified PUT /remote-workspace/transfer-file) and DELETE
  * /remote-workspace. Uploads stream into our atomic workspace writers (ws-files.h) while the body
  * arrives; only the commit takes the workspace's write lease (so it waits for a running execution,
- * as their shared mutation lock does), and every mutation is committed to our snapshot store
+ * as their shared mutation lock does), then their quota sum is checked in a thread (the walk), and every mutation is committed to our snapshot store
  * before the answer, so that /remote-workspace/snapshots sees it. Anything refused, a mismatch or
  * a disconnect publishes nothing. May call core/, workspace/ and the http/ transport.
  */
