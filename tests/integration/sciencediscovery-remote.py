@@ -24,6 +24,7 @@ import argparse
 import hashlib
 import os
 import secrets
+import shutil
 import sys
 import threading
 import time
@@ -508,6 +509,7 @@ def c_list_thread(ctx, res):
         r = results.get(i)
         res.check(r is not None and r.status == 200 and len(r.json() or []) == n + 1,
                   "listing %d: %s" % (i, r.brief() if r else None))
+    shutil.rmtree(top)                  # the test's own files (the daemon may run as another user)
     expect(res, ctx.c.request("DELETE", ctx.q("/remote-workspace", workspace=key), timeout=60.0), 200,
            {"deleted": True}, "DELETE the big workspace")
 
