@@ -334,7 +334,9 @@ static void package_remove(Manager *m, int dfd, const char *id) {
         char tmp[64];
 
         /* Renamed away first: a GET or a run then finds it absent, never half-removed. */
-        (void) getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
+        /* Only for a unique name: without random bytes (never, once booted) the time alone. */
+        if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t) sizeof(rnd))
+                rnd = now_usec(CLOCK_MONOTONIC);
         (void) snprintf(tmp, sizeof(tmp), ".del-%016" PRIx64, rnd);
         if (renameat(dfd, id, dfd, tmp) < 0)
                 return;
