@@ -609,7 +609,8 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         json_object_object_add(ours, "timeoutMs", json_new_u64(
                                        p.timeout_ms > 0 ? MIN(p.timeout_ms, m->config.max_timeout_usec / 1000)
                                                         : m->config.max_timeout_usec / 1000));
-        if (p.skills && !sdp_skills_prepare(m, req, p.skills, &skills_dir))
+        if (p.skills && sdp_skills_prepare(m, req, body, kind == SDP_KIND_EXECUTE ? sdp_execute : sdp_execute_shell,
+                                           p.skills, &skills_dir) <= 0)
                 return;
         if (kind == SDP_KIND_EXECUTE || skills_dir) {
                 env = json_object_new_object();

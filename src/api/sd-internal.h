@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "api/sd-network.h"
 
@@ -214,6 +215,12 @@ bool sdp_workspace_param(HttpRequest *req, const char *key, char ret[static 129]
 /* sdp_path_valid() - a relative file path as both sides accept it (never empty). */
 bool sdp_path_valid(const char *path);
 
+/*
+ * sdp_rw_usage() - their quota sum of the workspace at @ws_fd: the sizes of its regular files
+ * (symlinks and others left out), and the size of the regular file at @path in *@ret_existing
+ * (0: something else is there, -1: nothing). Thread-safe. Return: 0 or -errno of the walk.
+ */
+int sdp_rw_usage(int ws_fd, const char *path, uint64_t *ret_bytes, int64_t *ret_existing);
 void sdp_rw_files(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 void sdp_rw_file_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 uint64_t sdp_rw_put_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
@@ -228,25 +235,50 @@ void sdp_rw_snapshot_file(Manager *m, HttpRequest *req, json_object *body, const
 void sdp_skills_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
 uint64_t sdp_skills_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens);
 void sdp_skills_post(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
+/* What a verified file of a package was (stat): unchanged, it is not hashed again. */
+typedef struct SdpSkillSig {
+        uint64_t dev, ino;
+        int64_t size, mtime_nsec, ctime_nsec;
+} SdpSkillSig;
 /*
- * sdp_skills_root() - the host directory of the verified skill package @root names (their
- * skillPackagesRoot: the "root" our POST/GET answered, "<state>/sd-skills/<64 hex>"), verified
- * again. Return: 0 with a new string in *@ret_dir, -EINVAL not one of ours, -ENOENT not held,
- * -EIO it fails verification, -ENOMEM.
+ * sdp_skills_verify() - the stored package @id below @state_dir checked against its own
+ * .skill-bundle.json: every file's mode, size and SHA-256 (skipped for a file whose signature
+ * equals its entry in @cached: entry 0 is the manifest's, then the files in manifest order),
+ * nothing else present; marks it used (the root's mtime). Thread-safe. Return: 0 with the new
+ * signatures in *@ret_sigs (may be NULL), -ENOENT not held, -EIO fails verification, -ENOMEM.
  */
-int sdp_skills_root(Manager *m, const char *root, char **ret_dir);
-
+int sdp_skills_verify(const char *state_dir, const char *id, const SdpSkillSig *cached, size_t n_cached,
+                      SdpSkillSig **ret_sigs, size_t *ret_n);
+/* sdp_skills_reply() - {id} or, @held, {id, root}. */
+void sdp_skills_reply(Manager *m, HttpRequest *req, const char *id, bool held, unsigned status);
+/* sdp_skills_seal_dirs() - every directory below @dir of @fd (and it) to @mode. Return: 0 or -errno. */
+int sdp_skills_seal_dirs(int fd, const char *dir, mode_t mode, unsigned depth);
+/* sd-skill-store.c: verification in a thread (cached), leases of running executions, retention. */
+/* sdp_skills_forget() - drop what is cached of package @id. */
+void sdp_skills_forget(const char *id);
+/* sdp_skills_prune() - after a package @keep was stored into the directory @dfd: delete those
+ * unused for SkillPackageRetentionSec=, and the least recently used beyond MaxSkillPackages=,
+ * never @keep nor one a run holds. */
+void sdp_skills_prune(Manager *m, int dfd, const char *keep);
+/* sdp_skills_hold() - package @dir (a verified root) is held until run @e is over or freed.
+ * Return: 0, -EINVAL, -ENOMEM. */
+int sdp_skills_hold(Execution *e, const char *dir);
 typedef struct Execution Execution;
 /* Where skills appear in a sandbox (notes §11), and the variables that say so. */
 #define SDP_SKILLS_PATH "/skills"
 #define SDP_SKILL_EXTENSIONS_PATH "/skill-extensions"
 #define SDP_SKILL_EXTENSIONS_DIR ".sciencediscovery/skill-extensions"
-/* sdp_skills_prepare() - their skillPackagesRoot @root: the verified package's host directory
- * into *@ret_dir. Return: true, or false with the 400 (500 on OOM) sent. */
-bool sdp_skills_prepare(Manager *m, HttpRequest *req, const char *root, char **ret_dir);
+/*
+ * sdp_skills_prepare() - their skillPackagesRoot @root: the verified package's host directory
+ * into *@ret_dir. The verification runs in a thread: the first call starts it and suspends
+ * @req; once it is done, the handler @again runs again with @body (kept meanwhile) and this
+ * call then answers at once. Return: 1 verified, 0 started (return now), -1 the 400 (500) sent.
+ */
+int sdp_skills_prepare(Manager *m, HttpRequest *req, json_object *body, SdpHandler again, const char *root,
+                       char **ret_dir);
 /* sdp_skills_env() - add the skill variables to the object @env (name → value). */
 void sdp_skills_env(json_object *env);
 /* sdp_skills_attach() - the run @e gets @dir read-only at /skills and /skill-extensions, a link to
- * the workspace's (created if missing) writable .sciencediscovery/skill-extensions.
- * Return: 0 or -ENOMEM. */
+ * the workspace's (created if missing) writable .sciencediscovery/skill-extensions; the package
+ * is held (never deleted) until the run is over. Return: 0 or -ENOMEM. */
 int sdp_skills_attach(Manager *m, Execution *e, const char *dir, const char *ws);

@@ -319,7 +319,7 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
         if (p.skills) {
                 json_object *env;
 
-                if (!sdp_skills_prepare(m, req, p.skills, &skills_dir))
+                if (sdp_skills_prepare(m, req, body, sdp_shell_create, p.skills, &skills_dir) <= 0)
                         return;
                 env = json_object_new_object();
                 if (env)

@@ -215,90 +215,125 @@ static int count_files(int root_fd, const char *dir, size_t *n, unsigned depth) 
         return r;
 }
 
-/* The stored package @id, checked against its own .skill-bundle.json, file by file. */
-static int package_verify(Manager *m, const char *id) {
-        _cleanup_(json_object_putp) json_object *rec = NULL;
-        _cleanup_close_ int dfd = -EBADF, root = -EBADF;
-        _cleanup_free_ char *text = NULL;
-        json_object *skills, *v;
-        size_t size, expected = 0, found = 0;
+static bool sig_equal(const SdpSkillSig *a, const struct stat *st) {
+        return a->dev == st->st_dev && a->ino == st->st_ino && a->size == st->st_size &&
+               a->mtime_nsec == (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec &&
+               a->ctime_nsec == (int64_t) st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+static void sig_set(SdpSkillSig *a, const struct stat *st) {
+        *a = (SdpSkillSig) {
+                .dev = st->st_dev, .ino = st->st_ino, .size = st->st_size,
+                .mtime_nsec = (int64_t) st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec,
+                .ctime_nsec = (int64_t) st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec,
+        };
+}
+
+/* One stored file against its manifest entry @f: mode 0444, size, and (unless @cached says the
+ * inode is unchanged since it was hashed) its SHA-256; its signature into @sig. */
+static int file_verify(int root, const char *sid, json_object *f, const SdpSkillSig *cached, SdpSkillSig *sig) {
+        _cleanup_free_ char *p = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        json_object *sz;
+        struct stat st;
+        uint8_t d[32];
+        char hex[65];
         int r;
 
-        dfd = skills_dir_open(m, false);
-        if (dfd < 0)
-                return dfd;
-        root = openat(dfd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (!json_object_object_get_ex(f, "size", &sz) || !get_str(f, "path") || !get_str(f, "hash") ||
+            asprintf(&p, "%s/%s", sid, get_str(f, "path")) < 0)
+                return -EIO;
+        r = ws_file_open_read(root, p, SDP_SKILLS_BODY_MAX, &fd, &st);
+        if (r < 0 || (st.st_mode & 07777) != 0444 || (uint64_t) st.st_size != (uint64_t) json_object_get_int64(sz))
+                return -EIO;
+        sig_set(sig, &st);
+        if (cached && sig_equal(cached, &st))
+                return 0;
+        r = ws_file_sha256(fd, (uint64_t) st.st_size, d);
+        if (r < 0)
+                return -EIO;
+        for (size_t b = 0; b < 32; b++)
+                (void) snprintf(hex + 2 * b, 3, "%02x", d[b]);
+        return streq(hex, get_str(f, "hash")) ? 0 : -EIO;
+}
+
+int sdp_skills_verify(const char *state_dir, const char *id, const SdpSkillSig *cached, size_t n_cached,
+                      SdpSkillSig **ret_sigs, size_t *ret_n) {
+        _cleanup_(json_object_putp) json_object *rec = NULL;
+        _cleanup_close_ int root = -EBADF;
+        _cleanup_free_ char *text = NULL, *path = NULL;
+        _cleanup_free_ SdpSkillSig *sigs = NULL;
+        json_object *skills, *v;
+        size_t size, expected = 0, found = 0, n_alloc = 64;
+        struct stat st;
+        int r;
+
+        if (asprintf(&path, "%s/" SKILLS_DIR "/%s", state_dir, id) < 0)
+                return -ENOMEM;
+        root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root < 0)
                 return negative_errno();
+        /* The manifest's signature first (entry 0), then read: a change after it shows next time. */
+        if (fstatat(root, BUNDLE_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                return -EIO;
+        sigs = calloc(n_alloc, sizeof(*sigs));
+        if (!sigs)
+                return -ENOMEM;
+        sig_set(&sigs[0], &st);
+        if (n_cached == 0 || !sig_equal(&cached[0], &st))
+                cached = NULL, n_cached = 0;
         r = read_file_at(root, BUNDLE_FILE, SDP_SKILLS_BODY_MAX, &text, &size);
         if (r < 0)
                 return -EIO;
         rec = json_tokener_parse(text);
         if (!rec || !json_object_object_get_ex(rec, "id", &v) || !streq(json_object_get_string(v), id) ||
-            !json_object_object_get_ex(rec, "skills", &skills) || !json_object_is_type(skills, json_type_array))
+            !json_object_object_get_ex(rec, "skills", &skills) || !json_object_is_type(skills, json_type_array) ||
+            json_object_array_length(skills) > SKILLS_MAX)
                 return -EIO;
         for (size_t i = 0; i < json_object_array_length(skills); i++) {
                 json_object *k = json_object_array_get_idx(skills, i), *files;
                 const char *sid = get_str(k, "id");
 
                 if (!skill_id_valid(sid) || !json_object_object_get_ex(k, "files", &files) ||
-                    !json_object_is_type(files, json_type_array))
+                    !json_object_is_type(files, json_type_array) || json_object_array_length(files) > SKILL_FILES_MAX)
                         return -EIO;
                 for (size_t j = 0; j < json_object_array_length(files); j++) {
-                        json_object *f = json_object_array_get_idx(files, j), *sz;
-                        _cleanup_free_ char *p = NULL;
-                        _cleanup_close_ int fd = -EBADF;
-                        struct stat st;
-                        uint8_t d[32];
-                        char hex[65];
+                        if (++expected >= n_alloc) {
+                                SdpSkillSig *g = reallocarray(sigs, n_alloc * 2, sizeof(*sigs));
 
-                        if (!json_object_object_get_ex(f, "size", &sz) || !get_str(f, "path") || !get_str(f, "hash") ||
-                            asprintf(&p, "%s/%s", sid, get_str(f, "path")) < 0)
-                                return -EIO;
-                        r = ws_file_open_read(root, p, SDP_SKILLS_BODY_MAX, &fd, &st);
-                        if (r < 0 || (st.st_mode & 07777) != 0444 ||
-                            (uint64_t) st.st_size != (uint64_t) json_object_get_int64(sz))
-                                return -EIO;
-                        r = ws_file_sha256(fd, (uint64_t) st.st_size, d);
+                                if (!g)
+                                        return -ENOMEM;
+                                sigs = g;
+                                n_alloc *= 2;
+                        }
+                        r = file_verify(root, sid, json_object_array_get_idx(files, j),
+                                        expected < n_cached ? &cached[expected] : NULL, &sigs[expected]);
                         if (r < 0)
-                                return -EIO;
-                        for (size_t b = 0; b < 32; b++)
-                                (void) snprintf(hex + 2 * b, 3, "%02x", d[b]);
-                        if (!streq(hex, get_str(f, "hash")))
-                                return -EIO;
-                        expected++;
+                                return r;
                 }
         }
         /* Nothing besides: no extra file, no symlink. */
         r = count_files(root, "", &found, 0);
         if (r < 0 || found != expected)
                 return -EIO;
+        /* Used now: its time of last use for the retention (sd-skill-store.c). */
+        (void) futimens(root, (const struct timespec[2]) { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_NOW } });
+        if (ret_sigs) {
+                *ret_sigs = STEAL(sigs);
+                *ret_n = expected + 1;
+        }
         return 0;
+}
+
+static int package_verify(Manager *m, const char *id) {
+        return sdp_skills_verify(m->state_dir, id, NULL, 0, NULL, NULL);
 }
 
 static int package_root(Manager *m, const char *id, char **ret) {
         return asprintf(ret, "%s/" SKILLS_DIR "/%s", m->state_dir, id) < 0 ? -ENOMEM : 0;
 }
 
-int sdp_skills_root(Manager *m, const char *root, char **ret_dir) {
-        _cleanup_free_ char *prefix = NULL;
-        const char *id;
-        int r;
-
-        if (asprintf(&prefix, "%s/" SKILLS_DIR "/", m->state_dir) < 0)
-                return -ENOMEM;
-        if (!root || !strneq(root, prefix, strlen(prefix)))
-                return -EINVAL;
-        id = root + strlen(prefix);
-        if (!hex64_valid(id))
-                return -EINVAL;
-        r = package_verify(m, id);
-        if (r < 0)
-                return r == -ENOENT ? -ENOENT : -EIO;
-        return package_root(m, id, ret_dir);
-}
-
-static void reply_package(Manager *m, HttpRequest *req, const char *id, bool held, unsigned status) {
+void sdp_skills_reply(Manager *m, HttpRequest *req, const char *id, bool held, unsigned status) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *root = NULL;
 
@@ -308,22 +343,6 @@ static void reply_package(Manager *m, HttpRequest *req, const char *id, bool hel
         if (held)
                 json_object_object_add(o, "root", json_object_new_string(root));
         sdp_reply_json(req, status, o);
-}
-
-void sdp_skills_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
-        char id[65];
-        int r;
-
-        if (lens[0] != 64)
-                return sdp_reply_error(req, 400, "Invalid skill package id");
-        memcpy(id, params[0], 64);
-        id[64] = '\0';
-        if (!hex64_valid(id))
-                return sdp_reply_error(req, 400, "Invalid skill package id");
-        r = package_verify(m, id);
-        if (r < 0 && r != -ENOENT)
-                log_warning_errno(r, "Skill package '%s' fails verification, answering it as absent.", id);
-        reply_package(m, req, id, r >= 0, 200);
 }
 
 uint64_t sdp_skills_begin(Manager *m, HttpRequest *req, const char **params, size_t *lens) {
@@ -355,7 +374,7 @@ static int write_skill(int tmp_fd, const char *sid, json_object *files, json_obj
 }
 
 /* Directories @mode: 0555 after the files are in (nobody adds anything later), 0700 to remove. */
-static int seal_dirs(int fd, const char *dir, mode_t mode, unsigned depth) {
+int sdp_skills_seal_dirs(int fd, const char *dir, mode_t mode, unsigned depth) {
         _cleanup_close_ int dfd = -EBADF;
         WsEntry *entries = NULL;
         size_t n = 0;
@@ -370,7 +389,7 @@ static int seal_dirs(int fd, const char *dir, mode_t mode, unsigned depth) {
                 if (asprintf(&p, "%s%s%s", dir, *dir ? "/" : "", entries[i].name) < 0)
                         r = -ENOMEM;
                 else
-                        r = depth > 64 ? -E2BIG : seal_dirs(fd, p, mode, depth + 1);
+                        r = depth > 64 ? -E2BIG : sdp_skills_seal_dirs(fd, p, mode, depth + 1);
         }
         ws_entries_free(entries, n);
         if (r < 0)
@@ -516,7 +535,8 @@ void sdp_skills_post(Manager *m, HttpRequest *req, json_object *body, const char
         if (r < 0)
                 return sdp_reply_error(req, 500, "Out of memory");
         if (package_verify(m, id) >= 0)
-                return reply_package(m, req, id, true, 200);
+                return sdp_skills_reply(m, req, id, true, 200);
+        sdp_skills_forget(id);
 
         /* Built aside, renamed into place: a package is whole or absent. */
         dfd = skills_dir_open(m, true);
@@ -539,7 +559,7 @@ void sdp_skills_post(Manager *m, HttpRequest *req, json_object *body, const char
         if (r >= 0)
                 r = rec ? json_write_file_atomic_at(tmp_fd, BUNDLE_FILE, rec, JSON_C_TO_STRING_PLAIN, 0444) : -ENOMEM;
         if (r >= 0)
-                r = seal_dirs(tmp_fd, "", 0555, 0);
+                r = sdp_skills_seal_dirs(tmp_fd, "", 0555, 0);
         if (r >= 0 && renameat(dfd, tmp, dfd, id) >= 0)
                 tmp_fd = safe_close(tmp_fd);
         else {
@@ -551,31 +571,17 @@ void sdp_skills_post(Manager *m, HttpRequest *req, json_object *body, const char
                 }
                 /* Make the leftovers removable again, then remove them. */
                 if (tmp_fd >= 0)
-                        (void) seal_dirs(tmp_fd, "", 0700, 0);
+                        (void) sdp_skills_seal_dirs(tmp_fd, "", 0700, 0);
                 (void) rm_rf_at(dfd, tmp);
         }
         if (r < 0)
                 return sdp_reply_error(req, 500, "The skill package cannot be stored: %s", strerror(-r));
         (void) fsync(dfd);
-        reply_package(m, req, id, true, 200);
+        sdp_skills_prune(m, dfd, id);
+        sdp_skills_reply(m, req, id, true, 200);
 }
 
 /* ---- in executions --------------------------------------------------------------------------- */
-
-bool sdp_skills_prepare(Manager *m, HttpRequest *req, const char *root, char **ret_dir) {
-        int r;
-
-        r = sdp_skills_root(m, root, ret_dir);
-        if (r == -ENOMEM)
-                sdp_reply_error(req, 500, "Out of memory");
-        else if (r == -EINVAL)
-                sdp_reply_error(req, 400, "skillPackagesRoot must be a root this runner's POST /skill-packages answered");
-        else if (r == -ENOENT)
-                sdp_reply_error(req, 400, "Skill package is not present on this runner; prepare it first");
-        else if (r < 0)
-                sdp_reply_error(req, 400, "Skill package fails verification; prepare it again");
-        return r >= 0;
-}
 
 void sdp_skills_env(json_object *env) {
         json_object_object_add(env, "SCIENCEDISCOVERY_SKILLS_DIR", json_object_new_string(SDP_SKILLS_PATH));
@@ -601,7 +607,7 @@ int sdp_skills_attach(Manager *m, Execution *e, const char *dir, const char *ws)
         extensions_dir_make(m, ws);
         /* The link is read inside the sandbox: it reaches only the sandbox's own /workspace,
          * whatever the payload makes of the directory (a host-side bind would follow it). */
-        if (execution_add_bind(e, dir, SDP_SKILLS_PATH, false) < 0 ||
+        if (sdp_skills_hold(e, dir) < 0 || execution_add_bind(e, dir, SDP_SKILLS_PATH, false) < 0 ||
             execution_add_symlink(e, SANDBOX_WORKSPACE "/" SDP_SKILL_EXTENSIONS_DIR, SDP_SKILL_EXTENSIONS_PATH) < 0)
                 return -ENOMEM;
         return 0;

@@ -6,7 +6,8 @@
  * to some paths, under a new UUID; GET /remote-workspace/snapshots/{uuid}/file serves its files'
  * exact bytes from the store. An export is a record file (<state>/sd-snapshots/<uuid>.json) and a
  * ref of its own in the store (workspace "sd-snapshot-<uuid>") that keeps its tree from the gc, so
- * it survives later writes, the workspace's deletion and restarts. May call core/, workspace/ and
+ * it survives later writes, the workspace's deletion and restarts, until the retention of
+ * [ScienceDiscovery] (ExportRetentionSec=, MaxExports=) removes it after a later export. May call core/, workspace/ and
  * the http/ transport.
  */
 
@@ -26,6 +27,7 @@
 #include "http/http-reply.h"
 #include "http/http-server.h"
 #include "util/child-task.h"
+#include "util/fs-util.h"
 #include "util/io-util.h"
 #include "util/json-util.h"
 #include "util/log.h"
@@ -164,6 +166,63 @@ static int snapshots_dir_open(Manager *m, bool create) {
         return fd < 0 ? negative_errno() : fd;
 }
 
+typedef struct ExportAge {
+        char id[37];
+        int64_t mtime;                  /* the record's (ns): when it was captured */
+} ExportAge;
+
+static int compare_newest_first(const void *a, const void *b) {
+        const ExportAge *x = a, *y = b;
+
+        return x->mtime != y->mtime ? (x->mtime < y->mtime ? 1 : -1) : strcmp(y->id, x->id);
+}
+
+/* Their runner keeps exports forever and has no route to delete one (notes §10): ours go after
+ * [ScienceDiscovery] ExportRetentionSec= (by the record's time), and the oldest beyond
+ * MaxExports=, never the export @keep just taken. The record goes first (a GET then finds
+ * nothing), then the ref that held its tree (the next gc frees what nothing else uses). */
+static void exports_prune(Manager *m, int dfd, const char *keep) {
+        _cleanup_(dir_names_done) DirNames names = {};
+        _cleanup_free_ ExportAge *v = NULL;
+        int64_t now = (int64_t) now_usec(CLOCK_REALTIME) * 1000;
+        size_t n = 0;
+
+        if (dir_read_names(dfd, NULL, 0, &names) < 0)
+                return;
+        v = calloc(names.n + 1, sizeof(*v));
+        if (!v)
+                return;
+        for (size_t i = 0; i < names.n; i++) {
+                size_t l = strlen(names.v[i]);
+                struct stat st;
+
+                if (l != 36 + 5 || !streq(names.v[i] + 36, ".json") || !uuid_valid(names.v[i], 36) ||
+                    fstatat(dfd, names.v[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                memcpy(v[n].id, names.v[i], 36);
+                v[n++].mtime = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        }
+        qsort(v, n, sizeof(*v), compare_newest_first);
+        for (size_t i = 0, kept = 0; i < n; i++) {
+                uint64_t age = now > v[i].mtime ? (uint64_t) (now - v[i].mtime) : 0;
+                char name[48], pin[64];
+
+                if (streq(v[i].id, keep) ||
+                    ((m->config.sd_max_exports == 0 || kept < m->config.sd_max_exports) &&
+                     (m->config.sd_export_retention_usec == 0 ||
+                      age / 1000 < m->config.sd_export_retention_usec))) {
+                        kept++;
+                        continue;
+                }
+                (void) snprintf(name, sizeof(name), "%s.json", v[i].id);
+                (void) snprintf(pin, sizeof(pin), "sd-snapshot-%s", v[i].id);
+                if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+                        continue;
+                for (unsigned busy = 0; cas_refs_remove(m->cas, pin) == -EBUSY && busy < 100; busy++)
+                        (void) usleep(100 * 1000);
+        }
+}
+
 /* In a child (the tree walk may be long, the store lock may wait for a gc): pin the tree, write
  * the record. */
 static int export_child(int out_fd, void *userdata) {
@@ -224,7 +283,10 @@ static int export_child(int out_fd, void *userdata) {
         if (dfd < 0)
                 return dfd;
         (void) snprintf(name, sizeof(name), "%s.json", x->id);
-        return json_write_file_atomic_at(dfd, name, rec, JSON_C_TO_STRING_PLAIN, 0600);
+        r = json_write_file_atomic_at(dfd, name, rec, JSON_C_TO_STRING_PLAIN, 0600);
+        if (r >= 0)
+                exports_prune(x->m, dfd, x->id);
+        return r;
 }
 
 static int record_read(Manager *m, const char *id, json_object **ret) {

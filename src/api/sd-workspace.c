@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The ScienceDiscovery dialect's remote workspaces (notes §10; docs/api.md 15.6): listings and
- * downloads of the workspace their runnerWorkspaceKey names, uploads (PUT /remote-workspace/file,
+ * The ScienceDiscovery dialect's remote workspaces (notes §10; docs/api.md 15.8): downloads
+ * (listings: sd-listing.c) of the workspace their runnerWorkspaceKey names, uploads (PUT /remote-workspace/file,
  * and the chunked, size- and hash-verified PUT /remote-workspace/transfer-file) and DELETE
  * /remote-workspace. Uploads stream into our atomic workspace writers (ws-files.h) while the body
  * arrives; only the commit takes the workspace's write lease (so it waits for a running execution,
- * as their shared mutation lock does), and every mutation is committed to our snapshot store
+ * as their shared mutation lock does), then their quota sum is checked in a thread (the walk), and every mutation is committed to our snapshot store
  * before the answer, so that /remote-workspace/snapshots sees it. Anything refused, a mismatch or
  * a disconnect publishes nothing. May call core/, workspace/ and the http/ transport.
  */
@@ -32,15 +32,13 @@
 #include "util/json-util.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/thread-task.h"
 #include "util/time-util.h"
 #include "workspace/cas/cas.h"
 #include "workspace/workspace.h"
 #include "workspace/ws-files.h"
 
 #define LEASE_RETRY_USEC (50 * USEC_PER_MSEC)
-/* Files a listing walks at most (and directory levels). */
-#define LIST_MAX_FILES 100000
-#define LIST_MAX_DEPTH 256
 
 bool sdp_path_valid(const char *path) {
         return path && *path && strlen(path) <= SDP_PATH_MAX && ws_path_validate(path, false) >= 0;
@@ -62,164 +60,6 @@ bool sdp_workspace_param(HttpRequest *req, const char *key, char ret[static 129]
 static int open_existing(Manager *m, const char *ws) {
         int fd = openat(m->workspaces_fd, ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         return fd < 0 ? negative_errno() : fd;
-}
-
-/* ---- listings -------------------------------------------------------------------------------- */
-
-typedef struct Listing {
-        json_object *files;
-        size_t n;
-} Listing;
-
-static int list_add(Listing *l, const char *path, uint64_t size, int64_t mtime_usec) {
-        json_object *e;
-        char when[32];
-
-        if (++l->n > LIST_MAX_FILES)
-                return -E2BIG;
-        e = json_object_new_object();
-        if (!e)
-                return -ENOMEM;
-        json_object_object_add(e, "path", json_object_new_string(path));
-        json_object_object_add(e, "size", json_new_u64(size));
-        json_object_object_add(e, "modifiedAt", json_object_new_string(
-                                       sdp_iso_time(mtime_usec > 0 ? (uint64_t) mtime_usec / 1000 : 0, when)));
-        return json_object_array_add(l->files, e) < 0 ? -ENOMEM : 0;
-}
-
-/* The regular files below the directory @dir ("" = the root), symlinks and others skipped. */
-static int list_walk(Listing *l, int ws_fd, const char *dir, unsigned depth) {
-        WsEntry *entries = NULL;
-        size_t n = 0;
-        int r;
-
-        if (depth > LIST_MAX_DEPTH)
-                return -E2BIG;
-        r = ws_list_dir(ws_fd, dir, &entries, &n);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                _cleanup_free_ char *p = NULL;
-
-                if (!entries[i].name_valid ||
-                    (entries[i].type != WS_ENTRY_FILE && entries[i].type != WS_ENTRY_DIR))
-                        continue;
-                if (asprintf(&p, "%s%s%s", dir, *dir ? "/" : "", entries[i].name) < 0) {
-                        r = -ENOMEM;
-                        break;
-                }
-                if (entries[i].type == WS_ENTRY_FILE)
-                        r = list_add(l, p, entries[i].size, entries[i].mtime_usec);
-                else {
-                        r = list_walk(l, ws_fd, p, depth + 1);
-                        /* Replaced under the walk by the sandbox, or not ours to read: skipped. */
-                        if ((r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EXDEV || r == -EACCES))
-                                r = 0;
-                }
-        }
-        ws_entries_free(entries, n);
-        return r;
-}
-
-/* One selected path: a file, or every file below a directory; absent ones are left out. */
-static int list_select(Listing *l, int ws_fd, const char *path) {
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-
-        fd = ws_open_beneath(ws_fd, path, O_PATH);
-        if (fd < 0)
-                return fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP || fd == -EXDEV ? 0 : fd;
-        if (fstat(fd, &st) < 0)
-                return negative_errno();
-        if (S_ISREG(st.st_mode))
-                return list_add(l, path, (uint64_t) st.st_size,
-                                (int64_t) st.st_mtim.tv_sec * 1000000 + st.st_mtim.tv_nsec / 1000);
-        if (S_ISDIR(st.st_mode)) {
-                int r = list_walk(l, ws_fd, path, 1);
-                return r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EXDEV ? 0 : r;
-        }
-        return 0;
-}
-
-static int compare_paths(const void *a, const void *b) {
-        json_object *x = *(json_object *const *) a, *y = *(json_object *const *) b, *px, *py;
-
-        if (!json_object_object_get_ex(x, "path", &px) || !json_object_object_get_ex(y, "path", &py))
-                return 0;
-        return strcmp(json_object_get_string(px), json_object_get_string(py));
-}
-
-/* Sorted by path (bytewise), each path once. Return: a new array, NULL on OOM. */
-static json_object *sorted_unique(json_object *files) {
-        json_object *out = json_object_new_array();
-        const char *last = NULL;
-
-        if (!out)
-                return NULL;
-        json_object_array_sort(files, compare_paths);
-        for (size_t i = 0; i < json_object_array_length(files); i++) {
-                json_object *e = json_object_array_get_idx(files, i), *p;
-
-                if (!json_object_object_get_ex(e, "path", &p))
-                        continue;
-                if (last && streq(last, json_object_get_string(p)))
-                        continue;
-                last = json_object_get_string(p);
-                json_object_array_add(out, json_object_get(e));
-        }
-        return out;
-}
-
-void sdp_rw_files(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
-        _cleanup_(json_object_putp) json_object *files = json_object_new_array(), *out = NULL;
-        _cleanup_close_ int ws_fd = -EBADF;
-        Listing l = { .files = files };
-        json_object *v, *paths = NULL;
-        const char *key;
-        char ws[129];
-        int r = 0;
-
-        if (!files)
-                return sdp_reply_error(req, 500, "Out of memory");
-        if (body) {
-                key = json_object_object_get_ex(body, "workspace", &v) && json_object_is_type(v, json_type_string) ?
-                      json_object_get_string(v) : NULL;
-                if (json_object_object_get_ex(body, "paths", &paths) && !json_object_is_type(paths, json_type_null)) {
-                        if (!json_object_is_type(paths, json_type_array) ||
-                            json_object_array_length(paths) > SDP_SELECT_MAX)
-                                return sdp_reply_error(req, 400, "paths must be an array of at most %d paths",
-                                                       SDP_SELECT_MAX);
-                        for (size_t i = 0; i < json_object_array_length(paths); i++) {
-                                json_object *p = json_object_array_get_idx(paths, i);
-
-                                if (!json_object_is_type(p, json_type_string) || !sdp_path_valid(json_object_get_string(p)))
-                                        return sdp_reply_error(req, 400, "Invalid remote workspace path");
-                        }
-                } else
-                        paths = NULL;
-        } else
-                key = http_request_query(req, "workspace");
-        if (!sdp_workspace_param(req, key, ws))
-                return;
-
-        ws_fd = open_existing(m, ws);
-        if (ws_fd >= 0) {
-                if (!paths)
-                        r = list_walk(&l, ws_fd, "", 0);
-                for (size_t i = 0; paths && r >= 0 && i < json_object_array_length(paths); i++)
-                        r = list_select(&l, ws_fd, json_object_get_string(json_object_array_get_idx(paths, i)));
-        } else if (ws_fd != -ENOENT)
-                r = ws_fd;
-        if (r == -E2BIG)
-                return sdp_reply_error(req, 400, "The remote workspace holds more than %d files", LIST_MAX_FILES);
-        if (r == -ENOMEM)
-                return sdp_reply_error(req, 500, "Out of memory");
-        if (r < 0)
-                return sdp_reply_error(req, 400, "The remote workspace cannot be listed: %s", strerror(-r));
-        out = sorted_unique(files);
-        if (!out)
-                return sdp_reply_error(req, 500, "Out of memory");
-        sdp_reply_json(req, 200, out);
 }
 
 void sdp_rw_file_get(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
@@ -276,6 +116,9 @@ typedef struct Mutation {
         uint8_t sha256[32];
         uint64_t size;
         sd_event_source *retry;
+        ThreadTask *quota_task;         /* their quota's sum of the workspace, under the lease */
+        uint64_t usage;                 /* ... its result: bytes of the regular files */
+        int64_t existing;               /* ... and of the file at the path (-1: none) */
         ChildTask *task;
         bool busy;                      /* holds a manager_busy_ref() from the commit's wait on */
 } Mutation;
@@ -284,6 +127,7 @@ static Mutation *mutation_free(Mutation *x) {
         if (!x)
                 return NULL;
         x->retry = sd_event_source_disable_unref(x->retry);
+        x->quota_task = thread_task_free(x->quota_task);
         x->task = child_task_free(x->task);
         ws_writer_free(x->writer);      /* aborts what was not committed */
         safe_close(x->lease_fd);
@@ -302,7 +146,7 @@ static void on_mutation_gone(HttpRequest *req, void *userdata) {
         /* The client went away. A snapshot under way finishes (the file is in place already and
          * must reach the store); before the commit nothing of the upload stays. */
         x->req = NULL;
-        if (!x->task)
+        if (!x->task && !x->quota_task)
                 mutation_free(x);
 }
 
@@ -576,6 +420,50 @@ static void mutation_commit(Mutation *x) {
         }
 }
 
+static int quota_work(void *userdata, char **ret_out) {
+        Mutation *x = userdata;
+
+        return sdp_rw_usage(x->ws_fd, x->path, &x->usage, &x->existing);
+}
+
+static void on_quota_done(ThreadTask *t, int error, const char *out, void *userdata) {
+        Mutation *x = userdata;
+        uint64_t max = x->m->quota.max_workspace_bytes, replaced;
+
+        x->quota_task = thread_task_free(x->quota_task);
+        if (!x->req) {
+                mutation_free(x);       /* gone meanwhile: nothing is published */
+                return;
+        }
+        /* Their check (notes §10): the files' sizes, less the file replaced, plus the new one. A
+         * reject onto an existing file is left to the commit (their 409 comes first). */
+        replaced = x->existing > 0 ? (uint64_t) x->existing : 0;
+        if (error < 0)
+                mutation_refuse(x, 400, "The remote workspace's size cannot be measured: %s", strerror(-error));
+        else if ((x->replace || x->existing < 0) && x->usage - MIN(replaced, x->usage) + x->size > max)
+                mutation_refuse(x, 400, "Remote workspace exceeds its execution quota");
+        if (x->status != 0) {
+                mutation_answer(x, 0);
+                mutation_free(x);
+                return;
+        }
+        mutation_commit(x);
+}
+
+/* Under the lease: their quota (in a thread: it walks the workspace), then the commit. */
+static void mutation_check_quota(Mutation *x) {
+        int r;
+
+        if (x->kind == MUTATION_CLEAR || x->m->quota.max_workspace_bytes == 0)
+                return mutation_commit(x);
+        r = thread_task_start(x->m->event, quota_work, x, on_quota_done, x, &x->quota_task);
+        if (r < 0) {
+                mutation_refuse(x, 500, "The quota check could not be started: %s", strerror(-r));
+                mutation_answer(x, 0);
+                mutation_free(x);
+        }
+}
+
 static int on_lease(sd_event_source *s, uint64_t usec, void *userdata) {
         Mutation *x = userdata;
         int r;
@@ -595,7 +483,7 @@ static int on_lease(sd_event_source *s, uint64_t usec, void *userdata) {
                 return 0;
         }
         x->lease_fd = r;
-        mutation_commit(x);
+        mutation_check_quota(x);
         return 0;
 }
 

@@ -47,6 +47,12 @@ typedef struct Config {
         uint64_t max_upload_request_bytes;
         unsigned snapshot_retention;    /* snapshots kept per workspace, 0 = all */
 
+        /* [ScienceDiscovery]: their snapshot exports and skill packages; 0 = no such bound */
+        uint64_t sd_export_retention_usec;      /* exports older than this are deleted */
+        unsigned sd_max_exports;                /* ... and the oldest beyond this many */
+        uint64_t sd_skill_retention_usec;       /* packages unused for this long are deleted */
+        unsigned sd_max_skill_packages;         /* ... and the least recently used beyond this many */
+
         /* [Network] */
         NetworkMode network_mode;
         char **network_allow;

@@ -17,14 +17,17 @@ outputs are listed, snapshot export (201; exact bytes that survive an overwrite,
 packages (POST: checks of sizes, hashes, SKILL.md, the package hash; GET; an execution that reads
 /skills read-only, writes /skill-extensions into its workspace and lists the variables; a
 package changed on disk is no longer served).  Prints TAP; exits 1 on any failure.  Bounded
-(< 120 s); traffic only to 127.0.0.1.
+(< 200 s); traffic only to 127.0.0.1.
 """
 
 import argparse
 import hashlib
 import os
 import secrets
+import shutil
 import sys
+import threading
+import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -33,7 +36,7 @@ import sd_lib as S                                                         # noq
 import testlib as T                                                        # noqa: E402
 from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
 
-BUDGET = 110.0
+BUDGET = 200.0
 UNAUTHORIZED = {"error": "Unauthorized"}
 CASES, case = T.case_registry()
 
@@ -443,6 +446,155 @@ def c_restart(ctx, res):
     res.check(r.status == 200 and r.body == b"computed\n", "after the restart: %s" % r.brief())
 
 
+
+# ---- 6: quota of uploads, listings off the loop, retention of exports and packages --------------
+
+QUOTA_ERROR = {"error": "Remote workspace exceeds its execution quota"}
+
+
+@case("6 quota: an upload past the workspace's total is refused, nothing lost; a replaced file counts its growth")
+def c_quota(ctx, res):
+    expect(res, ctx.c.request("DELETE", ctx.q("/remote-workspace", workspace=ctx.key)), 200, {"deleted": True},
+           "DELETE first")
+    a = os.urandom(5 << 20)
+    expect(res, ctx.put("q/a.bin", a), 201, {"path": "q/a.bin", "size": len(a)}, "PUT 5M")
+    expect(res, ctx.put("q/b.bin", b"b" * (4 << 20)), 400, QUOTA_ERROR, "PUT 4M more (9M > 8M)")
+    r = ctx.transfer("q/c.bin", [b"c" * (1 << 20)] * 4)
+    expect(res, r, 400, QUOTA_ERROR, "transfer 4M more")
+    for name in ("b.bin", "c.bin"):
+        res.check(not os.path.exists(os.path.join(ctx.ws_dir(), "q", name)), "q/%s was written" % name)
+    res.check(not leftovers(ctx), "temporary files left: %s" % leftovers(ctx))
+    r = ctx.get_file("q/a.bin")
+    res.check(r.status == 200 and r.body == a, "q/a.bin after the refusals: %s" % r.brief())
+    # Replaced: only its growth counts (6M in place of 5M: 6M in all).
+    a6 = os.urandom(6 << 20)
+    expect(res, ctx.put("q/a.bin", a6, conflict="overwrite"), 201, {"path": "q/a.bin", "size": len(a6)},
+           "overwrite 5M with 6M")
+    expect(res, ctx.put("q/d.bin", b"d" * (2 << 20)), 201, None, "PUT 2M (exactly 8M in all)")
+    expect(res, ctx.put("q/e.bin", b"e"), 400, QUOTA_ERROR, "PUT one byte more")
+    expect(res, ctx.put("q/a.bin", b"x" * (7 << 20), conflict="overwrite"), 400, QUOTA_ERROR,
+           "overwrite 6M with 7M (9M in all)")
+    r = ctx.get_file("q/a.bin")
+    res.check(r.status == 200 and r.body == a6, "q/a.bin after the refused overwrite: %s" % r.brief())
+    expect(res, ctx.put("q/a.bin", b"small", conflict="overwrite"), 201, None, "overwrite 6M with 5 bytes")
+    expect(res, ctx.c.request("DELETE", ctx.q("/remote-workspace", workspace=ctx.key)), 200, {"deleted": True},
+           "DELETE after")
+
+
+@case("6 listings walk in a thread: /health answers while big listings are under way (by order)")
+def c_list_thread(ctx, res):
+    key = ctx.key + "-big"
+    expect(res, ctx.put("seed.txt", b"s", key=key), 201, None, "PUT a first file")
+    top = os.path.join(ctx.ws_dir(key), "many")
+    os.makedirs(top, exist_ok=True)
+    n = 80000
+    for i in range(n):
+        os.close(os.open(os.path.join(top, "f%06d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+    done, results = [], {}
+
+    def listing(i):
+        r = ctx.c.request("GET", ctx.q("/remote-workspace/files", workspace=key), timeout=90.0)
+        results[i] = r
+        done.append(i)
+    threads = [threading.Thread(target=listing, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    health = ctx.c.request("GET", "/health", timeout=60.0)
+    pending = 3 - len(done)
+    for t in threads:
+        t.join(95.0)
+    res.check(health.status == 200, "/health: %s" % health.brief())
+    res.check(pending > 0, "/health answered only after every listing")
+    for i in range(3):
+        r = results.get(i)
+        res.check(r is not None and r.status == 200 and len(r.json() or []) == n + 1,
+                  "listing %d: %s" % (i, r.brief() if r else None))
+    shutil.rmtree(top)                  # the test's own files (the daemon may run as another user)
+    expect(res, ctx.c.request("DELETE", ctx.q("/remote-workspace", workspace=key), timeout=60.0), 200,
+           {"deleted": True}, "DELETE the big workspace")
+
+
+def snapshot_records(ctx):
+    d = os.path.join(ctx.d.state, "sd-snapshots")
+    return sorted(f[:-5] for f in os.listdir(d) if f.endswith(".json"))
+
+
+@case("6 exports: the oldest beyond MaxExports=3 and those past ExportRetentionSec= are deleted")
+def c_export_retention(ctx, res):
+    expect(res, ctx.put("keep.txt", b"kept\n", conflict="overwrite"), 201, None, "PUT keep.txt")
+    old = ctx.fixtures.get("snap", {}).get("id")
+    ids = []
+    for i in range(4):
+        r = ctx.c.request("POST", "/remote-workspace/snapshots", {"workspace": ctx.key})
+        if not expect(res, r, 201, None, "export %d" % i):
+            return
+        ids.append(r.json()["id"])
+
+    def serves(sid):
+        r = ctx.c.request("GET", ctx.q("/remote-workspace/snapshots/%s/file" % sid, workspace=ctx.key,
+                                       path="keep.txt"))
+        return r.status == 200 and r.body == b"kept\n"
+    res.eq("records kept", snapshot_records(ctx), sorted(ids[1:]))
+    res.check(not serves(ids[0]), "the oldest export still serves")
+    if old:
+        res.check(old not in snapshot_records(ctx), "case 3's export is still kept")
+    for sid in ids[1:]:
+        res.check(serves(sid), "export %s does not serve" % sid)
+    # One made old (its record's time): gone after the next export, whatever the count.
+    rec = os.path.join(ctx.d.state, "sd-snapshots", ids[1] + ".json")
+    t = time.time() - 30 * 86400
+    os.utime(rec, (t, t))
+    r = ctx.c.request("POST", "/remote-workspace/snapshots", {"workspace": ctx.key})
+    expect(res, r, 201, None, "export after aging one")
+    res.eq("records after aging", snapshot_records(ctx), sorted(ids[2:] + [r.json()["id"]]))
+    res.check(not serves(ids[1]), "the aged export still serves")
+
+
+@case("6 skill packages: least recently used beyond MaxSkillPackages=3 deleted, never one a run holds")
+def c_skill_retention(ctx, res):
+    held = [skill("held", {"SKILL.md": b"# Held\n"})]
+    r = ctx.c.request("POST", "/skill-packages", {"skills": held})
+    if not expect(res, r, 200, None, "POST the held package"):
+        return
+    root, hid = r.json()["root"], r.json()["id"]
+    store = os.path.dirname(root)
+    out = {}
+
+    def run():
+        out["r"] = ctx.c.execute_shell("touch started; while [ ! -e go ]; do sleep 0.1; done; cat /skills/held/SKILL.md",
+                                       ctx.key, timeout=90.0, skillPackagesRoot=root)
+    t = threading.Thread(target=run)
+    t.start()
+    started = os.path.join(ctx.ws_dir(), "started")
+    for _ in range(600):
+        if os.path.exists(started) or not t.is_alive():
+            break
+        time.sleep(0.1)
+    res.check(os.path.exists(started), "the run holding the package did not start")
+    others = []
+    for i in range(4):
+        r = ctx.c.request("POST", "/skill-packages", {"skills": [skill("q%d" % i, {"SKILL.md": b"# Q%d\n" % i})]})
+        expect(res, r, 200, None, "POST q%d" % i)
+        others.append(r.json().get("id"))
+        res.check(os.path.isdir(root), "the held package was deleted after q%d" % i)
+    held_store = sorted(e for e in os.listdir(store) if not e.startswith("."))
+    res.eq("store while held", held_store, sorted([hid] + others[1:]))
+    expect(res, ctx.c.request("GET", "/skill-packages/%s" % others[0]), 200, {"id": others[0]}, "GET q0 (deleted)")
+    open(os.path.join(ctx.ws_dir(), "go"), "w").close()
+    t.join(95.0)
+    r = out.get("r")
+    res.check(r is not None and r.status == 200 and (r.json() or {}).get("stdout") == "# Held\n",
+              "the held run: %s" % (r.brief() if r else None))
+    os.unlink(os.path.join(ctx.ws_dir(), "go"))
+    os.unlink(started)
+    r = ctx.c.request("POST", "/skill-packages", {"skills": [skill("q9", {"SKILL.md": b"# Q9\n"})]})
+    expect(res, r, 200, None, "POST q9 after the run")
+    res.check(not os.path.exists(root), "the package no run holds any more is kept")
+    expect(res, ctx.c.request("GET", "/skill-packages/%s" % hid), 200, {"id": hid}, "GET the released package")
+    res.eq("store after", sorted(e for e in os.listdir(store) if not e.startswith(".")),
+           sorted(others[2:] + [r.json().get("id")]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
@@ -458,7 +610,8 @@ def main():
     run_as = T.resolve_run_as(args.run_as)
     # MaxWorkspaceBytes=8M: their maxWorkspaceBytes, the cap of a PUT body (below MaxUploadFileBytes).
     d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
-                   config=L.CONFIG_TEXT.replace("[Quota]\n", "[Quota]\nMaxWorkspaceBytes=8M\n"))
+                   config=L.CONFIG_TEXT.replace("[Quota]\n", "[Quota]\nMaxWorkspaceBytes=8M\n")
+                   + "\n[ScienceDiscovery]\nMaxExports=3\nMaxSkillPackages=3\n")
     out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
     if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
         d.cleanup()

@@ -334,3 +334,29 @@ int cas_ref_add(Cas *c, const char *ws_id, const char *exec_id, const char *tree
                 return r;
         return cas_ref_write(c, ws_id, exec_id, &d, created_ms, bytes, -EBADF);
 }
+
+int cas_refs_remove(Cas *c, const char *ws_id) {
+        _cleanup_(dir_names_done) DirNames names = {};
+        _cleanup_close_ int lock = -EBADF, dfd = -EBADF;
+        int r;
+
+        assert(c);
+        if (!workspace_id_valid(ws_id))
+                return -EINVAL;
+        /* Shared, as cas_ref_add() takes it: a gc never runs half-way through the removal. */
+        lock = cas_store_lock(c, LOCK_SH | LOCK_NB);
+        if (lock < 0)
+                return lock;
+        dfd = openat(c->refs_fd, ws_id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+                return errno == ENOENT ? 0 : negative_errno();
+        r = dir_read_names(dfd, NULL, 0, &names);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < names.n; i++)
+                if (unlinkat(dfd, names.v[i], 0) < 0 && errno != ENOENT)
+                        return negative_errno();
+        if (unlinkat(c->refs_fd, ws_id, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                return negative_errno();
+        return fsync(c->refs_fd) < 0 ? negative_errno() : 0;
+}

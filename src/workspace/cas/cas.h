@@ -199,6 +199,13 @@ int cas_read_ref(Cas *c, const char *ws_id, const char *exec_id, CasRef *ret);
 int cas_ref_add(Cas *c, const char *ws_id, const char *exec_id, const char *tree_digest, uint64_t created_ms,
                 uint64_t bytes);
 
+/*
+ * cas_refs_remove() - remove every ref of workspace @ws_id (its trees are then the next gc's, if
+ * no other ref reaches them). Takes the store's shared lock without waiting.
+ * Return: 0 (also when there was none) or -errno: -EINVAL bad id, -EBUSY the gc holds the store.
+ */
+int cas_refs_remove(Cas *c, const char *ws_id);
+
 typedef struct CasEntry {
         char *name;
         int type;               /* DT_REG, DT_DIR, DT_LNK */
