@@ -231,6 +231,10 @@ int print_string_list(json_object *l);
 /* The JSON text of @o, for a request body. NULL on OOM. */
 const char *json_body(json_object *o, size_t *ret_size);
 
+/* ---- kernel.c: Jupyter kernels (/api/kernels...) ------------------------------------------------ */
+
+int verb_kernel(const CtlOptions *o, int argc, char *argv[]);
+
 /* ---- daemon.c: the daemon's state ------------------------------------------------------------- */
 
 int verb_health(const CtlOptions *o, int argc, char *argv[]);

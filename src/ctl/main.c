@@ -64,6 +64,8 @@ static const Verb verbs[] = {
           "Scientific environments: list, show, create, install, remove, revisions, setup" },
         { "npu",        0, 2,        VERB_NPU_OPTIONS | VERB_FOLLOW | VERB_WAIT, verb_npu,
           "Accelerators: chips, workloads; broker jobs: jobs, submit, show, log, result, cancel" },
+        { "kernel",     0, 3,        0,                                     verb_kernel,
+          "Jupyter kernels: list, start, exec, interrupt, restart, stop" },
 };
 
 static void help(FILE *f) {
@@ -91,6 +93,8 @@ static void help(FILE *f) {
                 "%1$s [OPTIONS...] npu submit WORKLOAD --session SESSION [--config PATH] [--wait | --follow]\n"
                 "%1$s [OPTIONS...] npu (show | result | cancel) JOB --session SESSION\n"
                 "%1$s [OPTIONS...] npu log JOB --session SESSION [--follow]\n"
+                "%1$s [OPTIONS...] kernel [list] | start [SPEC [WORKSPACE]] | exec ID [CODE | -]\n"
+                "%1$s [OPTIONS...] kernel (interrupt | restart | stop) ID\n"
                 "\n"
                 "Query and control the sandbox-runner daemon.\n"
                 "\n"

@@ -257,7 +257,8 @@ static int request_error_answer(const CtlOptions *o, json_object *answer, long s
         }
 
         m = json_string_field(answer, "message");
-        c = json_string_field(answer, "error");
+        /* Ours: {"error": code, "message"}; the Kernel Gateway routes': {"reason", "message"}. */
+        c = json_string_field(answer, "error") ?: json_string_field(answer, "reason");
         if (output_escape(m ?: "Request failed", &emsg) < 0 ||
             output_escape(c ?: "unknown", &ecode) < 0) {
                 log_error("Out of memory.");
