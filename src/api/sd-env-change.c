@@ -19,6 +19,7 @@
 #include "api/sd-internal.h"
 #include "core/manager.h"
 #include "environment/env-manager.h"
+#include "environment/env-store.h"
 #include "http/http-server.h"
 #include "util/json-util.h"
 #include "util/macro.h"
@@ -97,7 +98,7 @@ static void wait_answer(SdpEnvWait *w) {
 
                         if (json_object_object_get_ex(rec, "revision", &v) &&
                             (unsigned) json_object_get_int64(v) == w->target)
-                                o = sdp_env_revision_json(w->name, e ? get_str(e, "kind") : NULL, rec);
+                                o = sdp_env_revision_json(w->m, w->name, e ? get_str(e, "kind") : NULL, rec);
                 }
         }
         if (!o)
@@ -200,6 +201,8 @@ static json_object *definition(Manager *m, const char *name, unsigned *ret_live,
         *ret_live = json_object_object_get_ex(show, "revision", &v) ? (unsigned) json_object_get_int64(v) : 0;
         *ret_kind = streq_ptr(get_str(show, "kind"), "r") ? "r" : streq_ptr(get_str(show, "kind"), "conda") ?
                     "conda" : "python";
+        if (json_object_object_get_ex(show, "displayName", &v))
+                json_object_object_add(def, "displayName", json_object_get(v));
         json_object_object_add(def, "packages", json_object_object_get_ex(show, "requested", &v) ?
                                json_object_get(v) : json_object_new_array());
         json_object_object_add(def, "wheels", json_object_object_get_ex(show, "wheels", &v) ?
@@ -262,8 +265,9 @@ void sdp_environment_create(Manager *m, HttpRequest *req, json_object *body, con
 
         if (!m->environments)
                 return sdp_reply_error(req, 400, "Scientific environments are unavailable");
-        if (!display || strlen(display) == 0 || strlen(display) > 200)
-                return sdp_reply_error(req, 400, "name must be a non-empty string of at most 200 characters");
+        if (!display || !env_display_name_valid(display))
+                return sdp_reply_error(req, 400, "name must be a non-empty string of at most %d bytes, without "
+                                       "control characters", ENV_DISPLAY_NAME_MAX);
         if (!language || (!streq(language, "python") && !streq(language, "r")))
                 return sdp_reply_error(req, 400, "language must be python or r");
         sdp_env_slug(display, name);
@@ -299,6 +303,8 @@ void sdp_environment_create(Manager *m, HttpRequest *req, json_object *body, con
                                                language);
         }
         json_object_object_add(def, "kind", json_object_new_string(language));
+        /* Their name is kept beside ours, as its display name (a base's is not copied). */
+        json_object_object_add(def, "displayName", json_object_new_string(display));
         put_and_wait(m, req, name, def, 1, true);
 }
 

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The ScienceDiscovery dialect's environments (notes §8) on ours (docs/environments.md): their
- * Environment and EnvironmentRevision shapes from our environments and revision records, a
- * revision's snapshot (the bytes of its record, whose SHA-256 and size the revision states),
+ * Environment (its name: our environment's displayName) and EnvironmentRevision shapes (packages
+ * and localWheels in their runner's forms) from our environments and revision records, a
+ * revision's snapshot (their runner's revision document, made from our record, whose SHA-256 and
+ * size the revision states),
  * create/install/uninstall as a PUT of our declarative definition answered once its setup ended
  * (theirs are synchronous), delete, the setup's state, /health's scientificEnvs, and which
  * environment a run of theirs gets. May call core/, environment/, execution/ and the http/ transport.
@@ -88,12 +90,6 @@ json_object *sdp_env_records(Manager *m, const char *name) {
 
 /* ---- shapes ---------------------------------------------------------------------------------- */
 
-/* A revision's snapshot: its record as we serialise it; the record file never changes, so neither
- * do these bytes. */
-static const char *snapshot_bytes(json_object *rec) {
-        return json_object_to_json_string_ext(rec, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-}
-
 static void sha256_hex(const char *s, size_t n, char ret[static 65]) {
         static const char hex[] = "0123456789abcdef";
         uint8_t d[SHA256_DIGEST_SIZE];
@@ -121,34 +117,145 @@ static json_object *language_version(const char *provisioner, const char *langua
         return json_object_new_string_len(p, (int) n);
 }
 
-json_object *sdp_env_revision_json(const char *name, const char *kind, json_object *rec) {
+/* A wheel's file name "<distribution>-<version>-...": their distribution ('_' as '-') and version,
+ * added to @o (nothing when the name has fewer than five fields, as theirs). */
+static void wheel_distribution(json_object *o, const char *file) {
+        const char *dash = strchr(file, '-'), *end = dash ? strchr(dash + 1, '-') : NULL;
+        size_t fields = 1;
+        char *dist;
+
+        for (const char *p = file; *p; p++)
+                fields += *p == '-';
+        if (!dash || !end || dash == file || end == dash + 1 || fields < 5)
+                return;
+        dist = strndup(file, (size_t) (dash - file));
+        if (!dist)
+                return;
+        for (char *p = dist; *p; p++)
+                if (*p == '_')
+                        *p = '-';
+        json_object_object_add(o, "distribution", json_object_new_string(dist));
+        json_object_object_add(o, "version", json_object_new_string_len(dash + 1, (int) (end - dash - 1)));
+        free(dist);
+}
+
+/* Their EnvironmentLocalWheel of a wheel of our record: {content:{hash,size}, distribution?,
+ * filename, manager:"pip", sourcePath, version?} (we keep its file name only: sourcePath too). */
+static json_object *local_wheel(Manager *m, json_object *w) {
+        json_object *o = json_object_new_object(), *content = json_object_new_object();
+        const char *sha = get_str(w, "sha256") ?: "", *file = get_str(w, "file") ?: "";
+        int64_t size = env_manager_wheel_size(m->environments, sha, file);
+
+        if (!o || !content) {
+                json_object_put(o);
+                json_object_put(content);
+                return NULL;
+        }
+        json_object_object_add(content, "hash", json_object_new_string(sha));
+        json_object_object_add(content, "size", json_object_new_int64(MAX(size, (int64_t) 0)));
+        json_object_object_add(o, "content", content);
+        wheel_distribution(o, file);
+        json_object_object_add(o, "filename", json_object_new_string(file));
+        json_object_object_add(o, "manager", json_object_new_string("pip"));
+        json_object_object_add(o, "sourcePath", json_object_new_string(file));
+        return o;
+}
+
+static void add_string(json_object *a, const char *fmt, const char *x, const char *y) {
+        _cleanup_free_ char *s = NULL;
+
+        if (asprintf(&s, fmt, x, y) >= 0)
+                json_object_array_add(a, json_object_new_string(s));
+}
+
+/* Their packages[], in the forms their runner records: "<name>=<version>" per installed
+ * distribution, "<manager>:<specifier>" per requirement of the definition, and per client wheel
+ * "pip:wheel:" and {distribution, path, sha256, version}. */
+static json_object *packages_json(json_object *rec, json_object *wheels) {
+        const char *manager = streq_ptr(get_str(rec, "kind"), "conda") ? "conda" : "pip";
+        json_object *a = json_object_new_array(), *v;
+
+        if (!a)
+                return NULL;
+        if (json_object_object_get_ex(rec, "packages", &v))
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        json_object *p = json_object_array_get_idx(v, i);
+                        add_string(a, "%s=%s", get_str(p, "name") ?: "", get_str(p, "version") ?: "");
+                }
+        if (json_object_object_get_ex(rec, "requested", &v))
+                for (size_t i = 0; i < json_object_array_length(v); i++)
+                        add_string(a, "%s:%s", manager, json_object_get_string(json_object_array_get_idx(v, i)));
+        for (size_t i = 0; wheels && i < json_object_array_length(wheels); i++) {
+                json_object *w = json_object_array_get_idx(wheels, i), *r = json_object_new_object(), *c, *x;
+
+                if (!r)
+                        continue;
+                json_object_object_add(r, "distribution", json_object_object_get_ex(w, "distribution", &x) ?
+                                       json_object_get(x) : NULL);
+                json_object_object_add(r, "path", json_object_get(json_object_object_get(w, "sourcePath")));
+                c = json_object_object_get(w, "content");
+                json_object_object_add(r, "sha256", json_object_get(json_object_object_get(c, "hash")));
+                json_object_object_add(r, "version", json_object_object_get_ex(w, "version", &x) ?
+                                       json_object_get(x) : NULL);
+                add_string(a, "pip:wheel:%s%s", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN |
+                                                                                  JSON_C_TO_STRING_NOSLASHESCAPE), "");
+                json_object_put(r);
+        }
+        return a;
+}
+
+/*
+ * A revision's snapshot as their runner writes it: {channels, createdAt, environmentId,
+ * format:"science-agent-environment-revision-v1", language, localWheels?, packages, platform,
+ * provisioner, revisionId}, indented by two, a newline at the end. Made from the revision record,
+ * which never changes: so never do these bytes.
+ */
+static char *snapshot_text(json_object *rev) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *packages = json_object_new_array(), *v, *snap, *wheels = NULL;
-        const char *language = language_of(get_str(rec, "kind") ?: kind), *bytes = snapshot_bytes(rec);
+        static const char *const keys[] = { "channels", "createdAt", "environmentId", "format", "language",
+                                            "localWheels", "packages", "platform", "provisioner", "revisionId" };
+        char *s = NULL;
+        json_object *v;
+
+        if (!o)
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
+                if (streq(keys[i], "format"))
+                        json_object_object_add(o, "format", json_object_new_string("science-agent-environment-revision-v1"));
+                else if (streq(keys[i], "revisionId") && json_object_object_get_ex(rev, "id", &v))
+                        json_object_object_add(o, "revisionId", json_object_get(v));
+                else if (json_object_object_get_ex(rev, keys[i], &v))
+                        json_object_object_add(o, keys[i], json_object_get(v));
+        }
+        if (asprintf(&s, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                                       JSON_C_TO_STRING_NOSLASHESCAPE)) < 0)
+                return NULL;
+        return s;
+}
+
+/* Their EnvironmentRevision of our record @rec of @name, without its snapshot (a new object). */
+static json_object *revision_base(Manager *m, const char *name, const char *kind, json_object *rec) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *v, *wheels = NULL;
+        const char *language = language_of(get_str(rec, "kind") ?: kind);
         char rid[SDP_ENV_REVISION_ID_MAX], id[SDP_ENV_ID_MAX], hash[65], when[32], platform[80];
         struct sha256_ctx ctx;
         struct utsname u;
         uint8_t d[SHA256_DIGEST_SIZE];
 
-        if (!o || !packages || !bytes) {
-                json_object_put(packages);
+        if (!o)
                 return NULL;
-        }
         sdp_env_revision_id(name, (unsigned) get_int(rec, "revision"), rid);
         sdp_env_id(name, id);
         json_object_object_add(o, "id", json_object_new_string(rid));
         json_object_object_add(o, "environmentId", json_object_new_string(id));
         json_object_object_add(o, "language", json_object_new_string(language));
         json_object_object_add(o, "languageVersion", language_version(get_str(rec, "provisioner"), language));
-        if (json_object_object_get_ex(rec, "packages", &v))
-                for (size_t i = 0; i < json_object_array_length(v); i++) {
-                        json_object *p = json_object_array_get_idx(v, i);
-                        _cleanup_free_ char *s = NULL;
-
-                        if (asprintf(&s, "%s==%s", get_str(p, "name") ?: "", get_str(p, "version") ?: "") >= 0)
-                                json_object_array_add(packages, json_object_new_string(s));
-                }
-        json_object_object_add(o, "packages", packages);
+        if (json_object_object_get_ex(rec, "wheels", &v) && json_object_array_length(v) > 0 &&
+            (wheels = json_object_new_array()))
+                for (size_t i = 0; i < json_object_array_length(v); i++)
+                        json_object_array_add(wheels, local_wheel(m, json_object_array_get_idx(v, i)));
+        json_object_object_add(o, "packages", packages_json(rec, wheels));
         json_object_object_add(o, "channels", json_object_object_get_ex(rec, "channels", &v) ?
                                json_object_get(v) : json_object_new_array());
         /* What was asked for, in order: the same request, the same hash. */
@@ -169,20 +276,25 @@ json_object *sdp_env_revision_json(const char *name, const char *kind, json_obje
         json_object_object_add(o, "provisioner", json_object_new_string(get_str(rec, "provisioner") ?: "sandbox-runner"));
         json_object_object_add(o, "runnerVersion", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "createdAt", json_object_new_string(sdp_iso_time((uint64_t) get_int(rec, "createdAt"), when)));
-        sha256_hex(bytes, strlen(bytes), hash);
-        snap = json_object_new_object();
-        if (snap) {
-                json_object_object_add(snap, "hash", json_object_new_string(hash));
-                json_object_object_add(snap, "size", json_new_u64(strlen(bytes)));
-        }
-        json_object_object_add(o, "snapshot", snap);
-        if (json_object_object_get_ex(rec, "wheels", &v) && json_object_array_length(v) > 0 &&
-            (wheels = json_object_new_array())) {
-                for (size_t i = 0; i < json_object_array_length(v); i++)
-                        json_object_array_add(wheels, json_object_new_string(
-                                                      get_str(json_object_array_get_idx(v, i), "file") ?: ""));
+        if (wheels)
                 json_object_object_add(o, "localWheels", wheels);
+        return STEAL(o);
+}
+
+json_object *sdp_env_revision_json(Manager *m, const char *name, const char *kind, json_object *rec) {
+        _cleanup_(json_object_putp) json_object *o = revision_base(m, name, kind, rec);
+        _cleanup_free_ char *bytes = o ? snapshot_text(o) : NULL;
+        json_object *snap = json_object_new_object();
+        char hash[65];
+
+        if (!bytes || !snap) {
+                json_object_put(snap);
+                return NULL;
         }
+        sha256_hex(bytes, strlen(bytes), hash);
+        json_object_object_add(snap, "hash", json_object_new_string(hash));
+        json_object_object_add(snap, "size", json_new_u64(strlen(bytes)));
+        json_object_object_add(o, "snapshot", snap);
         return STEAL(o);
 }
 
@@ -207,7 +319,8 @@ json_object *sdp_env_environment_json(Manager *m, json_object *e) {
         }
         sdp_env_id(name, id);
         json_object_object_add(o, "id", json_object_new_string(id));
-        json_object_object_add(o, "name", json_object_new_string(name));
+        /* Their name: the display name it was created with, else ours. */
+        json_object_object_add(o, "name", json_object_new_string(get_str(e, "displayName") ?: name));
         json_object_object_add(o, "kind", json_object_new_string(
                                        json_object_object_get_ex(e, "base", &base) && json_object_get_boolean(base) ?
                                        "starter" : "task"));
@@ -238,8 +351,9 @@ void sdp_environments_list(Manager *m, HttpRequest *req, json_object *body, cons
         sdp_reply_json(req, 200, out);
 }
 
-/* Every revision of every environment, or (@only) the record of one: *ret_rec then. */
-static json_object *revisions(Manager *m, const char *only, json_object **ret_rec) {
+/* Every revision of every environment, or (@only) the record of one and its revision in their
+ * shape (without its snapshot): *ret_rec and *ret_rev then. */
+static json_object *revisions(Manager *m, const char *only, json_object **ret_rec, json_object **ret_rev) {
         _cleanup_(json_object_putp) json_object *list = env_manager_list_json(m->environments);
         json_object *out = json_object_new_array(), *a;
 
@@ -259,10 +373,11 @@ static json_object *revisions(Manager *m, const char *only, json_object **ret_re
                         sdp_env_revision_id(name, (unsigned) get_int(rec, "revision"), rid);
                         if (only && streq(rid, only)) {
                                 *ret_rec = json_object_get(rec);
+                                *ret_rev = revision_base(m, name, get_str(e, "kind"), rec);
                                 return out;
                         }
                         if (!only)
-                                json_object_array_add(out, sdp_env_revision_json(name, get_str(e, "kind"), rec));
+                                json_object_array_add(out, sdp_env_revision_json(m, name, get_str(e, "kind"), rec));
                 }
         }
         return out;
@@ -273,26 +388,27 @@ void sdp_environment_revisions(Manager *m, HttpRequest *req, json_object *body, 
 
         if (unavailable(m, req))
                 return;
-        o = revisions(m, NULL, NULL);
+        o = revisions(m, NULL, NULL, NULL);
         if (!o)
                 return sdp_reply_error(req, 500, "Out of memory");
         sdp_reply_json(req, 200, o);
 }
 
 void sdp_environment_snapshot(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
-        _cleanup_(json_object_putp) json_object *o = NULL, *rec = NULL;
-        _cleanup_free_ char *rid = NULL;
-        const char *bytes;
+        _cleanup_(json_object_putp) json_object *o = NULL, *rec = NULL, *rev = NULL;
+        _cleanup_free_ char *rid = NULL, *bytes = NULL;
         int r;
 
         if (unavailable(m, req))
                 return;
         rid = strndup(params[0], lens[0]);
-        if (!rid || !(o = revisions(m, rid, &rec)))
+        if (!rid || !(o = revisions(m, rid, &rec, &rev)))
                 return sdp_reply_error(req, 500, "Out of memory");
         if (!rec)
                 return sdp_reply_error(req, 404, "Environment revision not found");
-        bytes = snapshot_bytes(rec);
+        bytes = rev ? snapshot_text(rev) : NULL;
+        if (!bytes)
+                return sdp_reply_error(req, 500, "Out of memory");
         r = http_request_reply(req, 200, "application/json", bytes, strlen(bytes), false,
                                (const char *const[]) { "Cache-Control", "no-store", NULL });
         if (r < 0)

@@ -143,6 +143,11 @@ int sdp_npu_claim(Manager *m, HttpRequest *req, Execution *e, const SdpRequest *
                   void (*done)(struct NpuClaim *c, int error, const char *why, void *userdata), void *userdata);
 /* /health's npuBroker. Return: a new object, NULL on OOM. */
 json_object *sdp_npu_health(Manager *m);
+/* Their NpuInventory (GET /npu/devices, /resources' npu). Return: a new object, NULL on OOM. */
+json_object *sdp_npu_inventory(Manager *m);
+/* /status's npuJobs: the summaries of every session's jobs that are queued or running, oldest
+ * first (empty without a broker). Return: a new array, NULL on OOM. */
+json_object *sdp_npu_active_jobs(Manager *m);
 
 /* sd-env.c, sd-env-change.c: environments. */
 void sdp_environments_list(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens);
@@ -161,7 +166,7 @@ json_object *sdp_environments_health(Manager *m);
 json_object *sdp_env_entry(Manager *m, const char *name);
 json_object *sdp_env_records(Manager *m, const char *name);
 json_object *sdp_env_environment_json(Manager *m, json_object *entry);
-json_object *sdp_env_revision_json(const char *name, const char *kind, json_object *rec);
+json_object *sdp_env_revision_json(Manager *m, const char *name, const char *kind, json_object *rec);
 /* sdp_env_prepare() - the environment a run of @kind gets (their revision, environmentId or the
  * language's starter), held: *ret NULL for none. Return: false once the 400 is sent. */
 bool sdp_env_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, SdpKind kind, EnvHold **ret);

@@ -6,7 +6,8 @@
  * environmentRevisionId, workspaceRoot), kept beside in <state>/sciencediscovery/npu-jobs/<id>.json.
  * A job's files are those of the runner workspace their runnerWorkspaceKey names; its end commits
  * that workspace's tree to our snapshot store (revision sd-npu-<id>, as an upload's). /health's
- * npuBroker. May call core/, npu/ and the http/ transport.
+ * npuBroker, /status's npuJobs (every session's active jobs) and /resources' npu (the inventory).
+ * May call core/, npu/ and the http/ transport.
  */
 
 #include <errno.h>
@@ -271,7 +272,7 @@ static int commit_start(const char *id, const char *ws, void (*done)(void *token
 
 /* ---- routes ---------------------------------------------------------------------------------- */
 
-void sdp_npu_devices(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+json_object *sdp_npu_inventory(Manager *m) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *ours = NULL;
         json_object *devices = json_object_new_array(), *chips;
         const char *phase;
@@ -279,7 +280,7 @@ void sdp_npu_devices(Manager *m, HttpRequest *req, json_object *body, const char
 
         if (!o || !devices) {
                 json_object_put(devices);
-                return sdp_reply_error(req, 500, "Out of memory");
+                return NULL;
         }
         json_object_object_add(o, "capturedAt", json_object_new_string(
                                        sdp_iso_time(now_usec(CLOCK_REALTIME) / 1000, when)));
@@ -290,7 +291,7 @@ void sdp_npu_devices(Manager *m, HttpRequest *req, json_object *body, const char
                 json_object_object_add(o, "error", json_object_new_string(
                                                !m->config.npu_enable ? "NPU devices are not enabled on this runner"
                                                : m->npu_error ?: "NPU devices are unavailable"));
-                return sdp_reply_json(req, 200, o);
+                return STEAL(o);
         }
         /* Our chips are probed at start-up and each again before it is used (refresh=1 is that
          * same inventory: a card's state shows in health and sandboxUsable). */
@@ -314,7 +315,30 @@ void sdp_npu_devices(Manager *m, HttpRequest *req, json_object *body, const char
                 }
         if (get_str(ours, "error"))
                 json_object_object_add(o, "error", json_object_new_string(get_str(ours, "error")));
+        return STEAL(o);
+}
+
+void sdp_npu_devices(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
+        _cleanup_(json_object_putp) json_object *o = sdp_npu_inventory(m);
+
+        if (!o)
+                return sdp_reply_error(req, 500, "Out of memory");
         sdp_reply_json(req, 200, o);
+}
+
+json_object *sdp_npu_active_jobs(Manager *m) {
+        json_object *a = json_object_new_array();
+        NpuJob **jobs = NULL;
+        size_t n = 0;
+
+        /* As their runner's: every session's job summaries, those queued or running only. */
+        if (!a || !m->broker || npu_jobs_list(npu_broker_jobs_fd(m->broker), NULL, &jobs, &n) < 0)
+                return a;
+        for (size_t i = 0; i < n; i++)
+                if (!npu_job_state_is_final(jobs[i]->state))
+                        json_object_array_add(a, job_json(m, jobs[i], true));
+        npu_job_list_free(jobs, n);
+        return a;
 }
 
 void sdp_npu_workloads(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {

@@ -407,14 +407,15 @@ void sdp_status(Manager *m, HttpRequest *req, json_object *body, const char **pa
         json_object_object_add(o, "activeExecutions", active);
         json_object_object_add(o, "capturedAt", json_object_new_string(sdp_iso_time(now_ms(), when)));
         json_object_object_add(o, "kernels", json_object_new_array());
-        json_object_object_add(o, "npuJobs", json_object_new_array());
+        json_object_object_add(o, "npuJobs", sdp_npu_active_jobs(m));
         json_object_object_add(o, "runnerVersion", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "status", json_object_new_string("ok"));
         sdp_reply_json(req, 200, o);
 }
 
 void sdp_resources(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *npu = NULL;
+        json_object *v;
         _cleanup_free_ char *root = NULL;
         struct sysinfo si = {};
         struct statvfs sv;
@@ -444,6 +445,10 @@ void sdp_resources(Manager *m, HttpRequest *req, json_object *body, const char *
                 json_object_object_add(o, "workspaceDisk", NULL);
                 json_object_object_add(o, "workspaceDiskError", json_object_new_string(strerror(errno)));
         }
+        /* Their NpuInventory, only where NPUs are supported (as GET /npu/devices answers it). */
+        npu = sdp_npu_inventory(m);
+        if (npu && json_object_object_get_ex(npu, "supported", &v) && json_object_get_boolean(v))
+                json_object_object_add(o, "npu", STEAL(npu));
         sdp_reply_json(req, 200, o);
 }
 

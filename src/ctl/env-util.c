@@ -294,6 +294,9 @@ int env_install_body(json_object *current, const char *const *specs, size_t n_sp
         if (array_field(current, "channels") &&
             json_add(body, "channels", copy_strings(current, "channels")) < 0)
                 return -ENOMEM;
+        if (string_field(current, "displayName") &&
+            json_add(body, "displayName", json_object_new_string(string_field(current, "displayName"))) < 0)
+                return -ENOMEM;
 
         r = merge_specs(packages, kind, specs, n_specs);
         if (r < 0)

@@ -57,7 +57,8 @@ int env_create_body(const EnvCreateArgs *a, json_object **ret);
  * /environments/{name}) with @specs added to its "requested" (a spec for a name already
  * requested replaces it, in its place) and @wheels ("WORKSPACE:PATH") to its "wheels" (the stored
  * ones go back as their {"sha256", "file"}; a new wheel of the same distribution replaces one),
- * keeping its kind, source and channels. PUT is declarative: this is the whole wanted set.
+ * keeping its kind, source, channels and display name. PUT is declarative: this is the whole
+ * wanted set.
  * Return: 0, -EINVAL for a malformed wheel argument, -EBADMSG when @current has no kind, -ENOMEM.
  */
 int env_install_body(json_object *current, const char *const *specs, size_t n_specs,

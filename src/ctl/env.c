@@ -148,6 +148,8 @@ static int print_env(json_object *e) {
             print_field("state:", json_string_field(e, "state")) < 0 ||
             print_field("revision:", revision) < 0)
                 return log_oom();
+        if (json_string_field(e, "displayName") && print_field("shown as:", json_string_field(e, "displayName")) < 0)
+                return log_oom();
         if (json_string_field(e, "error") && print_field("error:", json_string_field(e, "error")) < 0)
                 return log_oom();
         if (has_source &&

@@ -164,6 +164,8 @@ json_object *env_json(Env *e, bool full) {
         if (!o)
                 return NULL;
         json_object_object_add(o, "name", json_object_new_string(e->name));
+        if (spec && spec->display_name)
+                json_object_object_add(o, "displayName", json_object_new_string(spec->display_name));
         json_object_object_add(o, "kind", json_object_new_string(env_kind_to_string(spec ? spec->kind : ENV_KIND_PYTHON)));
         json_object_object_add(o, "base", json_object_new_boolean(e->base));
         json_object_object_add(o, "state", json_object_new_string(env_phase_to_string(e->phase)));
@@ -200,6 +202,18 @@ json_object *env_json(Env *e, bool full) {
         if (e->setup_id)
                 json_object_object_add(o, "setupId", json_object_new_string(e->setup_id));
         return o;
+}
+
+int64_t env_manager_wheel_size(EnvManager *m, const char *sha256, const char *file) {
+        _cleanup_free_ char *path = env_store_wheel_path(m->store, &(EnvWheel) { .sha256 = (char *) sha256,
+                                                                                 .file = (char *) file });
+        struct stat st;
+
+        if (!path)
+                return -EINVAL;
+        if (stat(path, &st) < 0)
+                return negative_errno();
+        return S_ISREG(st.st_mode) ? (int64_t) st.st_size : -EBADF;
 }
 
 json_object *env_manager_list_json(EnvManager *m) {

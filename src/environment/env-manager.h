@@ -11,6 +11,7 @@
 
 #include <json-c/json.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <systemd/sd-event.h>
 
 #include "config/config.h"
@@ -91,6 +92,9 @@ int env_manager_retry(EnvManager *m, const char *name, json_object **ret, EnvRef
                       char **ret_why);
 /* /health.environments */
 json_object *env_manager_health_json(EnvManager *m);
+/* env_manager_wheel_size() - the size of the client wheel @file stored under @sha256 (as a
+ * revision record names it). Return: bytes, -EINVAL (not a valid hash or file name) or -errno. */
+int64_t env_manager_wheel_size(EnvManager *m, const char *sha256, const char *file);
 
 /*
  * env_manager_acquire() - for a run that names @name: a hold on the live revision's prefix, which

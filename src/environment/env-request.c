@@ -196,9 +196,9 @@ static int parse_source(EnvManager *m, json_object *src, EnvMeta *w, EnvRefusal 
 /* The body of a PUT, checked: what the setup will build. */
 int env_request_parse(EnvManager *m, const char *name, Env *existing, json_object *body, EnvMeta **ret,
                       EnvRefusal *ret_refusal, char **ret_why) {
-        static const char *const fields[] = { "kind", "packages", "wheels", "source", "channels", NULL };
+        static const char *const fields[] = { "kind", "displayName", "packages", "wheels", "source", "channels", NULL };
         _cleanup_(env_meta_freep) EnvMeta *w = NULL;
-        json_object *kind, *packages, *wheels, *source, *channels;
+        json_object *kind, *display, *packages, *wheels, *source, *channels;
         const char *reason;
         int r;
 
@@ -207,6 +207,8 @@ int env_request_parse(EnvManager *m, const char *name, Env *existing, json_objec
         r = only_fields(body, fields, "the body", ret_refusal, ret_why);
         if (r >= 0)
                 r = get_field(body, "kind", json_type_string, !existing, &kind, ret_refusal, ret_why);
+        if (r >= 0)
+                r = get_field(body, "displayName", json_type_string, false, &display, ret_refusal, ret_why);
         if (r >= 0)
                 r = get_field(body, "packages", json_type_array, false, &packages, ret_refusal, ret_why);
         if (r >= 0)
@@ -218,8 +220,13 @@ int env_request_parse(EnvManager *m, const char *name, Env *existing, json_objec
         if (r < 0)
                 return r;
 
+        if (display && (!env_display_name_valid(json_object_get_string(display)) ||
+                        (size_t) json_object_get_string_len(display) != strlen(json_object_get_string(display))))
+                return env_refuse(ret_refusal, ret_why, ENV_REFUSAL_INVALID, -EINVAL,
+                              "'displayName' must be 1 to %d bytes of UTF-8 without control characters",
+                              ENV_DISPLAY_NAME_MAX);
         w = calloc(1, sizeof(EnvMeta));
-        if (!w || !(w->name = strdup(name)))
+        if (!w || !(w->name = strdup(name)) || (display && !(w->display_name = strdup(json_object_get_string(display)))))
                 return -ENOMEM;
         if (kind) {
                 w->kind = env_kind_from_string(json_object_get_string(kind));

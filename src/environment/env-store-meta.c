@@ -16,12 +16,24 @@
 #include "util/macro.h"
 #include "util/string-util.h"
 #include "util/strv.h"
+#include "util/utf8.h"
 
 #define SHA256_HEX_LEN 64
 
 bool env_name_valid(const char *name) {
         return str_token_valid(name, ENV_NAME_MAX, LOWERCASE_LETTERS DIGITS, LOWERCASE_LETTERS DIGITS "._-") &&
                !strstr(name, "..") && !streq(name, "setup");
+}
+
+bool env_display_name_valid(const char *s) {
+        size_t n = s ? strlen(s) : 0;
+
+        if (n == 0 || n > ENV_DISPLAY_NAME_MAX || !utf8_valid(s, n))
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char) s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+        return true;
 }
 
 bool env_setup_id_valid(const char *id) {
@@ -55,6 +67,7 @@ EnvMeta *env_meta_free(EnvMeta *m) {
         if (!m)
                 return NULL;
         free(m->name);
+        free(m->display_name);
         strv_free(m->packages);
         strv_free(m->debian_packages);
         for (size_t i = 0; i < m->n_wheels; i++)
@@ -96,6 +109,7 @@ json_object *env_meta_to_json(const EnvMeta *m) {
         if (!o || !m->name || !kind)
                 return NULL;
         if (json_add_string(o, "name", m->name) < 0 ||
+            (m->display_name && json_add_string(o, "displayName", m->display_name) < 0) ||
             json_add_string(o, "kind", kind) < 0 ||
             json_add(o, "base", json_object_new_boolean(m->base)) < 0 ||
             json_add(o, "packages", json_strv_new(m->packages)) < 0 ||
@@ -207,6 +221,11 @@ static int meta_field(EnvMeta *m, const char *key, json_object *val, unsigned *s
         if (streq(key, "name")) {
                 *seen |= 1U;
                 return json_dup_string(val, &m->name);
+        }
+        if (streq(key, "displayName")) {
+                int r = json_dup_string_or_null(val, &m->display_name);
+
+                return r < 0 ? r : m->display_name && !env_display_name_valid(m->display_name) ? -EBADMSG : 0;
         }
         if (streq(key, "kind")) {
                 if (!json_object_is_type(val, json_type_string))

@@ -38,6 +38,15 @@ typedef struct EnvStore EnvStore;
 /* The longest environment name, and the longest setup id. */
 #define ENV_NAME_MAX 63
 #define ENV_SETUP_ID_MAX 64
+/* The longest display name, in bytes. */
+#define ENV_DISPLAY_NAME_MAX 200
+
+/*
+ * env_display_name_valid() - a name an environment is shown by, beside its name: 1 to
+ * ENV_DISPLAY_NAME_MAX bytes of valid UTF-8, no control character. Pure.
+ */
+bool env_display_name_valid(const char *s);
+
 /* The longest wheel file name. */
 #define ENV_WHEEL_FILE_MAX 255
 /* The largest meta.json, revision record or catalog read back. */
@@ -73,6 +82,7 @@ void env_wheel_done(EnvWheel *w);
 /* What an environment is and wants: meta.json. */
 typedef struct EnvMeta {
         char *name;
+        char *display_name;             /* free text it is shown by (env_display_name_valid()), NULL = none */
         EnvKind kind;
         bool base;                      /* made by the daemon; read-only through the API */
         char **packages;                /* requested specifiers (python), Debian packages (base), R packages */
@@ -92,19 +102,20 @@ SR_DEFINE_FREE_FUNC(EnvMeta *, env_meta_free);
 
 /*
  * env_meta_to_json() - the meta.json form of @m:
- *   {"name", "kind": "python"|"r"|"conda", "base", "packages": [...], "debianPackages": [...],
- *    "wheels": [{"sha256", "file"}], "indexUrl"?, "preset"?, "offline", "channels": [...],
- *    "revision"}
- * ("indexUrl" and "preset" only when set; NULL string lists are written as []).
+ *   {"name", "displayName"?, "kind": "python"|"r"|"conda", "base", "packages": [...],
+ *    "debianPackages": [...], "wheels": [{"sha256", "file"}], "indexUrl"?, "preset"?, "offline",
+ *    "channels": [...], "revision"}
+ * ("displayName", "indexUrl" and "preset" only when set; NULL string lists are written as []).
  * Return: a new object, or NULL on OOM.
  */
 json_object *env_meta_to_json(const EnvMeta *m);
 
 /*
  * env_meta_from_json() - parse the meta.json form, strictly: "name" (env_name_valid()) and
- * "kind" are required; the others are optional ("indexUrl" and "preset" may be null); an unknown
- * field, a wrong type, a string with a NUL byte, a bad wheel (hash or file name) or a revision
- * past UINT_MAX is -EBADMSG.
+ * "kind" are required; the others are optional ("displayName", "indexUrl" and "preset" may be
+ * null); an unknown field, a wrong type, a string with a NUL byte, a display name that
+ * env_display_name_valid() refuses, a bad wheel (hash or file name) or a revision past UINT_MAX
+ * is -EBADMSG.
  * Return: 0 with a new *@ret, -EBADMSG or -ENOMEM.
  */
 int env_meta_from_json(json_object *o, EnvMeta **ret);

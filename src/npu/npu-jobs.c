@@ -283,7 +283,7 @@ int npu_jobs_list(int dir_fd, const char *session_id, NpuJob ***ret, size_t *ret
         size_t n = 0;
         int r;
 
-        if (!npu_session_id_valid(session_id))
+        if (session_id && !npu_session_id_valid(session_id))
                 return -EINVAL;
         r = load_all(dir_fd, session_id, &l, &n);
         if (r < 0)

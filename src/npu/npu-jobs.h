@@ -227,8 +227,9 @@ int npu_jobs_load(int dir_fd, const char *id, NpuJob **ret);
 int npu_jobs_load_for_session(int dir_fd, const char *id, const char *session_id, NpuJob **ret);
 
 /*
- * npu_jobs_list() - the jobs of @session_id, oldest first (by createdAt, then id). Directories
- * that are not jobs (a temporary one, one without a readable job.json) are skipped.
+ * npu_jobs_list() - the jobs of @session_id (NULL: of every session), oldest first (by createdAt,
+ * then id). Directories that are not jobs (a temporary one, one without a readable job.json) are
+ * skipped.
  * Return: 0 with *@ret (npu_job_list_free()) and *@ret_n (0 and a NULL list when there are
  * none), -EINVAL (a bad session id) or -errno.
  */

@@ -11,8 +11,10 @@ the wheelhouse of tests/helpers/make-wheelhouse.py (srtest_alpha 1.0/2.0, srtest
 client wheel srtest_gamma 0.1) and PythonBase=wheelhouse with srtest_alpha<2, so that their
 starter-python (our python-base) is built in seconds without Debian's packages or a network.
 
-Checks: /health's scientificEnvs; GET /environments and /environment-revisions in their shapes;
-every revision's /snapshot bytes match its hash and size; runs resolve the starter, a current
+Checks: /health's scientificEnvs; GET /environments and /environment-revisions in their shapes
+(packages as their runner records them, localWheels as objects); every revision's /snapshot bytes
+match its hash and size and are their runner's revision document; a display name kept and
+returned; runs resolve the starter, a current
 revision, refuse a historical or unknown one; POST /environments, install (an index package and
 a client wheel from the runner workspace), uninstall, each answered when its revision exists;
 a managed shell run with environmentId; refusals (read-only starter, wrong manager, unknown
@@ -23,6 +25,7 @@ use).  Prints TAP, exits 1 on any failure.  Bounded: < 280 s; traffic only to 12
 import argparse
 import base64
 import hashlib
+import json
 import os
 import sys
 import time
@@ -120,9 +123,34 @@ def c_revisions(ctx, res):
             res.eq(x["id"] + " snapshot size", len(s.body), x["snapshot"]["size"])
             res.eq("content-type", s.header("content-type"), "application/json")
     base = next((x for x in revs if x.get("id") == "starter-python@1"), {})
-    res.check("srtest_alpha==1.0" in base.get("packages", []), "starter packages: %s" % base.get("packages"))
+    # Their runner's forms: "<name>=<version>" per installed distribution, "<manager>:<spec>" per
+    # requirement; never our "name==version".
+    res.check("srtest_alpha=1.0" in base.get("packages", []), "starter packages: %s" % base.get("packages"))
+    res.check("pip:srtest_alpha<2" in base.get("packages", []), "starter requirements: %s" % base.get("packages"))
+    res.check(not any("==" in p for p in base.get("packages", [])), "name==version: %s" % base.get("packages"))
+    check_snapshot(ctx, res, base)
     res.check(base.get("languageVersion", "").startswith("3."), "languageVersion %r" % base.get("languageVersion"))
     expect(res, ctx.sd("GET", "/environment-revisions/nope@1/snapshot"), 404, "unknown revision's snapshot")
+
+
+def check_snapshot(ctx, res, rev):
+    """The snapshot bytes of @rev: their runner's revision document, pretty-printed by two, with
+    the revision's fields; its SHA-256 and length are the revision's snapshot."""
+    s = ctx.sd("GET", "/environment-revisions/%s/snapshot" % rev.get("id"))
+    if not expect(res, s, 200, "snapshot of %s" % rev.get("id")):
+        return None
+    res.eq("snapshot sha256 and size", (hashlib.sha256(s.body).hexdigest(), len(s.body)),
+           (rev["snapshot"]["hash"], rev["snapshot"]["size"]))
+    text = s.body.decode()
+    res.check(text.startswith('{\n  "channels": ') and text.endswith("\n}\n"), "layout: %r" % text[:80])
+    doc = json.loads(text)
+    want = ["channels", "createdAt", "environmentId", "format", "language", "packages", "platform", "provisioner",
+            "revisionId"] + (["localWheels"] if rev.get("localWheels") else [])
+    res.eq("snapshot keys", sorted(doc), sorted(want))
+    res.eq("snapshot fields", {k: doc.get(k) for k in want},
+           dict({k: rev.get(k) for k in want if k not in ("format", "revisionId")},
+                format="science-agent-environment-revision-v1", revisionId=rev.get("id")))
+    return doc
 
 
 @case("3 sd env runs: the starter by default, a current revision, never a historical or unknown one")
@@ -148,12 +176,20 @@ def c_change(ctx, res):
         return
     e = r.json()
     res.eq("created", (e.get("id"), e.get("name"), e.get("kind"), e.get("language"), e.get("currentRevisionId")),
-           ("sci-env", "sci-env", "task", "python", "sci-env@1"))
+           ("sci-env", "Sci Env", "task", "python", "sci-env@1"))
     ctx.shared["env"] = e.get("id")
+    res.eq("listed with their name", (env_by_id(ctx, "sci-env") or {}).get("name"), "Sci Env")
+    # Kept beside our environment: its displayName on our own API.
+    r = L.http(ctx.d.port, "GET", "/environments/sci-env", [("Authorization", "Bearer " + ctx.d.token)])
+    if expect(res, r, 200, "our GET /environments/sci-env"):
+        res.eq("our name and displayName", (r.json().get("name"), r.json().get("displayName")), ("sci-env", "Sci Env"))
     r = ctx.sd("POST", "/environments/sci-env/install", {"packages": ["srtest_beta"], "manager": "pip"}, timeout=SETUP)
     if expect(res, r, 201, "install srtest_beta"):
         res.eq("revision", r.json().get("id"), "sci-env@2")
-        res.check("srtest_beta==1.0" in r.json().get("packages", []), "packages %s" % r.json().get("packages"))
+        res.check({"srtest_beta=1.0", "pip:srtest_beta"} <= set(r.json().get("packages", [])),
+                  "packages %s" % r.json().get("packages"))
+        check_snapshot(ctx, res, r.json())
+    res.eq("their name kept by an install", (env_by_id(ctx, "sci-env") or {}).get("name"), "Sci Env")
     # The client wheel: written into the runner workspace by a run, then installed from there.
     wheel = "srtest_gamma-0.1-py3-none-any.whl"
     data = ctx.wheel_bytes
@@ -165,9 +201,18 @@ def c_change(ctx, res):
     r = ctx.sd("POST", "/environments/sci-env/install",
                {"packages": ["dist/" + wheel], "runnerWorkspaceKey": ctx.key, "workspaceRoot": "/ignored"}, timeout=SETUP)
     if expect(res, r, 201, "install the client wheel"):
-        res.eq("revision", r.json().get("id"), "sci-env@3")
-        res.eq("localWheels", r.json().get("localWheels"), [wheel])
-        res.check("srtest_gamma==0.1" in r.json().get("packages", []), "packages %s" % r.json().get("packages"))
+        rev = r.json()
+        sha = hashlib.sha256(data).hexdigest()
+        res.eq("revision", rev.get("id"), "sci-env@3")
+        res.eq("localWheels", rev.get("localWheels"),
+               [{"content": {"hash": sha, "size": len(data)}, "distribution": "srtest-gamma", "filename": wheel,
+                 "manager": "pip", "sourcePath": wheel, "version": "0.1"}])
+        pkgs = rev.get("packages", [])
+        res.check("srtest_gamma=0.1" in pkgs, "packages %s" % pkgs)
+        rec = [json.loads(p[len("pip:wheel:"):]) for p in pkgs if p.startswith("pip:wheel:")]
+        res.eq("the wheel's package record", rec,
+               [{"distribution": "srtest-gamma", "path": wheel, "sha256": sha, "version": "0.1"}])
+        check_snapshot(ctx, res, rev)
     j = run(ctx, res, "import srtest_beta, srtest_gamma\nprint(srtest_beta.VERSION, srtest_gamma.VERSION)\n",
             "sci-env@3 run", environmentRevisionId="sci-env@3")
     if j:
@@ -179,7 +224,7 @@ def c_change(ctx, res):
     r = ctx.sd("POST", "/environments/sci-env/uninstall", {"packages": ["srtest-beta"]}, timeout=SETUP)
     if expect(res, r, 201, "uninstall srtest-beta"):
         res.eq("revision", r.json().get("id"), "sci-env@4")
-        res.check(not any(p.startswith("srtest_beta==") for p in r.json().get("packages", [])),
+        res.check(not any(p.startswith(("srtest_beta=", "pip:srtest_beta")) for p in r.json().get("packages", [])),
                   "still there: %s" % r.json().get("packages"))
     expect(res, ctx.sd("POST", "/environments/sci-env/uninstall", {"packages": ["srtest_beta"]}), 400,
            "uninstall what is not installed")

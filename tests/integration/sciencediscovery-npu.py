@@ -11,11 +11,12 @@ config and writes into the workspace).
     /usr/bin/python3 tests/integration/sciencediscovery-npu.py --daemon BUILD/src/sandbox-runnerd
                                                                [--run-as self] [--verbose] [--keep-tmp]
 
-Checks: /health's npuBroker; GET /npu/devices as their NpuInventory; GET /npu/workloads; a job
+Checks: /health's npuBroker; GET /npu/devices as their NpuInventory, and the same inventory as
+/resources' npu; GET /npu/workloads; a job
 submitted signed (their NPU job signature) into the runner workspace of its key, polled to
 succeeded, its logs, result and list summaries; refusals (unsigned, no environmentRevisionId,
 no key, another session 400, unknown 404, a result while running 409); cancel signed with their
-cancel message; npuDevices on /execute and /shell-executions (the chips held and bound, no
+cancel message; a running job in /status's npuJobs (a summary), an ended one no longer; npuDevices on /execute and /shell-executions (the chips held and bound, no
 network).  Prints TAP, exits 1 on any failure.  Needs root (mknod): not a skip, a failure
 otherwise.  Bounded: < 150 s; traffic only to 127.0.0.1.
 """
@@ -98,6 +99,28 @@ def c_devices(ctx, res):
     expect(res, ctx.sd("GET", "/npu/devices", auth=False), 401, "no token", S.UNAUTHORIZED)
 
 
+@case("1 sd npu resources: /resources' npu is the inventory of /npu/devices")
+def c_resources(ctx, res):
+    r = ctx.sd("GET", "/resources")
+    d = ctx.sd("GET", "/npu/devices")
+    if not (expect(res, r, 200, "GET /resources") and expect(res, d, 200, "GET /npu/devices")):
+        return
+    npu = r.json().get("npu")
+    if not res.check(isinstance(npu, dict), "/resources without npu: %s" % r.brief()):
+        return
+    res.check(S.ISO.match(npu.get("capturedAt") or ""), "npu.capturedAt %r" % npu.get("capturedAt"))
+    strip = lambda j: {k: v for k, v in j.items() if k != "capturedAt"}     # noqa: E731
+    res.eq("npu as /npu/devices answers it", strip(npu), strip(d.json()))
+    res.eq("its host indices", sorted(x.get("hostIndex") for x in npu.get("devices", [])), [0, 1, 2, 3])
+
+
+def status_jobs(ctx, res):
+    r = ctx.sd("GET", "/status")
+    if not expect(res, r, 200, "GET /status"):
+        return None
+    return {j.get("id"): j for j in r.json().get("npuJobs", [])}
+
+
 @case("1 sd npu workloads: their descriptors, no host path")
 def c_workloads(ctx, res):
     r = ctx.sd("GET", "/npu/workloads")
@@ -125,6 +148,7 @@ def c_job(ctx, res):
     final = wait_state(ctx, job, ("succeeded", "failed", "cancelled"))
     res.eq("state", final.get("state"), "succeeded")
     res.eq("exitCode", final.get("exitCode"), 0)
+    res.eq("an ended job in /status's npuJobs", (status_jobs(ctx, res) or {}).get(job), None)
     res.check("fold: done" in final.get("logs", {}).get("stdout", ""), "logs: %s" % trunc(final.get("logs")))
     res.check(S.ISO.match(final.get("finishedAt") or ""), "finishedAt %r" % final.get("finishedAt"))
     r = ctx.sd("GET", "/npu/jobs/%s/logs?session_id=%s" % (job, SESSION))
@@ -171,6 +195,15 @@ def c_cancel(ctx, res):
         return
     job = r.json()["id"]
     wait_state(ctx, job, ("running",))
+    # /status lists it while it runs: their job summary (no logs, workspaceRoot ""), any session's.
+    st = (status_jobs(ctx, res) or {}).get(job)
+    if res.check(st is not None, "the running job %s is not in /status's npuJobs" % job):
+        res.eq("status job", {k: st.get(k) for k in ("id", "sessionId", "workloadId", "state", "inputs",
+                                                      "environmentRevisionId", "workspaceRoot", "logs")},
+               {"id": job, "sessionId": SESSION, "workloadId": "fold", "state": "running",
+                "inputs": {"configPath": "slow.json"}, "environmentRevisionId": "starter-python@1",
+                "workspaceRoot": "", "logs": {"stdout": "", "stderr": "", "truncated": False}})
+        res.check(S.ISO.match(st.get("startedAt") or "") and "finishedAt" not in st, "status job times: %s" % st)
     expect(res, ctx.sd("GET", "/npu/jobs/%s/result?session_id=%s" % (job, SESSION)), 409, "result while running")
     expect(res, ctx.sd("POST", "/npu/jobs/%s/cancel" % job, {"sessionId": SESSION}), 401, "unsigned cancel",
            {"error": "Invalid or expired NPU job cancel signature"})
@@ -182,6 +215,7 @@ def c_cancel(ctx, res):
     final = wait_state(ctx, job, ("cancelled", "failed", "succeeded"), t=30)
     res.eq("state", final.get("state"), "cancelled")
     res.eq("processes left", N.job_processes(job), [])
+    res.eq("a cancelled job in /status's npuJobs", (status_jobs(ctx, res) or {}).get(job), None)
 
 
 DEVS = "import os\nprint(' '.join(sorted(n for n in os.listdir('/dev') if n.startswith('davinci'))), os.environ.get('ASCEND_RT_VISIBLE_DEVICES'))\n"

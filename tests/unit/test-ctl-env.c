@@ -167,6 +167,14 @@ static void test_install_body(void **state) {
                             "\"source\":{\"preset\":\"ustc\"},\"channels\":[\"conda-forge\"]}");
         json_object_put(b);
 
+        /* Its display name is kept. */
+        json_object_put(cur);
+        cur = parse("{\"kind\":\"python\",\"displayName\":\"Sci Env\",\"requested\":[]}");
+        assert_int_equal(env_install_body(cur, (const char *[]) { "srtest_beta" }, 1, NULL, 0, &b), 0);
+        assert_string_equal(text(b), "{\"kind\":\"python\",\"packages\":[\"srtest_beta\"],\"wheels\":[],"
+                                     "\"source\":{},\"displayName\":\"Sci Env\"}");
+        json_object_put(b);
+
         /* Nothing new: the same wanted set goes back (offline only when true). */
         json_object_put(cur);
         cur = parse("{\"kind\":\"r\",\"requested\":[\"data.table\"],\"source\":{\"offline\":true}}");

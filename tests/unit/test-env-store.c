@@ -150,6 +150,25 @@ static void test_names(void **state) {
         assert_false(env_sha256_valid(NULL));
 }
 
+static void test_display_names(void **state) {
+        char long_ok[ENV_DISPLAY_NAME_MAX + 1], too_long[ENV_DISPLAY_NAME_MAX + 2];
+
+        memset(long_ok, 'x', ENV_DISPLAY_NAME_MAX);
+        long_ok[ENV_DISPLAY_NAME_MAX] = '\0';
+        memset(too_long, 'x', ENV_DISPLAY_NAME_MAX + 1);
+        too_long[ENV_DISPLAY_NAME_MAX + 1] = '\0';
+        assert_true(env_display_name_valid("Sci Env"));
+        assert_true(env_display_name_valid("Protein fold (v2) \xc3\xa9"));
+        assert_true(env_display_name_valid(long_ok));
+        assert_false(env_display_name_valid(too_long));
+        assert_false(env_display_name_valid(""));
+        assert_false(env_display_name_valid(NULL));
+        assert_false(env_display_name_valid("a\tb"));
+        assert_false(env_display_name_valid("a\x7f"));
+        assert_false(env_display_name_valid("\xc3"));          /* cut UTF-8 */
+        assert_false(env_display_name_valid("\xed\xa0\x80"));  /* a surrogate */
+}
+
 static void test_wheel_names(void **state) {
         static const struct {
                 const char *file;
@@ -189,7 +208,8 @@ static void test_meta_round_trip(void **state) {
         char *channels[] = { "https://conda.example.org/main", NULL };
         EnvWheel wheels[] = { { HASH_ABC, "tinyc-1.0-py3-none-any.whl" } };
         EnvMeta in = {
-                .name = "sci", .kind = ENV_KIND_CONDA, .base = true, .packages = packages,
+                .name = "sci", .display_name = "Sci Env \xc3\xa9", .kind = ENV_KIND_CONDA, .base = true,
+                .packages = packages,
                 .debian_packages = debs, .wheels = wheels, .n_wheels = 1,
                 .index_url = "https://pypi.example.org/simple", .preset = "tuna", .offline = true,
                 .channels = channels, .revision = 7,
@@ -203,6 +223,7 @@ static void test_meta_round_trip(void **state) {
         assert_non_null(o2);
         assert_int_equal(env_meta_from_json(o2, &m), 0);
         assert_string_equal(m->name, "sci");
+        assert_string_equal(m->display_name, "Sci Env \xc3\xa9");
         assert_int_equal(m->kind, ENV_KIND_CONDA);
         assert_true(m->base);
         assert_int_equal(strv_length(m->packages), 2);
@@ -230,6 +251,7 @@ static void test_meta_round_trip(void **state) {
         assert_int_equal(env_meta_from_json(o, &m), 0);
         assert_null(m->index_url);
         assert_null(m->preset);
+        assert_null(m->display_name);
         assert_int_equal(m->n_wheels, 0);
         assert_int_equal(strv_length(m->packages), 0);
 }
@@ -239,6 +261,8 @@ static void test_meta_strict(void **state) {
                 "{\"name\":\"a\",\"kind\":\"python\"}",
                 "{\"name\":\"a\",\"kind\":\"python\",\"indexUrl\":null,\"preset\":null}",
                 "{\"name\":\"a\",\"kind\":\"python\",\"revision\":4294967295}",
+                "{\"name\":\"a\",\"kind\":\"python\",\"displayName\":null}",
+                "{\"name\":\"a\",\"kind\":\"python\",\"displayName\":\"My env \\u00e9\"}",
         };
         static const char *const bad[] = {
                 "[]",
@@ -262,6 +286,10 @@ static void test_meta_strict(void **state) {
                 "{\"name\":\"a\",\"kind\":\"python\",\"channels\":[true]}",
                 "{\"name\":\"a\",\"kind\":\"python\",\"indexUrl\":5}",
                 "{\"name\":\"a\",\"kind\":\"python\",\"preset\":[]}",
+                "{\"name\":\"a\",\"kind\":\"python\",\"displayName\":\"\"}",             /* empty */
+                "{\"name\":\"a\",\"kind\":\"python\",\"displayName\":\"a\\nb\"}",         /* control */
+                "{\"name\":\"a\",\"kind\":\"python\",\"displayName\":\"a\\u0000b\"}",
+                "{\"name\":\"a\",\"kind\":\"python\",\"displayName\":7}",
                 "{\"name\":\"a\",\"kind\":\"python\",\"revision\":-1}",
                 "{\"name\":\"a\",\"kind\":\"python\",\"revision\":4294967296}",
                 "{\"name\":\"a\",\"kind\":\"python\",\"revision\":1.5}",
@@ -759,6 +787,7 @@ static void test_rm_does_not_escape(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
+                cmocka_unit_test(test_display_names),
                 cmocka_unit_test(test_wheel_names),
                 cmocka_unit_test(test_meta_round_trip),
                 cmocka_unit_test(test_meta_strict),

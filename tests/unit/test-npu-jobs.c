@@ -367,6 +367,13 @@ static void test_list_and_sessions(void **state) {
         assert_int_equal(n, 0);
         assert_null(l);
         assert_int_equal(npu_jobs_list(d->fd, "../x", &l, &n), -EINVAL);
+        /* NULL: every session's, still oldest first. */
+        assert_int_equal(npu_jobs_list(d->fd, NULL, &l, &n), 0);
+        assert_int_equal(n, 4);
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++)
+                assert_string_equal(l[i]->id, ids[i]);
+        assert_string_equal(l[3]->id, "0000000000000099");
+        l = npu_job_list_free(l, n);
 
         /* Another session's job is not found; so is a bad session id, a bad or missing job id. */
         assert_int_equal(npu_jobs_load_for_session(d->fd, "0000000000000099", SESSION, &j), -ENOENT);
