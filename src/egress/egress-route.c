@@ -78,7 +78,7 @@ static int upstream_authorization(const char *s, size_t n, char **ret, const cha
                 if (i + 2 >= n || hex_value(s[i + 1]) < 0 || hex_value(s[i + 2]) < 0 ||
                     (hex_value(s[i + 1]) == 0 && hex_value(s[i + 2]) == 0)) {
                         explicit_bzero(plain, k);
-                        *why = "malformed percent-encoding in the proxy credentials";
+                        *why = "malformed percent-encoding in the proxy URL's credentials";
                         return -EINVAL;
                 }
                 plain[k++] = (char) (hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
@@ -87,7 +87,7 @@ static int upstream_authorization(const char *s, size_t n, char **ret, const cha
         plain[k] = '\0';
         if (!memchr(plain, ':', k) || plain[0] == ':') {
                 explicit_bzero(plain, k);
-                *why = "the proxy credentials must be user:password";
+                *why = "the proxy URL's credentials must be user:password";
                 return -EINVAL;
         }
         out = malloc(strlen("Basic ") + BASE64_ENCODE_RAW_LENGTH(k) + 1);

@@ -250,7 +250,7 @@ static int load_upstream(Gateway *g) {
         r = read_file_limited(AT_FDCWD, arg_upstream_auth, O_NOCTTY, 4096, READ_FILE_UP_TO_MAX, &data, &size);
         if (r < 0)
                 return log_error_errno(r, "Failed to read the upstream proxy's credentials: %m");
-        if (size == 0 || strlen(data) != size || strpbrk(data, "\r\n")) {
+        if (size == 0 || strlen(data) != size || strpbrk(data, "\r\n") || strncmp(data, "Basic ", 6) != 0) {
                 explicit_bzero(data, size);
                 return log_error_errno(EINVAL, "The upstream proxy's credentials file is empty or malformed.");
         }
