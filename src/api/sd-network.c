@@ -149,6 +149,11 @@ int sdp_proxy_from_environment(const char *(*getenv_fn)(const char *name), const
                 no_proxy = getenv_fn("NO_PROXY");
         if (url && egress_upstream_parse(url, &u, ret_error) < 0)
                 return -EINVAL;
+        /* The policy's limits (egress_policy_new_full()): blamed on the environment, not the request. */
+        if (no_proxy && (strlen(no_proxy) > 4096 || strpbrk(no_proxy, "\r\n"))) {
+                *ret_error = "no_proxy is over 4096 characters or holds a line break";
+                return -EINVAL;
+        }
         *ret_url = url;
         *ret_no_proxy = isempty(no_proxy) ? NULL : no_proxy;
         return 0;

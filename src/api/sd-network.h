@@ -53,7 +53,8 @@ int sdp_proxy_parse(json_object *v, SdpNetwork *n, const char **ret_error);
  * sdp_proxy_from_environment() - the upstream of mode environment from @getenv_fn (getenv()):
  * the first set of https_proxy, HTTPS_PROXY, http_proxy, HTTP_PROXY (one upstream for tunnels
  * and plain HTTP alike), and no_proxy or NO_PROXY. *ret_url NULL: none set, direct.
- * Return: 0, or -EINVAL (a value that egress_upstream_parse() refuses) with a static *ret_error.
+ * Return: 0, or -EINVAL (a value that egress_upstream_parse() refuses, a no_proxy over 4096
+ * characters or with a line break) with a static *ret_error.
  */
 int sdp_proxy_from_environment(const char *(*getenv_fn)(const char *name), const char **ret_url,
                                const char **ret_no_proxy, const char **ret_error);

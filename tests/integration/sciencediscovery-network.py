@@ -28,7 +28,8 @@ nothing; a mode that is not the policy's is no network; mode open reaches an ori
 allowlist and is still refused a loopback address without allowPrivateNetwork; sandboxEgressProxy
 url sends the gateway's CONNECT (and plain forwards) through the upstream proxy, with its
 credentials only there, while direct with the same list does not; [Network] OpenMode=no (a
-daemon of its own) refuses open and drops it from /health; allowPrivateNetwork false is refused by
+daemon of its own, with HTTPS_PROXY and no_proxy in its environment) refuses open and drops it
+from /health, and its sandboxEgressProxy environment goes through that proxy but for no_proxy; allowPrivateNetwork false is refused by
 the address policy; bad policies are 400; a managed shell run with an allowlist; our own API's
 runs keep the policy in force (none).  Prints TAP, exits 1 on any failure.  Needs root (exit 77
 otherwise).  Bounded: < 100 s.
@@ -436,9 +437,25 @@ def c_native(ctx, res):
     res.eq("origin never reached", seen(m), [])
 
 
-@case("5 sd network: [Network] OpenMode=no refuses open (400) and /health does not list it")
+class EnvSdDaemon(S.SdDaemon):
+    """A daemon whose own environment names an upstream proxy (for sandboxEgressProxy environment)."""
+
+    def __init__(self, *a, proxy_env=None, **kw):
+        super().__init__(*a, **kw)
+        self.proxy_env = proxy_env or {}
+
+    def env(self):
+        e = super().env()
+        e.update(self.proxy_env)
+        return e
+
+
+@case("5 sd network: [Network] OpenMode=no refuses open (400) and /health does not list it; "
+      "sandboxEgressProxy environment uses the daemon's https_proxy and no_proxy")
 def c_open_off(ctx, res):
-    d2 = S.SdDaemon(ctx.d_args[0], keep_tmp=False, run_as=ctx.d_args[1], config=CONFIG + "OpenMode=no\n")
+    up = ctx.upstream
+    d2 = EnvSdDaemon(ctx.d_args[0], keep_tmp=False, run_as=ctx.d_args[1], config=CONFIG + "OpenMode=no\n",
+                     proxy_env={"HTTPS_PROXY": up.url("envuser:envpw"), "no_proxy": "other.test"})
     try:
         d2.start()
         c2 = S.Ctx(d2, ctx.verbose)
@@ -451,6 +468,20 @@ def c_open_off(ctx, res):
             res.check("OpenMode" in (r.json() or {}).get("error", ""), "error: %s" % r.brief())
         j, out = run(c2, res, ["http://allowed.test" + marker("off")], "domain-allowlist", access(), "allowlist run")
         res.check(out is not None, "an allowlist run failed with open turned off")
+        # environment: allowed.test through the daemon's HTTPS_PROXY, other.test (no_proxy) direct.
+        m1, m2 = marker("env-via"), marker("env-direct")
+        before = len(up.served)
+        b, r = c2.execute(client(["http://allowed.test" + m1, "http://other.test" + m2]),
+                          permissionEpoch=epoch_with(c2, "domain-allowlist",
+                                                     access(domains=("allowed.test", "other.test"))),
+                          sandboxEgressProxy={"mode": "environment"})
+        if res.check(r.status == 200 and r.json().get("exitCode") == 0, "environment run: %s" % r.brief()):
+            out = json.loads(r.json().get("stdout") or "{}")
+            res.eq("allowed.test status", out["fetch"]["http://allowed.test" + m1].get("status"), 200)
+            res.eq("other.test status", out["fetch"]["http://other.test" + m2].get("status"), 200)
+            res.eq("upstream served", [(x["method"], x["target"], x["auth"]) for x in up.served[before:]],
+                   [("GET", "http://allowed.test" + m1, "Basic " + base64.b64encode(b"envuser:envpw").decode())])
+            res.check(len(seen(m2)) == 1, "other.test (no_proxy) not reached directly: %s" % seen(m2))
     finally:
         d2.terminate()
         d2.cleanup()

@@ -177,6 +177,11 @@ static void test_proxy_environment(void **state) {
         assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), 0);
         assert_string_equal(no_proxy, "lower.example");
 
+        fake_env_values[4] = "a.example\nb.example";
+        assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), -EINVAL);
+        assert_non_null(why);
+        fake_env_values[4] = NULL;
+
         fake_env_values[0] = "https://tls-proxy:443";
         assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), -EINVAL);
         assert_non_null(why);
