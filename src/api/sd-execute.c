@@ -40,6 +40,7 @@ typedef struct SdpRun {
         char *language;                 /* "python" or "r" */
         char *environment_revision;     /* the request's environmentRevisionId, or NULL */
         char *network_revision;         /* networkAccess.revision, or NULL */
+        bool network_open;              /* networkAccess.mode open */
         uint64_t timeout_ms;            /* 0: none asked (ours capped it) */
         uint64_t max_output_bytes;      /* 0: no truncation */
         uint64_t submitted_ms;
@@ -195,7 +196,8 @@ static json_object *environment_variables(const char *language, bool network) {
 }
 
 json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
-                             const char *network_revision, uint64_t max_output, uint64_t finished) {
+                             const char *network_revision, bool network_open, uint64_t max_output,
+                             uint64_t finished) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *out = NULL, *err = NULL, *prev = NULL;
         json_object *v, *created = NULL, *modified = NULL, *snap;
@@ -272,7 +274,8 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
                                        sdp_iso_time(finished > duration ? finished - duration : finished, when)));
         json_object_object_add(o, "finishedAt", json_object_new_string(sdp_iso_time(finished, when)));
         json_object_object_add(o, "networkPolicy", json_object_new_string(
-                                       streq(network, "none") ? SDP_NETWORK_NONE : SDP_NETWORK_ALLOWLIST));
+                                       streq(network, "none") ? SDP_NETWORK_NONE :
+                                       network_open ? SDP_NETWORK_OPEN : SDP_NETWORK_ALLOWLIST));
         json_object_object_add(o, "networkAccessRevision", json_object_new_string(
                                        streq(network, "none") ? "none" : network_revision ?: network));
         json_object_object_add(o, "cgroupMode", json_object_new_string(
@@ -296,7 +299,7 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
 static void reply_result(SdpRun *run, json_object *ours) {
         _cleanup_(json_object_putp) json_object *o = NULL;
 
-        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->network_revision,
+        o = sdp_result_json(run->m, ours, run->language, run->environment_revision, run->network_revision, run->network_open,
                             run->max_output_bytes, realtime_ms());
         if (!o)
                 return sdp_reply_error(run->req, 500, "Out of memory");
@@ -656,6 +659,7 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         };
         if (p.net.allowlist && p.net.revision)
                 run->network_revision = strdup(p.net.revision);
+        run->network_open = p.net.open;
         if (!run->language || ((p.revision || kind == SDP_KIND_EXECUTE_SHELL) && !run->environment_revision) ||
             (p.net.allowlist && p.net.revision && !run->network_revision))
                 return sdp_reply_error(req, 500, "Out of memory");

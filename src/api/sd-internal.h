@@ -78,9 +78,10 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
 
 /* sdp_result_json() - their execution result from our answer or record @ours (@finished: Unix ms
  * of its end; @network_revision: their networkAccess.revision, NULL: our gateway's revision from
- * @ours). Return: a new object, NULL on OOM. */
+ * @ours; @network_open: the run's network was mode open). Return: a new object, NULL on OOM. */
 json_object *sdp_result_json(Manager *m, json_object *ours, const char *language, const char *revision,
-                             const char *network_revision, uint64_t max_output, uint64_t finished);
+                             const char *network_revision, bool network_open, uint64_t max_output,
+                             uint64_t finished);
 
 /* sd-network.c: the per-request network policy. */
 /* sdp_network_acquire() - the gateway of @n's allowlist (*ret NULL without network).

@@ -62,13 +62,11 @@ int sdp_network_parse(json_object *epoch, SdpNetwork *ret, const char **ret_erro
                 *ret = n;
                 return 0;
         }
-        if (streq(mode, SDP_NETWORK_OPEN)) {
-                *ret_error = "Sandbox network mode open is not available on this runner: its egress gateway "
-                             "only allows listed domains (use domain-allowlist)";
-                return -EOPNOTSUPP;
-        }
+        n.open = streq(mode, SDP_NETWORK_OPEN);
 
-        if (json_object_object_get_ex(access, "allowedDomains", &v) && !json_object_is_type(v, json_type_null)) {
+        /* Mode open: any public destination, whatever the list says. */
+        if (!n.open && json_object_object_get_ex(access, "allowedDomains", &v) &&
+            !json_object_is_type(v, json_type_null)) {
                 if (!json_object_is_type(v, json_type_array)) {
                         *ret_error = "permissionEpoch.networkAccess.allowedDomains must be an array of strings";
                         return -EINVAL;
@@ -101,13 +99,91 @@ int sdp_network_parse(json_object *epoch, SdpNetwork *ret, const char **ret_erro
         return 0;
 }
 
+int sdp_proxy_parse(json_object *v, SdpNetwork *n, const char **ret_error) {
+        json_object *mode, *url;
+        const char *s = NULL, *why = NULL;
+        _cleanup_(egress_upstream_done) EgressUpstream u = {};
+
+        n->proxy = SDP_PROXY_DIRECT;
+        n->proxy_url = NULL;
+        if (!v || json_object_is_type(v, json_type_null))
+                return 0;
+        if (json_object_is_type(v, json_type_object) && json_object_object_get_ex(v, "mode", &mode) &&
+            json_object_is_type(mode, json_type_string))
+                s = json_object_get_string(mode);
+        if (s && streq(s, "direct"))
+                return 0;
+        if (s && streq(s, "environment")) {
+                n->proxy = SDP_PROXY_ENVIRONMENT;
+                return 0;
+        }
+        if (!s || !streq(s, "url")) {
+                *ret_error = "sandboxEgressProxy.mode must be direct, environment or url";
+                return -EINVAL;
+        }
+        if (!json_object_object_get_ex(v, "url", &url) || !json_object_is_type(url, json_type_string) ||
+            strlen(json_object_get_string(url)) != (size_t) json_object_get_string_len(url)) {
+                *ret_error = "sandboxEgressProxy.url must be a string (http://host:port)";
+                return -EINVAL;
+        }
+        if (egress_upstream_parse(json_object_get_string(url), &u, &why) < 0) {
+                *ret_error = why ?: "sandboxEgressProxy.url is not a valid proxy URL";
+                return -EINVAL;
+        }
+        n->proxy = SDP_PROXY_URL;
+        n->proxy_url = json_object_get_string(url);
+        return 0;
+}
+
+int sdp_proxy_from_environment(const char *(*getenv_fn)(const char *name), const char **ret_url,
+                               const char **ret_no_proxy, const char **ret_error) {
+        static const char *const proxy_vars[] = { "https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY" };
+        _cleanup_(egress_upstream_done) EgressUpstream u = {};
+        const char *url = NULL, *no_proxy;
+
+        for (size_t i = 0; i < ELEMENTSOF(proxy_vars) && !url; i++)
+                if (!isempty(getenv_fn(proxy_vars[i])))
+                        url = getenv_fn(proxy_vars[i]);
+        no_proxy = getenv_fn("no_proxy");
+        if (isempty(no_proxy))
+                no_proxy = getenv_fn("NO_PROXY");
+        if (url && egress_upstream_parse(url, &u, ret_error) < 0)
+                return -EINVAL;
+        /* The policy's limits (egress_policy_new_full()): blamed on the environment, not the request. */
+        if (no_proxy && (strlen(no_proxy) > 4096 || strpbrk(no_proxy, "\r\n"))) {
+                *ret_error = "no_proxy is over 4096 characters or holds a line break";
+                return -EINVAL;
+        }
+        *ret_url = url;
+        *ret_no_proxy = isempty(no_proxy) ? NULL : no_proxy;
+        return 0;
+}
+
+static const char *real_getenv(const char *name) {
+        return getenv(name);
+}
+
 int sdp_network_acquire(Manager *m, const SdpNetwork *n, EgressEpoch **ret, char **ret_error) {
         _cleanup_strv_free_ char **allow = NULL;
-        size_t k = n->domains ? json_object_array_length(n->domains) : 0;
+        _cleanup_(egress_upstream_done) EgressUpstream u = {};
+        const char *url = NULL, *no_proxy = NULL, *why = NULL;
+        size_t k = n->domains && !n->open ? json_object_array_length(n->domains) : 0;
+        int r;
 
         *ret = NULL;
         if (!n->allowlist)
                 return 0;
+        if (n->proxy == SDP_PROXY_URL)
+                url = n->proxy_url;
+        else if (n->proxy == SDP_PROXY_ENVIRONMENT &&
+                 sdp_proxy_from_environment(real_getenv, &url, &no_proxy, &why) < 0)
+                return asprintf(ret_error, "the daemon's environment names an upstream proxy it cannot use: %s",
+                                why) < 0 ? -ENOMEM : -EOPNOTSUPP;
+        if (url) {
+                r = egress_upstream_parse(url, &u, &why);
+                if (r < 0)
+                        return r == -ENOMEM ? r : -EOPNOTSUPP;  /* checked before: cannot happen */
+        }
         allow = calloc(k + 1, sizeof(char *));
         if (!allow)
                 return -ENOMEM;
@@ -118,8 +194,9 @@ int sdp_network_acquire(Manager *m, const SdpNetwork *n, EgressEpoch **ret, char
         }
         /* Private addresses: only the ranges the operator made acceptable ([Network] Mirrors=),
          * never the whole private space on a request's word. */
-        return egress_epoch_acquire_for(m->egress, allow, n->private_network ? m->config.network_mirrors : NULL,
-                                        ret, ret_error);
+        return egress_epoch_acquire_route(m->egress, n->open, allow,
+                                          n->private_network ? m->config.network_mirrors : NULL,
+                                          url ? &u : NULL, no_proxy, ret, ret_error);
 }
 
 json_object *sdp_network_health(Manager *m) {
@@ -135,6 +212,8 @@ json_object *sdp_network_health(Manager *m) {
         json_object_array_add(modes, json_object_new_string(SDP_NETWORK_NONE));
         if (available)
                 json_object_array_add(modes, json_object_new_string(SDP_NETWORK_ALLOWLIST));
+        if (available && m->config.network_open)
+                json_object_array_add(modes, json_object_new_string(SDP_NETWORK_OPEN));
         json_object_object_add(o, "available", json_object_new_boolean(available));
         json_object_object_add(o, "modes", modes);
         if (!available)
@@ -147,6 +226,11 @@ bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, Egre
         _cleanup_free_ char *error = NULL;
         int r;
 
+        if (p->net.open && !m->config.network_open) {
+                sdp_reply_error(req, 400, "Sandbox network mode open is not available on this runner: its operator "
+                                "turned it off ([Network] OpenMode=no); use domain-allowlist");
+                return false;
+        }
         r = sdp_network_acquire(m, &p->net, ret, &error);
         if (r == -ENOMEM) {
                 sdp_reply_error(req, 500, "Out of memory");
@@ -165,28 +249,17 @@ bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, Egre
 }
 
 bool sdp_network_check(HttpRequest *req, json_object *body, json_object *epoch, SdpNetwork *ret) {
-        const char *why = NULL, *proxy_mode = NULL;
-        json_object *v, *mode;
+        const char *why = NULL;
+        json_object *v = NULL;
 
         if (sdp_network_parse(epoch, ret, &why) < 0) {
                 sdp_reply_error(req, 400, "%s", why);
                 return false;
         }
-        /* Their upstream route of the gateway: ours dials the allowed hosts itself ("direct"; the
-         * gateway's environment names no upstream proxy, so "environment" is the same). */
-        if (!json_object_object_get_ex(body, "sandboxEgressProxy", &v) || json_object_is_type(v, json_type_null))
-                return true;
-        if (json_object_is_type(v, json_type_object) && json_object_object_get_ex(v, "mode", &mode) &&
-            json_object_is_type(mode, json_type_string))
-                proxy_mode = json_object_get_string(mode);
-        if (!proxy_mode || (!streq(proxy_mode, "direct") && !streq(proxy_mode, "environment") &&
-                            !streq(proxy_mode, "url"))) {
-                sdp_reply_error(req, 400, "sandboxEgressProxy.mode must be direct, environment or url");
-                return false;
-        }
-        if (streq(proxy_mode, "url") && ret->allowlist) {
-                sdp_reply_error(req, 400, "sandboxEgressProxy mode url is not supported by this runner: "
-                                "its egress gateway connects to allowed hosts directly");
+        /* Their upstream route of the gateway, checked even when the run has no network. */
+        (void) json_object_object_get_ex(body, "sandboxEgressProxy", &v);
+        if (sdp_proxy_parse(v, ret, &why) < 0) {
+                sdp_reply_error(req, 400, "%s", why);
                 return false;
         }
         return true;

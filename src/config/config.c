@@ -59,6 +59,7 @@ int config_init(Config *c) {
                 .sd_skill_retention_usec = 7 * 24 * 3600 * USEC_PER_SEC,
                 .sd_max_skill_packages = 100,
                 .network_mode = NETWORK_MODE_NONE,
+                .network_open = true,
                 .env_setup_timeout_usec = 1800 * USEC_PER_SEC,
                 .npu_probe_timeout_usec = 10 * USEC_PER_SEC,
         };
@@ -414,6 +415,7 @@ static const ConfigKey config_keys[] = {
         K("Network", "Mode", cp_network_mode, network_mode),
         K("Network", "Allow", cp_strv, network_allow),
         K("Network", "Mirrors", cp_strv, network_mirrors),
+        K("Network", "OpenMode", cp_bool, network_open),
         K("Environments", "Bootstrap", cp_strv, env_bootstrap),
         K("Environments", "Offline", cp_bool, env_offline),
         K("Environments", "PythonBase", cp_word, env_python_base),

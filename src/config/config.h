@@ -57,6 +57,7 @@ typedef struct Config {
         NetworkMode network_mode;
         char **network_allow;
         char **network_mirrors;
+        bool network_open;              /* OpenMode=: the ScienceDiscovery dialect serves network mode open */
 
         /* [Environments] (DESIGN.md §14) */
         char **env_bootstrap;           /* base environments built after start-up ("python-base") */

@@ -33,7 +33,8 @@
 typedef enum ConnectionState {
         CONNECTION_HEAD,        /* reading the request head */
         CONNECTION_RESOLVING,   /* the name is being resolved */
-        CONNECTION_CONNECTING,  /* a non-blocking connect() to an approved address */
+        CONNECTION_CONNECTING,  /* a non-blocking connect() to an approved address (or the upstream proxy) */
+        CONNECTION_HANDSHAKE,   /* CONNECT sent to the upstream proxy: reading its answer */
         CONNECTION_RELAY,       /* bytes flow both ways */
         CONNECTION_REPLY,       /* writing our own (error) answer */
         CONNECTION_LINGER,      /* answer sent and SHUT_WR done: draining the client before close */
@@ -83,6 +84,11 @@ struct Connection {
         uint64_t connect_deadline_usec;
         char address[INET6_ADDRSTRLEN + 16];    /* the one dialled: "1.2.3.4:443", "[::1]:443" */
 
+        /* Through the upstream proxy (connection-via.c): c->addresses are then the proxy's. */
+        bool via_upstream;
+        char *via_head;                 /* the proxy's answer to our CONNECT, VIA_HEAD_MAX bytes */
+        size_t via_fill;
+
         /* Relay: up = client → upstream, down = upstream → client. */
         Pump up;
         Pump down;
@@ -122,6 +128,17 @@ int connection_on_head_readable(Connection *c);
 int connection_resolve(Connection *c);
 int connection_connect_next(Connection *c);
 int connection_run_relay(Connection *c);
+
+/* connection-via.c: the upstream proxy, after the target's own addresses were approved. */
+#define VIA_HEAD_MAX 8192U
+int connection_via_resolve(Connection *c);
+/* Connected to the proxy: send CONNECT (then CONNECTION_HANDSHAKE), or relay a forward request. */
+int connection_via_connected(Connection *c);
+int connection_via_on_readable(Connection *c);
+/* The forwarded request's target as the proxy wants it: "http://host[:port]/path?q" (new string). */
+char *connection_via_absolute_target(const Connection *c);
+/* connection-upstream.c: start relaying; @early: bytes the upstream sent before (queued first). */
+int connection_start_relay(Connection *c, char *early, size_t n_early);
 
 /* connection-reply.c: the journal entry of a decision, our own answers and the linger after them. */
 void connection_log_decision(Connection *c, Decision d, unsigned status, const char *reason);

@@ -53,7 +53,8 @@ void connection_log_decision(Connection *c, Decision d, unsigned status, const c
                    "SANDBOX_EXECUTION_ID=%s", c->execution_id,
                    "MESSAGE=Egress %s: %s %s%s%s for execution %s: %s (%s, policy revision %s).",
                    d == DECISION_ALLOWED ? "allowed" : d == DECISION_DENIED ? "denied" : "allowed but failed",
-                   c->method ?: "request", target, c->address[0] ? " via " : "", c->address,
+                   c->method ?: "request", target,
+                   !c->address[0] ? "" : c->via_upstream ? " via the upstream proxy " : " via ", c->address,
                    c->execution_id, reason ?: "", result, c->ctx->revision);
 }
 

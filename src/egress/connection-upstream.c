@@ -66,7 +66,7 @@ int connection_run_relay(Connection *c) {
         return connection_update_events(c);
 }
 
-static int connection_start_relay(Connection *c) {
+int connection_start_relay(Connection *c, char *early, size_t n_early) {
         const char *rest = c->head + c->head_end;
         size_t n_rest = c->head_fill - c->head_end;
         bool connect = proxy_request_is_connect(&c->request);
@@ -88,6 +88,8 @@ static int connection_start_relay(Connection *c) {
                 if (!s)
                         return -ENOMEM;
                 pump_queue(&c->down, s, strlen(established));
+                if (early)
+                        pump_queue(&c->down, STEAL(early), n_early);
 
                 /* The client may have sent tunnel bytes right behind the head: they go first. */
                 if (n_rest > 0) {
@@ -97,11 +99,16 @@ static int connection_start_relay(Connection *c) {
                         pump_queue(&c->up, s, n_rest);
                 }
         } else {
-                _cleanup_free_ char *head = NULL;
+                _cleanup_free_ char *head = NULL, *absolute = NULL;
                 size_t head_size, consumed = 0;
 
+                /* Through the upstream proxy: the absolute form, and its credentials (never the client's). */
+                if (c->via_upstream && !(absolute = connection_via_absolute_target(c)))
+                        return -ENOMEM;
                 r = proxy_request_build_forward_head(&c->request, c->target.host, c->target.port,
-                                                     c->target.path_and_query, &head, &head_size);
+                                                     absolute ?: c->target.path_and_query,
+                                                     c->via_upstream ? c->ctx->upstream->authorization : NULL,
+                                                     &head, &head_size);
                 if (r < 0)
                         return r;
                 pump_queue(&c->up, STEAL(head), head_size);
@@ -148,7 +155,7 @@ static int connection_connected(Connection *c) {
         connection_log_decision(c, DECISION_ALLOWED, proxy_request_is_connect(&c->request) ? 200 : 0,
                                 c->allow_reason ?: "allowed by the policy");
 
-        r = connection_start_relay(c);
+        r = c->via_upstream ? connection_via_connected(c) : connection_start_relay(c, NULL, 0);
         if (r == -EBADMSG) {
                 /* Nothing was sent upstream yet. */
                 connection_log_decision(c, DECISION_DENIED, 400, c->request.error ?: "malformed request body");
@@ -269,6 +276,9 @@ static int connection_resolved(Connection *c, int error, const struct addrinfo *
         }
         if (c->n_addresses == 0)
                 return connection_refuse(c, DECISION_FAILED, 502, "the name has no usable address");
+        /* Approved: through the upstream proxy, which resolves the name again (docs/egress.md). */
+        if (c->ctx->upstream && egress_policy_via_upstream(c->ctx->policy, c->target.host, c->target.port))
+                return connection_via_resolve(c);
 
         c->next_address = 0;
         c->connect_error = 0;
@@ -305,6 +315,8 @@ static int on_upstream_io(sd_event_source *s, int fd, uint32_t revents, void *us
                 r = on_upstream_connect(c);
         else if (c->state == CONNECTION_RELAY)
                 r = connection_run_relay(c);
+        else if (c->state == CONNECTION_HANDSHAKE)
+                r = connection_via_on_readable(c);
         else
                 r = connection_update_events(c);
         connection_handle(c, r);

@@ -59,6 +59,9 @@ int connection_update_events(Connection *c) {
         case CONNECTION_CONNECTING:
                 upstream = EPOLLOUT;
                 break;
+        case CONNECTION_HANDSHAKE:
+                upstream = EPOLLIN;
+                break;
         case CONNECTION_RELAY:
                 client = (pump_wants_read(&c->up) ? EPOLLIN : 0) | (pump_wants_write(&c->down) ? EPOLLOUT : 0);
                 upstream = (pump_wants_read(&c->down) ? EPOLLIN : 0) | (pump_wants_write(&c->up) ? EPOLLOUT : 0);
@@ -116,6 +119,7 @@ static int on_client_io(sd_event_source *s, int fd, uint32_t revents, void *user
                 break;
         case CONNECTION_RESOLVING:
         case CONNECTION_CONNECTING:
+        case CONNECTION_HANDSHAKE:
                 r = connection_update_events(c);
                 break;
         case _CONNECTION_STATE_MAX:
@@ -150,6 +154,11 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                         break;
                 }
                 (void) snprintf(reason, sizeof(reason), "connecting to %s timed out", c->address);
+                r = connection_refuse(c, DECISION_FAILED, 504, reason);
+                break;
+        case CONNECTION_HANDSHAKE:
+                (void) snprintf(reason, sizeof(reason), "the upstream proxy %s did not answer CONNECT in time",
+                                c->address);
                 r = connection_refuse(c, DECISION_FAILED, 504, reason);
                 break;
         case CONNECTION_RELAY:
@@ -232,6 +241,7 @@ Connection *connection_free(Connection *c) {
         if (c->have_target)
                 egress_target_done(&c->target);
         free(c->head);
+        free(c->via_head);
         free(c->reply);
         free(c->execution_id);
         return mfree(c);

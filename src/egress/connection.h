@@ -13,6 +13,7 @@
 #include "util/macro.h"
 
 typedef struct EgressPolicy EgressPolicy;
+typedef struct EgressUpstream EgressUpstream;
 typedef struct Resolver Resolver;
 typedef struct Connection Connection;
 
@@ -28,6 +29,7 @@ typedef struct Connection Connection;
 typedef struct ConnectionContext {
         sd_event *event;
         const EgressPolicy *policy;
+        const EgressUpstream *upstream; /* the proxy every allowed target goes through but no_proxy's, or NULL */
         const char *revision;
         Resolver *resolver;
         uint64_t idle_timeout_usec;     /* relay idle timeout; CONNECTION_IDLE_TIMEOUT_USEC normally */

@@ -10,12 +10,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <nettle/hmac.h>
 #include <nettle/sha2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -48,6 +50,7 @@ struct EgressEpochs {
         char *bridge;                    /* sandbox-runner-bridge, likewise */
         char build[9];                   /* the build of both: 8 hex digits, part of instance names */
         bool exiting;                    /* egress_epochs_free(): units are stopped synchronously */
+        uint8_t auth_key[32];            /* keys the tags of upstream credentials (revisions, unit names) */
 };
 
 struct EgressEpoch {
@@ -58,6 +61,7 @@ struct EgressEpoch {
         char *instance;                  /* <revision>-<build>: the unit instance and file names */
         char *socket_path;
         char *policy_path;
+        char *auth_path;                 /* <instance>.auth: the upstream's Proxy-Authorization (0600), or NULL */
         unsigned refs;                   /* executions using it, +1 while it is the current one */
         bool systemd;                    /* sandbox-runner-egress@<rev>.socket */
         bool failed;                     /* the unit could not be started */
@@ -120,6 +124,9 @@ static void epoch_free(EgressEpoch *ep) {
                 (void) unlink(ep->socket_path);
         if (ep->policy_path)
                 (void) unlink(ep->policy_path);
+        if (ep->auth_path)
+                (void) unlink(ep->auth_path);
+        free(ep->auth_path);
         egress_policy_free(ep->policy);
         free(ep->revision);
         free(ep->instance);
@@ -173,7 +180,8 @@ static int epoch_spawn_gateway(EgressEpoch *ep) {
                 char *argv[] = {
                         ee->gateway, (char *) "--policy", ep->policy_path,
                         (char *) "--idle-exit-sec", (char *) GATEWAY_IDLE_EXIT_SEC,
-                        (char *) "--log-target", (char *) (log_to_journal() ? "journal" : "console"), NULL,
+                        (char *) "--log-target", (char *) (log_to_journal() ? "journal" : "console"),
+                        ep->auth_path ? (char *) "--upstream-auth" : NULL, ep->auth_path, NULL,
                 };
 
                 sigemptyset(&none);
@@ -300,7 +308,24 @@ static void log_epoch(const EgressEpoch *ep, int priority, const char *what, con
                    ep->systemd ? "sandbox-runner-egress@.socket" : "started by the daemon on demand");
 }
 
-static int epoch_new(EgressEpochs *ee, EgressPolicy *p, EgressEpoch **ret) {
+/* The upstream's Proxy-Authorization value for the gateway alone: owner-only (under systemd the
+ * unit loads it as a credential, LoadCredential=), never in the world-readable policy snapshot. */
+static int write_auth_file(const char *path, const char *authorization) {
+        _cleanup_close_ int fd = -EBADF;
+        size_t n = strlen(authorization);
+
+        (void) unlink(path);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return negative_errno();
+        if (write(fd, authorization, n) != (ssize_t) n) {
+                (void) unlink(path);
+                return errno > 0 ? -errno : -EIO;
+        }
+        return 0;
+}
+
+static int epoch_new(EgressEpochs *ee, EgressPolicy *p, const char *authorization, EgressEpoch **ret) {
         _cleanup_free_ char *dir = NULL;
         EgressEpoch *ep;
         int r;
@@ -316,7 +341,8 @@ static int epoch_new(EgressEpochs *ee, EgressPolicy *p, EgressEpoch **ret) {
         if (asprintf(&dir, "%s/egress", ee->runtime_dir) < 0 || !ep->revision ||
             asprintf(&ep->instance, "%s-%s", ep->revision, ee->build) < 0 ||
             asprintf(&ep->socket_path, "%s/%s.sock", dir, ep->instance) < 0 ||
-            asprintf(&ep->policy_path, "%s/%s.json", dir, ep->instance) < 0) {
+            asprintf(&ep->policy_path, "%s/%s.json", dir, ep->instance) < 0 ||
+            (authorization && asprintf(&ep->auth_path, "%s/%s.auth", dir, ep->instance) < 0)) {
                 ep->policy = NULL;
                 egress_policy_free(p);
                 epoch_free(ep);
@@ -333,7 +359,9 @@ static int epoch_new(EgressEpochs *ee, EgressPolicy *p, EgressEpoch **ret) {
         /* The service's UMask=0077 applies to mkdir(): the gateway runs as another (dynamic)
          * user and must be able to read the policy snapshots in there. */
         (void) chmod(dir, 0755);
-        r = write_policy_file(ep->policy_path, p);
+        r = ep->auth_path ? write_auth_file(ep->auth_path, authorization) : 0;
+        if (r >= 0)
+                r = write_policy_file(ep->policy_path, p);
         if (r < 0) {
                 log_error_errno(r, "Failed to write the policy snapshot '%s': %m", ep->policy_path);
                 epoch_free(ep);
@@ -371,7 +399,7 @@ static int egress_rotate(EgressEpochs *ee, EgressPolicy *p) {
                 return 0;
         }
 
-        r = epoch_new(ee, p, &ep);
+        r = epoch_new(ee, p, NULL, &ep);
         if (r < 0)
                 return r;
 
@@ -430,6 +458,10 @@ static void egress_clean_stale(EgressEpochs *ee) {
                 size_t l = strlen(de->d_name);
                 char rev[64], path[PATH_MAX];
 
+                if (l > 5 && l - 5 < sizeof(rev) && streq(de->d_name + l - 5, ".auth")) {
+                        (void) unlinkat(dirfd(d), de->d_name, 0);   /* no epoch of ours yet: stale */
+                        continue;
+                }
                 if (l <= 5 || l - 5 >= sizeof(rev) || !streq(de->d_name + l - 5, ".json"))
                         continue;
                 memcpy(rev, de->d_name, l - 5);
@@ -500,6 +532,8 @@ int egress_epochs_new(sd_event *event, sd_bus *bus, const char *state_dir, const
         ee->gateway = find_helper("egress", "sandbox-runner-egress");
         ee->bridge = find_helper("bridge", "sandbox-runner-bridge");
         helpers_build(ee);
+        if (getrandom(ee->auth_key, sizeof(ee->auth_key), 0) != (ssize_t) sizeof(ee->auth_key))
+                return negative_errno();
 
         /* Run as a systemd service, the gateway instances are units (the service itself has no
          * network: PrivateNetwork=yes); started by hand, we run them as children. */
@@ -537,6 +571,7 @@ EgressEpochs *egress_epochs_free(EgressEpochs *ee) {
         while (ee->epochs)
                 epoch_free(ee->epochs);
         ee->policy = egress_policy_free(ee->policy);
+        explicit_bzero(ee->auth_key, sizeof(ee->auth_key));
         ee->bus = sd_bus_unref(ee->bus);   /* the owner flushes and closes it */
         sd_event_unref(ee->event);
         free(ee->gateway);
@@ -562,6 +597,11 @@ int egress_set_policy(EgressEpochs *ee, json_object *body, char **ret_error) {
         r = egress_policy_from_json(body, &p, ret_error);
         if (r < 0)
                 return r;
+        if (egress_policy_is_open(p) || egress_policy_upstream(p)) {
+                egress_policy_free(p);
+                return ret_error ? set_message(ret_error, -EINVAL, "mode open and \"upstream\" are set per run "
+                                               "(the ScienceDiscovery dialect), not as the policy in force") : -EINVAL;
+        }
         if (streq(egress_policy_revision(p), egress_policy_revision(current_policy(ee)))) {
                 egress_policy_free(p);
                 return 0;   /* same content, same revision: nothing rotates */
@@ -616,9 +656,35 @@ int egress_epoch_acquire(EgressEpochs *ee, EgressEpoch **ret, const char **ret_r
 
 SR_DEFINE_FREE_FUNC(EgressPolicy *, egress_policy_free);
 
+/* A tag of @authorization keyed by this daemon's random key: it tells credentials apart (in the
+ * revision, so in unit names) and says nothing that would help guess them. */
+static int auth_tag(EgressEpochs *ee, const char *authorization, char **ret) {
+        struct hmac_sha256_ctx h;
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        char *s;
+
+        hmac_sha256_set_key(&h, sizeof(ee->auth_key), ee->auth_key);
+        hmac_sha256_update(&h, strlen(authorization), (const uint8_t *) authorization);
+        hmac_sha256_digest(&h, sizeof(digest), digest);
+        s = malloc(33);
+        if (!s)
+                return -ENOMEM;
+        for (unsigned i = 0; i < 16; i++)
+                (void) snprintf(s + 2 * i, 3, "%02x", digest[i]);
+        *ret = s;
+        return 0;
+}
+
 int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *mirrors, EgressEpoch **ret,
                              char **ret_error) {
+        return egress_epoch_acquire_route(ee, false, allow, mirrors, NULL, NULL, ret, ret_error);
+}
+
+int egress_epoch_acquire_route(EgressEpochs *ee, bool open, char *const *allow, char *const *mirrors,
+                               const EgressUpstream *upstream, const char *no_proxy, EgressEpoch **ret,
+                               char **ret_error) {
         _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
+        _cleanup_free_ char *tag = NULL;
         EgressEpoch *ep;
         int r;
 
@@ -626,7 +692,13 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
         if (!ee->bridge || !ee->gateway)
                 return asprintf(ret_error, "the %s helper is not installed",
                                 !ee->bridge ? "sandbox-runner-bridge" : "sandbox-runner-egress") < 0 ? -ENOMEM : -EOPNOTSUPP;
-        r = egress_policy_new(true, allow, mirrors, &p, ret_error);
+        if (upstream && upstream->authorization && auth_tag(ee, upstream->authorization, &tag) < 0)
+                return -ENOMEM;
+        r = egress_policy_new_full(open ? EGRESS_MODE_OPEN : EGRESS_MODE_ALLOWLIST, allow, mirrors,
+                                   &(EgressRoute) { .upstream = upstream ? upstream->url : NULL,
+                                                    .upstream_auth = tag,
+                                                    .no_proxy = upstream ? no_proxy : NULL },
+                                   &p, ret_error);
         if (r < 0)
                 return r;
         /* The same policy (an identical setup before): the same gateway. */
@@ -636,7 +708,7 @@ int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *
                         *ret = ep;
                         return 0;
                 }
-        r = epoch_new(ee, STEAL(p), &ep);
+        r = epoch_new(ee, STEAL(p), tag ? upstream->authorization : NULL, &ep);
         if (r < 0)
                 return asprintf(ret_error, "its gateway could not be set up under '%s/egress': %s", ee->runtime_dir,
                                 strerror(-r)) < 0 ? -ENOMEM : r;

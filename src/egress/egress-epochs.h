@@ -18,6 +18,7 @@
 typedef struct EgressEpochs EgressEpochs;
 typedef struct EgressPolicy EgressPolicy;
 typedef struct EgressEpoch EgressEpoch;
+typedef struct EgressUpstream EgressUpstream;
 
 /*
  * egress_epochs_new() - load the policy (settings/network.json if the API set one, else [Network]
@@ -57,6 +58,16 @@ void egress_epoch_release(EgressEpoch *ep);
  */
 int egress_epoch_acquire_for(EgressEpochs *ee, char *const *allow, char *const *mirrors, EgressEpoch **ret,
                              char **ret_error);
+/*
+ * egress_epoch_acquire_route() - as egress_epoch_acquire_for(), in mode open (@open: any public
+ * destination, @allow must be empty) or allowlist, and through @upstream (NULL: direct) except
+ * for the targets @no_proxy names. The upstream's credentials go to the gateway in a file of
+ * its own (owner-only), never into the policy snapshot; a keyed tag of them is part of the
+ * revision, so every upstream and credential has its own gateway instance.
+ */
+int egress_epoch_acquire_route(EgressEpochs *ee, bool open, char *const *allow, char *const *mirrors,
+                               const EgressUpstream *upstream, const char *no_proxy, EgressEpoch **ret,
+                               char **ret_error);
 const char *egress_epoch_socket(const EgressEpoch *ep);
 const char *egress_epoch_revision(const EgressEpoch *ep);
 

@@ -36,7 +36,11 @@ typedef struct Mirror {
 } Mirror;
 
 struct EgressPolicy {
-        bool allowlist;
+        bool allowlist;         /* a network at all: mode allowlist or open */
+        bool open;              /* mode open: every host name matches (addresses are still checked) */
+        char *upstream;         /* the upstream proxy's canonical URL (no userinfo), or NULL: direct */
+        char *upstream_auth;    /* an opaque tag of the upstream's credentials, or NULL */
+        char *no_proxy;         /* targets that go direct despite @upstream, or NULL */
         PolicyEntry *entries;   /* sorted by canonical form, unique */
         size_t n_entries;
         Mirror *mirrors;        /* sorted by canonical form, unique */

@@ -37,6 +37,9 @@ EgressPolicy *egress_policy_free(EgressPolicy *p) {
         for (size_t i = 0; i < p->n_mirrors; i++)
                 egress_mirror_done(&p->mirrors[i]);
         free(p->mirrors);
+        free(p->upstream);
+        free(p->upstream_auth);
+        free(p->no_proxy);
         return mfree(p);
 }
 
@@ -110,11 +113,18 @@ static void compute_revision(EgressPolicy *p) {
 
         sha256_init(&ctx);
         sha_line(&ctx, "sandbox-runner-egress-policy", "1");
-        sha_line(&ctx, "mode", p->allowlist ? "allowlist" : "none");
+        sha_line(&ctx, "mode", p->open ? "open" : p->allowlist ? "allowlist" : "none");
         for (size_t i = 0; i < p->n_entries; i++)
                 sha_line(&ctx, "allow", p->entries[i].canonical);
         for (size_t i = 0; i < p->n_mirrors; i++)
                 sha_line(&ctx, "mirror", p->mirrors[i].canonical);
+        /* Only when set, so that the revisions of policies without a route stay what they were. */
+        if (p->upstream)
+                sha_line(&ctx, "upstream", p->upstream);
+        if (p->upstream_auth)
+                sha_line(&ctx, "upstream-auth", p->upstream_auth);
+        if (p->no_proxy)
+                sha_line(&ctx, "no-proxy", p->no_proxy);
         sha256_digest(&ctx, sizeof(digest), digest);
         for (size_t i = 0; i < EGRESS_REVISION_LENGTH / 2; i++) {
                 p->revision[2 * i] = hex[digest[i] >> 4];
@@ -143,7 +153,52 @@ static int entry_from_string(const char *s, PolicyEntry *ret, char **ret_error) 
         return 0;
 }
 
+/* A route's strings hold no line break (they are lines of the revision) and no NUL. */
+static int route_copy(const char *what, const char *s, size_t max, char **ret, char **ret_error) {
+        if (!s)
+                return 0;
+        if (strlen(s) > max || strpbrk(s, "\r\n"))
+                return egress_fail_printf(ret_error, "%s: at most %zu characters, no line breaks", what, max);
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int policy_set_route(EgressPolicy *p, const EgressRoute *route, char **ret_error) {
+        EgressUpstream u = {};
+        int r;
+
+        if (!route)
+                return 0;
+        if (route->upstream) {
+                const char *why = NULL;
+
+                /* Canonical already, and without credentials: a fixed point of the parser. */
+                r = egress_upstream_parse(route->upstream, &u, &why);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0 || u.authorization || !streq(u.url, route->upstream)) {
+                        egress_upstream_done(&u);
+                        return egress_fail_printf(ret_error, "upstream: %s", why ?: "not a canonical proxy URL "
+                                                  "without credentials (http://host:port)");
+                }
+                egress_upstream_done(&u);
+        } else if (route->upstream_auth || route->no_proxy)
+                return egress_fail_reason(ret_error, "upstreamAuth and noProxy need an upstream");
+        r = route_copy("upstream", route->upstream, 2048, &p->upstream, ret_error);
+        if (r >= 0)
+                r = route_copy("upstreamAuth", route->upstream_auth, 128, &p->upstream_auth, ret_error);
+        if (r >= 0)
+                r = route_copy("noProxy", route->no_proxy, 4096, &p->no_proxy, ret_error);
+        return r;
+}
+
 int egress_policy_new(bool allowlist, char *const *allow, char *const *mirrors, EgressPolicy **ret, char **ret_error) {
+        return egress_policy_new_full(allowlist ? EGRESS_MODE_ALLOWLIST : EGRESS_MODE_NONE, allow, mirrors, NULL,
+                                      ret, ret_error);
+}
+
+int egress_policy_new_full(EgressMode mode, char *const *allow, char *const *mirrors, const EgressRoute *route,
+                           EgressPolicy **ret, char **ret_error) {
         _cleanup_(egress_policy_freep) EgressPolicy *p = NULL;
         size_t n_allow = 0, n_mirrors = 0;
         int r;
@@ -162,7 +217,13 @@ int egress_policy_new(bool allowlist, char *const *allow, char *const *mirrors, 
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        p->allowlist = allowlist;
+        p->allowlist = mode != EGRESS_MODE_NONE;
+        p->open = mode == EGRESS_MODE_OPEN;
+        if (p->open && n_allow > 0)
+                return egress_fail_reason(ret_error, "mode open takes no allow entries");
+        r = policy_set_route(p, route, ret_error);
+        if (r < 0)
+                return r;
         p->entries = calloc(MAX(n_allow, (size_t) 1), sizeof(PolicyEntry));
         p->mirrors = calloc(MAX(n_mirrors, (size_t) 1), sizeof(Mirror));
         if (!p->entries || !p->mirrors)
@@ -202,6 +263,22 @@ bool egress_policy_is_allowlist(const EgressPolicy *p) {
         return p->allowlist;
 }
 
+bool egress_policy_is_open(const EgressPolicy *p) {
+        return p->open;
+}
+
+const char *egress_policy_upstream(const EgressPolicy *p) {
+        return p->upstream;
+}
+
+bool egress_policy_upstream_auth(const EgressPolicy *p) {
+        return p->upstream_auth;
+}
+
+bool egress_policy_via_upstream(const EgressPolicy *p, const char *canonical_host, uint16_t port) {
+        return p->upstream && !egress_no_proxy_match(p->no_proxy, canonical_host, port);
+}
+
 const char *egress_policy_revision(const EgressPolicy *p) {
         return p->revision;
 }
@@ -223,7 +300,7 @@ json_object *egress_policy_to_json(const EgressPolicy *p) {
         o = json_object_new_object();
         if (!o)
                 return NULL;
-        if (json_add(o, "mode", json_object_new_string(p->allowlist ? "allowlist" : "none")) < 0 ||
+        if (json_add(o, "mode", json_object_new_string(p->open ? "open" : p->allowlist ? "allowlist" : "none")) < 0 ||
             json_add(o, "allow", allow = json_object_new_array()) < 0 ||
             json_add(o, "mirrors", mirrors = json_object_new_array()) < 0)
                 return NULL;
@@ -233,6 +310,10 @@ json_object *egress_policy_to_json(const EgressPolicy *p) {
         for (size_t i = 0; i < p->n_mirrors; i++)
                 if (json_append(mirrors, p->mirrors[i].canonical) < 0)
                         return NULL;
+        if ((p->upstream && json_add(o, "upstream", json_object_new_string(p->upstream)) < 0) ||
+            (p->upstream_auth && json_add(o, "upstreamAuth", json_object_new_string(p->upstream_auth)) < 0) ||
+            (p->no_proxy && json_add(o, "noProxy", json_object_new_string(p->no_proxy)) < 0))
+                return NULL;
         if (json_add(o, "revision", json_object_new_string(p->revision)) < 0)
                 return NULL;
         return STEAL(o);
@@ -268,7 +349,9 @@ static int json_strings(json_object *a, const char *key, size_t max, const char 
 int egress_policy_from_json(json_object *o, EgressPolicy **ret, char **ret_error) {
         _cleanup_free_ const char **allow = NULL, **mirrors = NULL;
         json_object *mode = NULL;
-        bool allowlist, have_mode = false;
+        EgressRoute route = {};
+        EgressMode m;
+        bool have_mode = false;
         int r;
 
         if (!json_object_is_type(o, json_type_object))
@@ -286,6 +369,14 @@ int egress_policy_from_json(json_object *o, EgressPolicy **ret, char **ret_error
                         r = json_strings(val, "mirrors", EGRESS_POLICY_MIRRORS_MAX, &mirrors, ret_error);
                         if (r < 0)
                                 return r;
+                } else if (streq(key, "upstream") || streq(key, "upstreamAuth") || streq(key, "noProxy")) {
+                        const char **slot = streq(key, "upstream") ? &route.upstream :
+                                            streq(key, "upstreamAuth") ? &route.upstream_auth : &route.no_proxy;
+
+                        if (!json_object_is_type(val, json_type_string) ||
+                            strlen(json_object_get_string(val)) != (size_t) json_object_get_string_len(val))
+                                return egress_fail_printf(ret_error, "\"%s\" must be a string", key);
+                        *slot = json_object_get_string(val);
                 } else if (streq(key, "revision")) {
                         if (!json_object_is_type(val, json_type_string))
                                 return egress_fail_reason(ret_error, "\"revision\" must be a string");
@@ -301,15 +392,17 @@ int egress_policy_from_json(json_object *o, EgressPolicy **ret, char **ret_error
         if (!have_mode)
                 return egress_fail_reason(ret_error, "\"mode\" is required (\"none\" or \"allowlist\")");
         if (!json_object_is_type(mode, json_type_string))
-                return egress_fail_reason(ret_error, "\"mode\" must be \"none\" or \"allowlist\"");
+                return egress_fail_reason(ret_error, "\"mode\" must be \"none\", \"allowlist\" or \"open\"");
         if (streq(json_object_get_string(mode), "allowlist"))
-                allowlist = true;
+                m = EGRESS_MODE_ALLOWLIST;
         else if (streq(json_object_get_string(mode), "none"))
-                allowlist = false;
+                m = EGRESS_MODE_NONE;
+        else if (streq(json_object_get_string(mode), "open"))
+                m = EGRESS_MODE_OPEN;
         else
-                return egress_fail_reason(ret_error, "\"mode\" must be \"none\" or \"allowlist\"");
+                return egress_fail_reason(ret_error, "\"mode\" must be \"none\", \"allowlist\" or \"open\"");
 
-        return egress_policy_new(allowlist, (char *const *) allow, (char *const *) mirrors, ret, ret_error);
+        return egress_policy_new_full(m, (char *const *) allow, (char *const *) mirrors, &route, ret, ret_error);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -325,6 +418,13 @@ int egress_policy_match(const EgressPolicy *p, const char *canonical_host, uint1
                 if (ret_reason)
                         *ret_reason = "network policy mode is none";
                 return 0;
+        }
+
+        if (p->open) {
+                /* Any name; what it resolves to is still classified (egress_address_allowed()). */
+                if (ret_reason)
+                        *ret_reason = "allowed by mode open";
+                return 1;
         }
 
         hl = strlen(canonical_host);

@@ -70,11 +70,48 @@ char *egress_rule_to_string(const EgressRule *r);
  * Return: 0, -EINVAL (bad entry or mirror, too many), -ENOMEM.
  */
 int egress_policy_new(bool allowlist, char *const *allow, char *const *mirrors, EgressPolicy **ret, char **ret_error);
+/*
+ * The upstream route of a policy (optional): the gateway dials allowed targets through an upstream
+ * HTTP proxy (CONNECT host:port for tunnels, absolute-form for plain HTTP) instead of directly.
+ * @upstream: the canonical URL from egress_upstream_parse() (no userinfo), or NULL for direct.
+ * @upstream_auth: an opaque tag standing for the upstream's credentials (the secret itself never
+ *   enters the policy: the gateway reads it from a file of its own), or NULL for none; it is part
+ *   of the revision, so other credentials make another gateway instance.
+ * @no_proxy: a no_proxy list (see egress_no_proxy_match()), or NULL.
+ */
+typedef struct EgressRoute {
+        const char *upstream;
+        const char *upstream_auth;
+        const char *no_proxy;
+} EgressRoute;
+
+typedef enum EgressMode {
+        EGRESS_MODE_NONE,
+        EGRESS_MODE_ALLOWLIST,
+        EGRESS_MODE_OPEN,       /* any host name; every resolved address still checked */
+} EgressMode;
+
+/*
+ * egress_policy_new_full() - as egress_policy_new(), with mode open and a route. In mode open the
+ * allowlist is ignored (it must be empty) and every canonical host name matches; addresses are
+ * classified exactly as in mode allowlist (only global unicast, or the mirrors).
+ * Return: 0, -EINVAL (with @ret_error), -ENOMEM.
+ */
+int egress_policy_new_full(EgressMode mode, char *const *allow, char *const *mirrors, const EgressRoute *route,
+                           EgressPolicy **ret, char **ret_error);
+
 /* egress_policy_free() - accepts NULL; returns NULL. (Callers declare their own freep with SR_DEFINE_FREE_FUNC.) */
 EgressPolicy *egress_policy_free(EgressPolicy *p);
 
-/* egress_policy_is_allowlist() - true in mode "allowlist", false in mode "none". */
+/* egress_policy_is_allowlist() - true in modes "allowlist" and "open" (a network), false in "none". */
 bool egress_policy_is_allowlist(const EgressPolicy *p);
+bool egress_policy_is_open(const EgressPolicy *p);
+/* The route: the upstream's canonical URL (NULL: direct), whether it takes credentials. */
+const char *egress_policy_upstream(const EgressPolicy *p);
+bool egress_policy_upstream_auth(const EgressPolicy *p);
+/* egress_policy_via_upstream() - does a request to @canonical_host:@port go through the upstream
+ * (one is set and no_proxy does not name the host)? */
+bool egress_policy_via_upstream(const EgressPolicy *p, const char *canonical_host, uint16_t port);
 
 /*
  * egress_policy_revision() - EGRESS_REVISION_LENGTH lower-case hex digits: the start of the
@@ -183,6 +220,41 @@ int egress_target_parse_connect(const char *authority, EgressTarget *ret, const 
  * Return: as egress_target_parse_connect().
  */
 int egress_target_parse_absolute(const char *uri, EgressTarget *ret, const char **ret_reason);
+
+/*
+ * An upstream HTTP proxy. @host is a DNS name (lower case; one label is fine), an IPv4 address or
+ * an IPv6 address (without brackets): the operator's or the API server's choice, so loopback and
+ * private addresses are fine here. @url is canonical and carries no credentials:
+ * "http://proxy.example:3128", "http://[::1]:3128". @authorization is "Basic <base64>" of the
+ * percent-decoded userinfo "user:password", or NULL: a secret, never logged.
+ */
+typedef struct EgressUpstream {
+        char *host;
+        uint16_t port;
+        char *url;
+        char *authorization;
+} EgressUpstream;
+
+/*
+ * egress_upstream_parse() - "http://[user:password@]host:port[/]", parsed by
+ * http_parser_parse_url() and then checked strictly: the scheme http (any case) only, a port
+ * (canonical decimal 1-65535) required, no path but "/", no query, no fragment, no spaces,
+ * control bytes, '\' or non-ASCII; the host a DNS name of LDH labels, a dotted-quad IPv4
+ * address or a bracketed IPv6 address (other numeric forms are refused); userinfo must be
+ * user:password with a non-empty user (%XX decoded, %00 refused).
+ * Return: 0, -EINVAL with a static *@ret_reason (which never quotes the credentials), -ENOMEM.
+ */
+int egress_upstream_parse(const char *url, EgressUpstream *ret, const char **ret_reason);
+/* egress_upstream_done() - free the fields (the credentials wiped first) and reset. Accepts NULL. */
+void egress_upstream_done(EgressUpstream *u);
+
+/*
+ * egress_no_proxy_match() - does @no_proxy (curl's syntax: entries separated by commas or blanks;
+ * "*" alone matches everything; "example.org" and ".example.org" match that name and its
+ * sub-domains, any case, on label boundaries; "host:port" only on that port; IP addresses and
+ * ranges never match, as targets are names) name @host (canonical) on @port?
+ */
+bool egress_no_proxy_match(const char *no_proxy, const char *host, uint16_t port);
 
 /* egress_target_done() - free the fields of @t and reset it. Accepts NULL. */
 void egress_target_done(EgressTarget *t);

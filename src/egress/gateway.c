@@ -42,6 +42,7 @@
 
 static const char *arg_policy = NULL;
 static const char *arg_listen = NULL;
+static const char *arg_upstream_auth = NULL;
 static uint64_t arg_idle_exit_usec = 60 * USEC_PER_SEC;
 static unsigned arg_max_connections = CONNECTIONS_MAX_DEFAULT;
 static LogTarget arg_log_target = LOG_TARGET_AUTO;
@@ -49,6 +50,7 @@ static LogTarget arg_log_target = LOG_TARGET_AUTO;
 typedef struct Gateway {
         sd_event *event;
         EgressPolicy *policy;
+        EgressUpstream upstream;        /* the policy's upstream proxy, when it has one */
         Resolver *resolver;
         ConnectionContext ctx;
 
@@ -84,7 +86,9 @@ static void help(void) {
                "     --max-connections=N    Concurrent client connections (default %u)\n"
                "     --listen=PATH          Listen on the AF_UNIX socket PATH when no socket was passed\n"
                "                            (development only; the service gets its socket from systemd)\n"
-               "     --log-target=TARGET    auto, journal or console (default: auto)\n\n"
+               "     --log-target=TARGET    auto, journal or console (default: auto)\n"
+               "     --upstream-auth=FILE   The upstream proxy's Proxy-Authorization value, when the\n"
+               "                            policy's upstream takes credentials\n\n"
                "See sandbox-runner-egress(8).\n",
                program_invocation_short_name, CONNECTIONS_MAX_DEFAULT);
 }
@@ -96,6 +100,7 @@ enum {
         ARG_MAX_CONNECTIONS,
         ARG_LISTEN,
         ARG_LOG_TARGET,
+        ARG_UPSTREAM_AUTH,
 };
 
 static int parse_uint(const char *s, unsigned long long max, unsigned long long *ret) {
@@ -121,6 +126,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "max-connections", required_argument, NULL, ARG_MAX_CONNECTIONS },
                 { "listen",          required_argument, NULL, ARG_LISTEN          },
                 { "log-target",      required_argument, NULL, ARG_LOG_TARGET      },
+                { "upstream-auth",   required_argument, NULL, ARG_UPSTREAM_AUTH   },
                 {}
         };
         unsigned long long v;
@@ -149,6 +155,9 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 case ARG_LISTEN:
                         arg_listen = optarg;
+                        break;
+                case ARG_UPSTREAM_AUTH:
+                        arg_upstream_auth = optarg;
                         break;
                 case ARG_LOG_TARGET:
                         if (log_target_from_option(optarg, &arg_log_target) < 0)
@@ -218,6 +227,34 @@ static int load_policy(const char *path, EgressPolicy **ret) {
         }
 
         *ret = STEAL(p);
+        return 0;
+}
+
+/* The policy's upstream proxy, and its credentials from --upstream-auth= (a file of the daemon's,
+ * under systemd a credential of the unit): never in the policy snapshot, never logged. */
+static int load_upstream(Gateway *g) {
+        _cleanup_free_ char *data = NULL;
+        const char *url = egress_policy_upstream(g->policy), *why = NULL;
+        size_t size = 0;
+        int r;
+
+        if (!url)
+                return 0;
+        r = egress_upstream_parse(url, &g->upstream, &why);
+        if (r < 0)
+                return log_error_errno(r, "Invalid upstream proxy in the policy: %s", why ?: "malformed");
+        if (!egress_policy_upstream_auth(g->policy))
+                return 0;
+        if (!arg_upstream_auth)
+                return log_error_errno(EINVAL, "The policy's upstream proxy takes credentials: --upstream-auth=FILE is required.");
+        r = read_file_limited(AT_FDCWD, arg_upstream_auth, O_NOCTTY, 4096, READ_FILE_UP_TO_MAX, &data, &size);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the upstream proxy's credentials: %m");
+        if (size == 0 || strlen(data) != size || strpbrk(data, "\r\n") || strncmp(data, "Basic ", 6) != 0) {
+                explicit_bzero(data, size);
+                return log_error_errno(EINVAL, "The upstream proxy's credentials file is empty or malformed.");
+        }
+        g->upstream.authorization = STEAL(data);
         return 0;
 }
 
@@ -491,6 +528,7 @@ static Gateway *gateway_free(Gateway *g) {
         sd_event_source_disable_unref(g->accept_retry);
         resolver_free(g->resolver);
         egress_policy_free(g->policy);
+        egress_upstream_done(&g->upstream);
         sd_event_unref(g->event);
         return mfree(g);
 }
@@ -512,6 +550,9 @@ static int run(int argc, char *argv[]) {
                 return log_oom();
 
         r = load_policy(arg_policy, &g->policy);
+        if (r < 0)
+                return r;
+        r = load_upstream(g);
         if (r < 0)
                 return r;
 
@@ -557,6 +598,7 @@ static int run(int argc, char *argv[]) {
         g->ctx = (ConnectionContext) {
                 .event = g->event,
                 .policy = g->policy,
+                .upstream = g->upstream.host ? &g->upstream : NULL,
                 .revision = egress_policy_revision(g->policy) ?: "unknown",
                 .resolver = g->resolver,
                 .idle_timeout_usec = CONNECTION_IDLE_TIMEOUT_USEC,

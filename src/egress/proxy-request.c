@@ -313,7 +313,8 @@ static bool header_is_hop_by_hop(const ProxyRequest *r, const char *name) {
 }
 
 int proxy_request_build_forward_head(const ProxyRequest *r, const char *host, uint16_t port,
-                                     const char *path_and_query, char **ret, size_t *ret_size) {
+                                     const char *path_and_query, const char *proxy_authorization,
+                                     char **ret, size_t *ret_size) {
         _cleanup_free_ char *buf = NULL;
         size_t size = 0;
         FILE *f;
@@ -339,6 +340,8 @@ int proxy_request_build_forward_head(const ProxyRequest *r, const char *host, ui
                         len--;
                 fprintf(f, "%s: %.*s\r\n", h->name, (int) len, h->value ?: "");
         }
+        if (proxy_authorization)
+                fprintf(f, "Proxy-Authorization: %s\r\n", proxy_authorization);
         fputs("Connection: close\r\n\r\n", f);
         if (fclose(f) != 0 || !buf)
                 return -ENOMEM;

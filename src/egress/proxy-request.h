@@ -72,10 +72,14 @@ static inline bool proxy_request_is_connect(const ProxyRequest *r) {
  * "METHOD origin-form HTTP/1.1", the client's headers minus the hop-by-hop ones (Proxy-Connection,
  * Proxy-Authorization, Connection, Keep-Alive, TE, Trailer, Upgrade, every header named in
  * Connection:) and minus Host:, then "Host: @host[:@port]" (port omitted when 80) and
- * "Connection: close". Pure. Return: 0 with a new NUL-terminated string and its length, or -ENOMEM.
+ * "Connection: close". @path_and_query may be an absolute URI too (the form an upstream proxy is
+ * sent); @proxy_authorization, if not NULL, is sent as the Proxy-Authorization header (to an
+ * upstream proxy: the client's own never goes on). Pure. Return: 0 with a new NUL-terminated
+ * string and its length, or -ENOMEM.
  */
 int proxy_request_build_forward_head(const ProxyRequest *r, const char *host, uint16_t port,
-                                     const char *path_and_query, char **ret, size_t *ret_size);
+                                     const char *path_and_query, const char *proxy_authorization,
+                                     char **ret, size_t *ret_size);
 
 /* proxy_status_text() - "Forbidden" for 403 and so on. */
 const char *proxy_status_text(unsigned status);

@@ -108,7 +108,7 @@ static void check_forward_head(const ProxyRequest *r, const EgressTarget *t) {
         char *head = NULL;
         int k;
 
-        if (proxy_request_build_forward_head(r, t->host, t->port, t->path_and_query, &head, &head_size) < 0)
+        if (proxy_request_build_forward_head(r, t->host, t->port, t->path_and_query, NULL, &head, &head_size) < 0)
                 return;
         FUZZ_CHECK(strlen(head) == head_size);
 

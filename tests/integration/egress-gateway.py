@@ -23,6 +23,11 @@ rebind.test with the mirror 127.0.0.0/8. 10.0.0.1 and 192.168.1.1 are refused be
 in the private network namespace anyway): the test checks the refusal (403, not 502) and that the
 gateway's log names the refused address and never reports dialling it.
 
+A second gateway serves a policy in mode open with an upstream route (test_upstream): an upstream
+proxy of the test on 127.0.0.6:3128 gets the CONNECTs and absolute-form requests of allowed
+targets with the credentials of --upstream-auth, a refusal of the upstream becomes 502, a refused
+address never reaches it, a target that noProxy names goes direct.
+
 Output is TAP. Needs root for the namespaces and the bind mount (exit 77 otherwise).
 """
 
@@ -950,6 +955,103 @@ def test_idle_exit(binary, workdir, policy):
         gw.stop()
 
 
+UPSTREAM_AUTH = "Basic dXBzdHJlYW06c2VjcmV0"      # upstream:secret
+
+
+class UpstreamHandler(socketserver.BaseRequestHandler):
+    """An upstream proxy: records (request line, Proxy-Authorization); CONNECT to notlisted.test is
+    refused with 407, other CONNECTs get 200 plus an early banner and are relayed to the target;
+    absolute-form requests are answered with the request line it got."""
+    seen = []
+
+    def handle(self):
+        s = self.request
+        s.settimeout(10)
+        try:
+            head, rest = read_head(s)
+            lines = head.split("\r\n")
+            auth = [ln.split(":", 1)[1].strip() for ln in lines[1:] if ln.lower().startswith("proxy-authorization:")]
+            UpstreamHandler.seen.append((lines[0], auth))
+            method, target, _ = lines[0].split(" ", 2)
+            if method != "CONNECT":
+                body = lines[0].encode()
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+                return
+            if target.startswith("notlisted.test:"):
+                s.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 4\r\n\r\nnope")
+                return
+            host, port = target.rsplit(":", 1)
+            o = socket.create_connection((host, int(port)), timeout=10)
+            s.sendall(b"HTTP/1.1 200 Connection established\r\n\r\nBANNER:" + rest)
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                o.sendall(d)
+                s.sendall(o.recv(65536))
+            o.close()
+        except (OSError, ValueError):
+            pass
+
+
+def test_upstream(binary, workdir):
+    policy = os.path.join(workdir, "upstream-policy.json")
+    with open(policy, "w") as f:
+        json.dump({"mode": "open", "mirrors": ["127.0.0.0/8"], "upstream": "http://127.0.0.6:3128",
+                   "upstreamAuth": "test-tag", "noProxy": "pinned.test"}, f)
+    auth = os.path.join(workdir, "upstream.auth")
+    with open(auth, "w") as f:
+        f.write(UPSTREAM_AUTH)
+    os.chmod(auth, 0o600)
+    srv = start_server(("127.0.0.6", 3128), UpstreamHandler)
+    gw = Gateway(binary, workdir, "gw-upstream", policy, ["--idle-exit-sec", "0", "--upstream-auth", auth])
+    try:
+        time.sleep(0.3)
+        # Mode open: a name in no allowlist, through the upstream, with its credentials.
+        s, st, head, rest = connect_tunnel(gw, f"notlisted.test:{ECHO_PORT}")
+        s.close()
+        ok(st == 502, "open + upstream: the upstream's 407 to CONNECT becomes 502", head)
+        s, st, head, rest = connect_tunnel(gw, f"a.wild.test:{ECHO_PORT}")
+        with s:
+            banner = recv_exactly(s, len(b"BANNER:"), rest)
+            s.sendall(b"ping")
+            echoed = recv_exactly(s, 4)
+        ok(st == 200 and banner == b"BANNER:" and echoed == b"ping",
+           "open + upstream: CONNECT a.wild.test tunnelled through the upstream (its early bytes first)",
+           f"{head!r} {banner!r} {echoed!r}")
+        ok((f"CONNECT a.wild.test:{ECHO_PORT} HTTP/1.1", [UPSTREAM_AUTH]) in UpstreamHandler.seen,
+           "the upstream got CONNECT host:port with Proxy-Authorization from --upstream-auth", UpstreamHandler.seen)
+        st, head, body = request(gw, b"GET http://allowed.test/x?y=1 HTTP/1.1\r\nHost: allowed.test\r\n"
+                                     b"Proxy-Authorization: Basic Y2xpZW50OnNlY3JldA==\r\n\r\n")
+        ok(st == 200 and body == "GET http://allowed.test/x?y=1 HTTP/1.1",
+           "open + upstream: a plain request goes upstream in absolute form", f"{head!r} {body!r}")
+        ok(("GET http://allowed.test/x?y=1 HTTP/1.1", [UPSTREAM_AUTH]) in UpstreamHandler.seen,
+           "... with the upstream's credentials, not the client's", UpstreamHandler.seen)
+        n = len(UpstreamHandler.seen)
+        st, head, body = request(gw, f"CONNECT private.test:{ECHO_PORT} HTTP/1.1\r\n\r\n".encode())
+        ok(st == 403 and len(UpstreamHandler.seen) == n,
+           "open + upstream: a refused address (10.0.0.1) is 403 and never sent upstream", f"{head!r}")
+        st, head, body = request(gw, f"CONNECT 127.0.0.2:{ECHO_PORT} HTTP/1.1\r\n\r\n".encode())
+        ok(st == 400 and len(UpstreamHandler.seen) == n, "open: IP literals still refused (400)", f"{head!r}")
+        s, st, head, rest = connect_tunnel(gw, "pinned.test:443")
+        with s:
+            s.sendall(b"direct")
+            echoed = recv_exactly(s, 6, rest)
+        ok(st == 200 and echoed == b"direct" and len(UpstreamHandler.seen) == n,
+           "noProxy: pinned.test goes direct, not upstream", f"{head!r} {echoed!r}")
+        log = gw.log_text()
+        ok("via the upstream proxy 127.0.0.6:3128" in log and "dXBzdHJlYW06c2VjcmV0" not in log,
+           "the log names the upstream, never its credentials", log[-2000:])
+    finally:
+        gw.stop()
+        srv.shutdown()
+        srv.server_close()
+    p = subprocess.run([binary, "--policy", policy, "--log-target", "console", "--listen",
+                        os.path.join(workdir, "noauth.sock")], capture_output=True, timeout=30)
+    ok(p.returncode == 78, "a policy whose upstream takes credentials, without --upstream-auth: exit 78",
+       f"rc={p.returncode} {p.stderr.decode('utf-8', 'replace')}")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -1008,6 +1110,7 @@ def main():
         test_no_socket(binary, policy)
         test_bad_policy(binary, workdir)
         test_idle_exit(binary, workdir, policy)
+        test_upstream(binary, workdir)
 
         for s in servers:
             s.shutdown()

@@ -17,22 +17,35 @@ The daemon (two listeners: our own API and --listen sciencediscovery=...) runs w
 Mode=none and Mirrors=127.0.0.0/8: a run whose networkAccess says allowPrivateNetwork may reach
 those loopback origins through its gateway; without it the gateway refuses their addresses.
 
+An upstream HTTP proxy of the test's own (UpstreamProxy, on 127.0.0.1) serves the runs whose
+sandboxEgressProxy names it: it records every CONNECT and absolute-form request it served and
+the Proxy-Authorization it got, then relays to the origin.
+
 Checks: /health's sandboxNetwork; a run with an allowlist reaches an allowed origin (and only
 it: another name is refused by the gateway, a direct connect has no route) and reports
 networkPolicy, networkAccessRevision and the proxy variables; the next run with "none" reaches
-nothing; a mode that is not the policy's is no network; allowPrivateNetwork false is refused by
+nothing; a mode that is not the policy's is no network; mode open reaches an origin in no
+allowlist and is still refused a loopback address without allowPrivateNetwork; sandboxEgressProxy
+url sends the gateway's CONNECT (and plain forwards) through the upstream proxy, with its
+credentials only there, while direct with the same list does not; [Network] OpenMode=no (a
+daemon of its own, with HTTPS_PROXY and no_proxy in its environment) refuses open and drops it
+from /health, and its sandboxEgressProxy environment goes through that proxy but for no_proxy; allowPrivateNetwork false is refused by
 the address policy; bad policies are 400; a managed shell run with an allowlist; our own API's
 runs keep the policy in force (none).  Prints TAP, exits 1 on any failure.  Needs root (exit 77
 otherwise).  Bounded: < 100 s.
 """
 
 import argparse
+import base64
 import importlib.util
 import json
 import os
+import select
 import shutil
+import socket
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -49,7 +62,7 @@ E = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(E)
 
 INNER_ENV = "SR_SD_NETWORK_INNER"
-BUDGET = 95.0
+BUDGET = 140.0
 RUN_TIMEOUT = 30.0
 CONFIG = L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K") + """\
 [Network]
@@ -78,6 +91,118 @@ def run(ctx, res, urls, policy, net_access, what):
         return j, None
 
 
+TUNNEL_CLIENT = r'''
+import http.client, json, os, urllib.parse
+p = urllib.parse.urlsplit(os.environ.get("HTTP_PROXY") or "http://127.0.0.1:9")
+out = {"env": "\n".join("%s=%s" % kv for kv in sorted(os.environ.items())), "fetch": {}}
+for host, path in TARGETS:
+    try:
+        c = http.client.HTTPConnection(p.hostname, p.port, timeout=10)
+        c.set_tunnel(host, 80)
+        c.request("GET", path)
+        r = c.getresponse()
+        out["fetch"][host + path] = {"status": r.status, "body": r.read().decode()}
+    except Exception as e:
+        out["fetch"][host + path] = {"error": "%s: %s" % (type(e).__name__, e)}
+print(json.dumps(out))
+'''
+
+
+def tunnel_client(targets):
+    """Code that GETs each (host, path) of @targets on port 80 through a CONNECT tunnel of its proxy."""
+    return "TARGETS = %r\n%s" % (targets, TUNNEL_CLIENT)
+
+
+class UpstreamProxy:
+    """An upstream HTTP proxy on 127.0.0.1 (an ephemeral port): CONNECT host:port tunnels and
+    absolute-form GETs, each recorded in .served as {"method", "target", "auth"} before it is
+    relayed to the origin (resolved by the namespace's /etc/hosts)."""
+
+    def __init__(self):
+        self.served = []
+        self.lock = threading.Lock()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, userinfo=""):
+        return "http://%s127.0.0.1:%d" % (userinfo + "@" if userinfo else "", self.port)
+
+    def find(self, text):
+        with self.lock:
+            return [x for x in self.served if text in x["target"]]
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def _relay(a, b):
+        socks = [a, b]
+        while socks:
+            r, _, _ = select.select(socks, [], [], 15)
+            if not r:
+                return
+            for s in r:
+                d = s.recv(65536)
+                other = b if s is a else a
+                if not d:
+                    socks.remove(s)
+                    try:
+                        other.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                else:
+                    other.sendall(d)
+
+    def _serve(self, c):
+        c.settimeout(15)
+        try:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = lines[0].split(" ", 2)
+            headers = [ln.split(":", 1) for ln in lines[1:]]
+            auth = [v.strip() for k, v in headers if k.strip().lower() == "proxy-authorization"]
+            with self.lock:
+                self.served.append({"method": method, "target": target, "auth": auth[0] if auth else None})
+            if method == "CONNECT":
+                host, port = target.rsplit(":", 1)
+                o = socket.create_connection((host, int(port)), timeout=10)
+                c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                if rest:
+                    o.sendall(rest)
+            else:
+                u = target[len("http://"):]
+                hostport, path = (u.split("/", 1) + [""])[:2]
+                host, _, port = hostport.partition(":")
+                o = socket.create_connection((host, int(port or 80)), timeout=10)
+                keep = ["%s:%s" % (k, v) for k, v in headers
+                        if k.strip().lower() not in ("proxy-authorization", "proxy-connection")]
+                o.sendall(("%s /%s HTTP/1.1\r\n%s\r\n\r\n" % (method, path, "\r\n".join(keep))).encode("latin-1")
+                          + rest)
+            self._relay(c, o)
+            o.close()
+        except (OSError, ValueError):
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
 def marker(what):
     return "/sdnet-%s-%s" % (what, uuid.uuid4().hex[:8])
 
@@ -86,12 +211,12 @@ def seen(m):
     return [x for x in E.HttpHandler.find(m)]
 
 
-@case("1 sd network health: sandboxNetwork available, modes none and domain-allowlist")
+@case("1 sd network health: sandboxNetwork available, modes none, domain-allowlist and open")
 def c_health(ctx, res):
     r = ctx.sd("GET", "/health", auth=False)
     if res.check(r.status == 200, r.brief()):
         res.eq("sandboxNetwork", r.json().get("sandboxNetwork"),
-               {"available": True, "modes": ["none", "domain-allowlist"]})
+               {"available": True, "modes": ["none", "domain-allowlist", "open"]})
         res.eq("networkPolicy (the default)", r.json().get("networkPolicy"), "none")
 
 
@@ -161,10 +286,18 @@ def c_private(ctx, res):
     res.eq("networkAccessRevision", j.get("networkAccessRevision"), "rev-net-2")
 
 
-@case("2 sd network: bad policies are 400 in their shape (open, IP literal, types, proxy url)")
+@case("2 sd network: bad policies and proxy URLs are 400 in their shape")
 def c_bad(ctx, res):
-    for what, policy, a, extra, text in (
-            ("open", "open", access(mode="open"), {}, "not available"),
+    bad_urls = ("https://127.0.0.1:3128", "socks5://127.0.0.1:1080", "http://127.0.0.1", "http://127.0.0.1:0",
+                "http://127.0.0.1:3128/path", "http://127.0.0.1:3128?q=1", "ftp://127.0.0.1:21", "127.0.0.1:3128",
+                "http://:hunter2@127.0.0.1:3128", "http://pro_xy:3128", "http://2130706433:3128", "")
+    rows = [("proxy url %r" % u, "domain-allowlist", access(),
+             {"sandboxEgressProxy": {"mode": "url", "url": u}}, "proxy URL") for u in bad_urls]
+    rows += [("proxy url missing", "domain-allowlist", access(), {"sandboxEgressProxy": {"mode": "url"}},
+              "sandboxEgressProxy.url"),
+             ("proxy url not a string", "none", None, {"sandboxEgressProxy": {"mode": "url", "url": 7}},
+              "sandboxEgressProxy.url")]
+    for what, policy, a, extra, text in rows + [
             ("IP literal entry", "domain-allowlist", access(domains=("127.0.0.2",)), {}, "allowedDomains"),
             ("wildcard too broad", "domain-allowlist", access(domains=("*.test",)), {}, "allowedDomains"),
             ("allowedDomains not an array", "domain-allowlist", access(allowedDomains="allowed.test"), {},
@@ -172,19 +305,92 @@ def c_bad(ctx, res):
             ("allowPrivateNetwork not a bool", "domain-allowlist", access(allowPrivateNetwork="yes"), {},
              "allowPrivateNetwork"),
             ("unknown policy", "everything", None, {}, "networkPolicy"),
-            ("proxy url", "domain-allowlist", access(),
-             {"sandboxEgressProxy": {"mode": "url", "url": "http://proxy.test:3128"}}, "url"),
-            ("proxy mode", "none", None, {"sandboxEgressProxy": {"mode": "socks"}}, "sandboxEgressProxy")):
+            ("proxy mode", "none", None, {"sandboxEgressProxy": {"mode": "socks"}}, "sandboxEgressProxy")]:
         b = ctx.execute_body("print(1)", permissionEpoch=epoch_with(ctx, policy, a), **extra)
         r = ctx.sd("POST", "/execute", b, signed=True)
         if res.check(r.status == 400, "%s: expected 400, got %s" % (what, r.brief())):
             err = (r.json() or {}).get("error", "")
             res.check(text in err and len(r.json()) == 1, "%s: error %r lacks %r" % (what, err, text))
+            res.check("hunter2" not in err, "%s: the error quotes the credentials: %r" % (what, err))
+    res.check("hunter2" not in ctx.d.log_text(), "the daemon's log holds the proxy credentials")
     # direct (and environment) proxy modes are what our gateway does: accepted.
     b = ctx.execute_body("print(1)", permissionEpoch=epoch_with(ctx, "domain-allowlist", access()),
                          sandboxEgressProxy={"mode": "direct"})
     r = ctx.sd("POST", "/execute", b, signed=True, timeout=RUN_TIMEOUT)
     res.check(r.status == 200, "sandboxEgressProxy direct: %s" % r.brief())
+
+
+@case("2 sd network: open reaches an origin in no allowlist, through the gateway")
+def c_open(ctx, res):
+    m = marker("open")
+    urls = ["http://other.test" + m]
+    j, out = run(ctx, res, urls, "open", access(mode="open", domains=(), revision="rev-open-1"), "open run")
+    if out is None:
+        return
+    res.eq("other.test status", out["fetch"][urls[0]].get("status"), 200)
+    res.check(len(seen(m)) == 1, "the origin did not see the request once: %s" % seen(m))
+    res.check(out["direct"] != "connected", "a direct connect to 127.0.0.2:80 worked")
+    res.eq("proxy in the sandbox", out["proxy"], "http://127.0.0.1:18118")
+    res.eq("networkPolicy", j.get("networkPolicy"), "open")
+    res.eq("networkAccessRevision", j.get("networkAccessRevision"), "rev-open-1")
+
+
+@case("2 sd network: open without allowPrivateNetwork is still refused loopback and private addresses")
+def c_open_private(ctx, res):
+    m = marker("open-private")
+    urls = ["http://other.test" + m, "http://allowed.test" + m]
+    j, out = run(ctx, res, urls, "open", access(mode="open", domains=(), private=False, revision="rev-open-2"),
+                 "open run")
+    if out is None:
+        return
+    for u in urls:
+        res.eq("%s: the gateway's answer" % u, out["fetch"][u].get("status"), 403)
+    res.eq("origins never reached", seen(m), [])
+    res.eq("networkPolicy", j.get("networkPolicy"), "open")
+
+
+@case("2 sd network: sandboxEgressProxy url: the gateway goes through the upstream proxy, direct does not")
+def c_upstream(ctx, res):
+    up = ctx.upstream
+    m1, m2, m3 = marker("via-tunnel"), marker("via-forward"), marker("direct")
+    auth = "Basic " + base64.b64encode(b"runner:hunter2").decode()
+    proxy = {"mode": "url", "url": up.url("runner:hunter2")}
+    code = tunnel_client([("allowed.test", m1)]) + "\n" + client(["http://allowed.test" + m2])
+    b, r = ctx.execute(code, permissionEpoch=epoch_with(ctx, "domain-allowlist", access(revision="rev-up")),
+                       sandboxEgressProxy=proxy)
+    if res.check(r.status == 200 and r.json().get("exitCode") == 0, "url run: %s" % r.brief()):
+        outs = [json.loads(x) for x in (r.json().get("stdout") or "").splitlines() if x.startswith("{")]
+        if res.check(len(outs) == 2, "stdout: %s" % trunc(r.json().get("stdout"))):
+            t, f = outs[0]["fetch"]["allowed.test" + m1], outs[1]["fetch"]["http://allowed.test" + m2]
+            res.eq("tunnel status", t.get("status"), 200)
+            res.check(m1 in (t.get("body") or ""), "tunnel: not the origin's body: %s" % t)
+            res.eq("forward status", f.get("status"), 200)
+            res.check(m2 in (f.get("body") or ""), "forward: not the origin's body: %s" % f)
+            res.check("hunter2" not in outs[0]["env"] and str(up.port) not in outs[0]["env"],
+                      "the upstream is visible in the sandbox's environment")
+        res.eq("upstream CONNECTs", [(x["method"], x["target"]) for x in up.find("allowed.test:80")][-1:],
+               [("CONNECT", "allowed.test:80")])
+        res.eq("upstream forwards", [(x["method"], x["target"]) for x in up.find(m2)],
+               [("GET", "http://allowed.test" + m2)])
+        res.eq("credentials sent upstream", sorted({x["auth"] for x in up.find(m2) + up.find("allowed.test:80")}),
+               [auth])
+        res.check(len(seen(m1)) == 1 and len(seen(m2)) == 1, "origin saw %s / %s" % (seen(m1), seen(m2)))
+        res.check(all("proxy-authorization" not in x["headers"] for x in seen(m1) + seen(m2)),
+                  "the origin got the proxy's credentials")
+    # The same allowlist, direct: the origin is reached, the upstream is not.
+    before = len(up.served)
+    j, out = run(ctx, res, ["http://allowed.test" + m3], "domain-allowlist", access(revision="rev-up"), "direct run")
+    if out is not None:
+        res.eq("direct status", out["fetch"]["http://allowed.test" + m3].get("status"), 200)
+        res.eq("upstream not used by direct", up.served[before:], [])
+    # Not allowed by the list: refused before anything goes upstream.
+    before = len(up.served)
+    b, r = ctx.execute(tunnel_client([("other.test", marker("via-refused"))]),
+                       permissionEpoch=epoch_with(ctx, "domain-allowlist", access(revision="rev-up")),
+                       sandboxEgressProxy=proxy)
+    if res.check(r.status == 200, "refused run: %s" % r.brief()):
+        res.check("403" in (r.json().get("stdout") or ""), "other.test not refused: %s" % trunc(r.json().get("stdout")))
+        res.eq("nothing sent upstream for a refused target", up.served[before:], [])
 
 
 @case("3 sd network: a managed shell run with an allowlist reaches the origin")
@@ -231,6 +437,56 @@ def c_native(ctx, res):
     res.eq("origin never reached", seen(m), [])
 
 
+class EnvSdDaemon(S.SdDaemon):
+    """A daemon whose own environment names an upstream proxy (for sandboxEgressProxy environment)."""
+
+    def __init__(self, *a, proxy_env=None, **kw):
+        super().__init__(*a, **kw)
+        self.proxy_env = proxy_env or {}
+
+    def env(self):
+        e = super().env()
+        e.update(self.proxy_env)
+        return e
+
+
+@case("5 sd network: [Network] OpenMode=no refuses open (400) and /health does not list it; "
+      "sandboxEgressProxy environment uses the daemon's https_proxy and no_proxy")
+def c_open_off(ctx, res):
+    up = ctx.upstream
+    d2 = EnvSdDaemon(ctx.d_args[0], keep_tmp=False, run_as=ctx.d_args[1], config=CONFIG + "OpenMode=no\n",
+                     proxy_env={"HTTPS_PROXY": up.url("envuser:envpw"), "no_proxy": "other.test"})
+    try:
+        d2.start()
+        c2 = S.Ctx(d2, ctx.verbose)
+        r = c2.sd("GET", "/health", auth=False)
+        if res.check(r.status == 200, r.brief()):
+            res.eq("modes", (r.json().get("sandboxNetwork") or {}).get("modes"), ["none", "domain-allowlist"])
+        b = c2.execute_body("print(1)", permissionEpoch=epoch_with(c2, "open", access(mode="open", domains=())))
+        r = c2.sd("POST", "/execute", b, signed=True)
+        if res.check(r.status == 400, "open run: expected 400, got %s" % r.brief()):
+            res.check("OpenMode" in (r.json() or {}).get("error", ""), "error: %s" % r.brief())
+        j, out = run(c2, res, ["http://allowed.test" + marker("off")], "domain-allowlist", access(), "allowlist run")
+        res.check(out is not None, "an allowlist run failed with open turned off")
+        # environment: allowed.test through the daemon's HTTPS_PROXY, other.test (no_proxy) direct.
+        m1, m2 = marker("env-via"), marker("env-direct")
+        before = len(up.served)
+        b, r = c2.execute(client(["http://allowed.test" + m1, "http://other.test" + m2]),
+                          permissionEpoch=epoch_with(c2, "domain-allowlist",
+                                                     access(domains=("allowed.test", "other.test"))),
+                          sandboxEgressProxy={"mode": "environment"})
+        if res.check(r.status == 200 and r.json().get("exitCode") == 0, "environment run: %s" % r.brief()):
+            out = json.loads(r.json().get("stdout") or "{}")
+            res.eq("allowed.test status", out["fetch"]["http://allowed.test" + m1].get("status"), 200)
+            res.eq("other.test status", out["fetch"]["http://other.test" + m2].get("status"), 200)
+            res.eq("upstream served", [(x["method"], x["target"], x["auth"]) for x in up.served[before:]],
+                   [("GET", "http://allowed.test" + m1, "Basic " + base64.b64encode(b"envuser:envpw").decode())])
+            res.check(len(seen(m2)) == 1, "other.test (no_proxy) not reached directly: %s" % seen(m2))
+    finally:
+        d2.terminate()
+        d2.cleanup()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
@@ -260,6 +516,8 @@ def main():
             return 1
         ctx = S.Ctx(d, args.verbose)
         ctx.dns = dns
+        ctx.upstream = UpstreamProxy()
+        ctx.d_args = (os.path.abspath(args.daemon), run_as)
         S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
         if tap.failed:
             L.write_log_tail(d, out)

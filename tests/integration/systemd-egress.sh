@@ -28,6 +28,11 @@
 #  - the gateway's journal entries (journalctl -u 'sandbox-runner-egress@*') carry
 #    SANDBOX_EGRESS_HOST, SANDBOX_EGRESS_DECISION and the run's SANDBOX_EXECUTION_ID;
 #  - PUT /api/network-policy rotates: a socket unit for the new revision, the old one stopped;
+#  - an instance with an upstream route (what a ScienceDiscovery run's sandboxEgressProxy url
+#    makes): its snapshot names the upstream, its credentials are in <instance>.auth (0600, the
+#    service user's), which the unit loads as a credential; a CONNECT through its socket goes to
+#    the test's upstream proxy (127.0.0.5:3128) with Proxy-Authorization, and the credentials
+#    appear in no journal entry;
 #  - `systemd-analyze security sandbox-runner-egress@REV.service`: the score as a TAP comment.
 # At the end nothing of the service user is left in the box; after stopping the box the host is
 # as it was (canary in /tmp, no process of the box, no mount, no cgroup left).
@@ -51,7 +56,7 @@ ID_POLICY_ROTATED=5eb4d70b0c2047a3b089db951c38dea5
 IDLE_SEC=${SR_EGRESS_IDLE_SEC:-5}
 ECHO_PORT=7000
 
-tap_plan 18
+tap_plan 19
 box_test_init egress
 
 # jlines2 EXPR ARG: jlines with ARG bound to a
@@ -494,6 +499,116 @@ step_rotate() {
 
 t "PUT /api/network-policy: sandbox-runner-egress@<new rev>.socket listening, the old one stopped; runs use the new policy" \
         step_rotate
+
+# An upstream HTTP proxy in the box: records each request line and its Proxy-Authorization, then
+# relays CONNECT tunnels to the origin.
+UPSTREAM_PY='
+import json, select, socket, socketserver, threading
+
+class Server(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+class Proxy(socketserver.BaseRequestHandler):
+    def handle(self):
+        c = self.request
+        c.settimeout(10)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536)
+            if not d:
+                return
+            buf += d
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        auth = [l.split(":", 1)[1].strip() for l in lines[1:] if l.lower().startswith("proxy-authorization:")]
+        with open("/root/upstream.jsonl", "a") as f:
+            f.write(json.dumps({"requestLine": lines[0], "auth": auth}) + "\n")
+        method, target, _ = lines[0].split(" ", 2)
+        if method != "CONNECT":
+            c.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            return
+        host, port = target.rsplit(":", 1)
+        o = socket.create_connection((host, int(port)), timeout=10)
+        c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n" + rest)
+        socks = [c, o]
+        while socks:
+            r, _, _ = select.select(socks, [], [], 10)
+            if not r:
+                break
+            for s in r:
+                d = s.recv(65536)
+                other = o if s is c else c
+                if not d:
+                    socks.remove(s)
+                    other.shutdown(socket.SHUT_WR)
+                else:
+                    other.sendall(d)
+
+Server(("127.0.0.5", 3128), Proxy).serve_forever()
+'
+
+# A client of a gateway socket: CONNECT allowed.test:80, then GET MARK through the tunnel.
+TUNNEL_PY='
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(15)
+s.connect(sys.argv[1])
+s.sendall(b"CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n")
+buf = b""
+while b"\r\n\r\n" not in buf:
+    d = s.recv(65536)
+    if not d:
+        break
+    buf += d
+print(buf.split(b"\r\n", 1)[0].decode("latin-1"))
+s.sendall(b"GET " + sys.argv[2].encode() + b" HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+out = buf.split(b"\r\n\r\n", 1)[1]
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    out += d
+print(out.decode("latin-1"))
+'
+
+# Basic base64("runner:s3cret-upstream")
+UP_AUTH="Basic cnVubmVyOnMzY3JldC11cHN0cmVhbQ=="
+step_upstream() {
+        local rc=0 inst=00000000000000a1-${INST##*-} out i
+        printf '%s' "$UPSTREAM_PY" | bx sh -c 'cat >/root/upstream.py' || return 1
+        printf '%s' "$TUNNEL_PY" | bx sh -c 'cat >/root/tunnel.py' || return 1
+        bx systemd-run --quiet --unit=sr-test-upstream --property=Type=exec /usr/bin/python3 /root/upstream.py || return 1
+        for ((i = 0; i < 50; i++)); do
+                bx /usr/bin/python3 -c 'import socket; socket.create_connection(("127.0.0.5", 3128), timeout=1).close()' \
+                        2>/dev/null && break
+                sleep 0.1
+        done
+        # What the daemon writes for such a run: the snapshot (0644) and the credentials (0600).
+        printf '{"mode":"allowlist","allow":["allowed.test"],"mirrors":["127.0.0.0/8"],"upstream":"http://127.0.0.5:3128","upstreamAuth":"test-tag"}' |
+                bx sh -c "cat >/run/sandbox-runner/egress/$inst.json && chmod 0644 /run/sandbox-runner/egress/$inst.json" || return 1
+        printf '%s' "$UP_AUTH" | bx sh -c "umask 077 && cat >/run/sandbox-runner/egress/$inst.auth &&
+                chown $SERVICE_USER: /run/sandbox-runner/egress/$inst.auth" || return 1
+        bx systemctl start "sandbox-runner-egress@$inst.socket" || return 1
+        out=$(bx /usr/bin/python3 /root/tunnel.py "/run/sandbox-runner/egress/$inst.sock" "$MARK-upstream") || rc=1
+        echo "through the gateway: $(head -c 300 <<<"$out" | tr '\n' ' ')"
+        [[ "$out" == "HTTP/1.1 200 "* && "$out" == *"$MARK-upstream"* ]] ||
+                { echo "the tunnel did not reach the origin"; rc=1; }
+        out=$(bx cat /root/upstream.jsonl 2>/dev/null)
+        echo "upstream saw: $out"
+        jlines2 '[e for e in L if e["requestLine"] == "CONNECT allowed.test:80 HTTP/1.1" and e["auth"] == [a]]' "$UP_AUTH" <<<"$out" ||
+                { echo "the upstream did not get CONNECT allowed.test:80 with the credentials"; rc=1; }
+        bx journalctl -u "sandbox-runner-egress@$inst.service" -o cat --no-pager | tail -n 3
+        if bx journalctl --no-pager -o export | grep -q -e 's3cret-upstream' -e 'cnVubmVyOnMzY3JldC11cHN0cmVhbQ'; then
+                echo "the credentials are in the journal"; rc=1
+        fi
+        bx systemctl stop "sandbox-runner-egress@$inst.socket" "sandbox-runner-egress@$inst.service" sr-test-upstream.service
+        bx rm -f "/run/sandbox-runner/egress/$inst.json" "/run/sandbox-runner/egress/$inst.auth"
+        return $rc
+}
+
+t "an instance with an upstream route: CONNECT goes through the upstream proxy with the credentials the unit loaded" \
+        step_upstream
 
 step_security() {
         local out score

@@ -78,13 +78,121 @@ static void test_allowlist(void **state) {
         json_object_put(o);
 }
 
+static void test_open(void **state) {
+        SdpNetwork n;
+        const char *why;
+        json_object *o;
+
+        /* Open: a network, any destination; a list sent along is ignored, private access kept. */
+        assert_int_equal(parse("{\"networkPolicy\":\"open\",\"networkAccess\":{\"mode\":\"open\","
+                               "\"allowedDomains\":[\"a.org\"],\"allowPrivateNetwork\":true,\"revision\":\"o-1\"}}",
+                               &n, &why, &o), 0);
+        assert_true(n.allowlist);
+        assert_true(n.open);
+        assert_true(n.private_network);
+        assert_null(n.domains);
+        assert_string_equal(n.revision, "o-1");
+        json_object_put(o);
+
+        /* Open access under another policy: no network. */
+        assert_int_equal(parse("{\"networkPolicy\":\"domain-allowlist\",\"networkAccess\":{\"mode\":\"open\"}}",
+                               &n, &why, &o), 0);
+        assert_false(n.allowlist);
+        assert_false(n.open);
+        json_object_put(o);
+}
+
+static int proxy(const char *text, SdpNetwork *n, const char **why) {
+        json_object *o = text ? json_tokener_parse(text) : NULL;
+        int r;
+
+        assert_true(!text || o || strcmp(text, "null") == 0);
+        *why = NULL;
+        r = sdp_proxy_parse(o, n, why);
+        json_object_put(o);
+        return r;
+}
+
+static void test_proxy(void **state) {
+        static const char *const bad[] = {
+                "[]", "{}", "{\"mode\":7}", "{\"mode\":\"socks\"}", "{\"mode\":\"url\"}",
+                "{\"mode\":\"url\",\"url\":5}", "{\"mode\":\"url\",\"url\":\"\"}",
+                "{\"mode\":\"url\",\"url\":\"https://proxy:3128\"}",
+                "{\"mode\":\"url\",\"url\":\"http://proxy\"}",
+                "{\"mode\":\"url\",\"url\":\"http://proxy:3128/path\"}",
+                "{\"mode\":\"url\",\"url\":\"http://:secret@proxy:3128\"}",
+                "{\"mode\":\"url\",\"url\":\"socks5://proxy:1080\"}",
+        };
+        SdpNetwork n = {};
+        const char *why;
+
+        assert_int_equal(proxy(NULL, &n, &why), 0);
+        assert_int_equal(n.proxy, SDP_PROXY_DIRECT);
+        assert_int_equal(proxy("null", &n, &why), 0);
+        assert_int_equal(n.proxy, SDP_PROXY_DIRECT);
+        assert_int_equal(proxy("{\"mode\":\"direct\"}", &n, &why), 0);
+        assert_int_equal(n.proxy, SDP_PROXY_DIRECT);
+        assert_int_equal(proxy("{\"mode\":\"environment\"}", &n, &why), 0);
+        assert_int_equal(n.proxy, SDP_PROXY_ENVIRONMENT);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                assert_int_equal(proxy(bad[i], &n, &why), -EINVAL);
+                assert_non_null(why);
+                /* The reason never quotes the URL (it may hold credentials). */
+                assert_null(strstr(why, "secret"));
+        }
+}
+
+static const char *fake_env_values[8];
+
+static const char *fake_getenv(const char *name) {
+        static const char *const names[] = { "https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY",
+                                             "no_proxy", "NO_PROXY" };
+
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+                if (strcmp(names[i], name) == 0)
+                        return fake_env_values[i];
+        return NULL;
+}
+
+static void test_proxy_environment(void **state) {
+        const char *url, *no_proxy, *why = NULL;
+
+        memset(fake_env_values, 0, sizeof(fake_env_values));
+        assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), 0);
+        assert_null(url);
+        assert_null(no_proxy);
+
+        /* https_proxy first, then HTTPS_PROXY, http_proxy, HTTP_PROXY; empty values do not count. */
+        fake_env_values[3] = "http://upper-http:8080";
+        fake_env_values[2] = "http://lower-http:8080";
+        assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), 0);
+        assert_string_equal(url, "http://lower-http:8080");
+        fake_env_values[0] = "";
+        fake_env_values[1] = "http://upper-https:3128";
+        fake_env_values[5] = "internal.example";
+        assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), 0);
+        assert_string_equal(url, "http://upper-https:3128");
+        assert_string_equal(no_proxy, "internal.example");
+        fake_env_values[4] = "lower.example";
+        assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), 0);
+        assert_string_equal(no_proxy, "lower.example");
+
+        fake_env_values[4] = "a.example\nb.example";
+        assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), -EINVAL);
+        assert_non_null(why);
+        fake_env_values[4] = NULL;
+
+        fake_env_values[0] = "https://tls-proxy:443";
+        assert_int_equal(sdp_proxy_from_environment(fake_getenv, &url, &no_proxy, &why), -EINVAL);
+        assert_non_null(why);
+}
+
 static void test_refused(void **state) {
         static const struct {
                 const char *text;
                 int error;
                 const char *in_message;
         } bad[] = {
-                { "{\"networkPolicy\":\"open\",\"networkAccess\":{\"mode\":\"open\"}}", -EOPNOTSUPP, "open" },
                 { "{\"networkPolicy\":\"everything\"}", -EINVAL, "networkPolicy" },
                 { "{\"networkPolicy\":7}", -EINVAL, "networkPolicy" },
                 { "{\"networkPolicy\":\"none\",\"networkAccess\":[]}", -EINVAL, "networkAccess" },
@@ -198,6 +306,9 @@ int main(void) {
                 cmocka_unit_test(test_none),
                 cmocka_unit_test(test_allowlist),
                 cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_open),
+                cmocka_unit_test(test_proxy),
+                cmocka_unit_test(test_proxy_environment),
                 cmocka_unit_test(test_env_ids),
                 cmocka_unit_test(test_spec_names),
                 cmocka_unit_test(test_slug),
