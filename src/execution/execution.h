@@ -123,6 +123,12 @@ ExecutionWatch *execution_watch_free(ExecutionWatch *w);
 bool execution_watch_alive(const ExecutionWatch *w);
 Execution *execution_watch_execution(const ExecutionWatch *w);
 
+/* execution_status() - what the run came to (EXECUTION_STATUS_RUNNING until it is decided). */
+ExecutionStatus execution_status(const Execution *e);
+/* execution_sandbox_pid() - the host pid of the sandbox's pid 1 (bwrap's init, whose children
+ * are the payload), 0 until bwrap told it or once the sandbox is gone. */
+pid_t execution_sandbox_pid(const Execution *e);
+
 /* execution_failure() - for FAILED runs: the errno and message of what went wrong. */
 int execution_failure(const Execution *e, const char **ret_message);
 

@@ -154,6 +154,41 @@ int jupyter_msg_new(JupyterChannel channel, const char *msg_type, const char *se
         return 0;
 }
 
+static int iov_dup(struct iovec *iov, const void *p, size_t n) {
+        /* One byte more, so that a zero-length frame still has a buffer of its own. */
+        iov->iov_base = malloc(n + 1);
+        if (!iov->iov_base)
+                return -ENOMEM;
+        if (n > 0)
+                memcpy(iov->iov_base, p, n);
+        iov->iov_len = n;
+        return 0;
+}
+
+int jupyter_msg_dup(const JupyterMsg *m, JupyterMsg **ret) {
+        _cleanup_jupyter_msg_ JupyterMsg *d = calloc(1, sizeof(*d));
+
+        if (!d)
+                return -ENOMEM;
+        d->channel = m->channel;
+        d->header = json_object_get(m->header);
+        d->parent_header = json_object_get(m->parent_header);
+        d->metadata = json_object_get(m->metadata);
+        d->content = json_object_get(m->content);
+        if (m->n_buffers > 0) {
+                d->buffers = calloc(m->n_buffers, sizeof(struct iovec));
+                if (!d->buffers)
+                        return -ENOMEM;
+                for (size_t i = 0; i < m->n_buffers; i++) {
+                        if (iov_dup(&d->buffers[i], m->buffers[i].iov_base, m->buffers[i].iov_len) < 0)
+                                return -ENOMEM;
+                        d->n_buffers++;
+                }
+        }
+        *ret = STEAL(d);
+        return 0;
+}
+
 void jupyter_frames_free(struct iovec *frames, size_t n) {
         for (size_t i = 0; frames && i < n; i++)
                 free(frames[i].iov_base);
@@ -171,17 +206,6 @@ static void sign_parts(const uint8_t *key, size_t key_len, const struct iovec pa
         hmac_sha256_digest(&ctx, sizeof(digest), digest);
         hex_encode(digest, sizeof(digest), ret);
         explicit_bzero(&ctx, sizeof(ctx));
-}
-
-static int iov_dup(struct iovec *iov, const void *p, size_t n) {
-        /* One byte more, so that a zero-length frame still has a buffer of its own. */
-        iov->iov_base = malloc(n + 1);
-        if (!iov->iov_base)
-                return -ENOMEM;
-        if (n > 0)
-                memcpy(iov->iov_base, p, n);
-        iov->iov_len = n;
-        return 0;
 }
 
 int jupyter_msg_to_wire(const JupyterMsg *m, const uint8_t *key, size_t key_len,

@@ -52,6 +52,10 @@ static inline void jupyter_msg_freep(JupyterMsg **m) {
 int jupyter_msg_new(JupyterChannel channel, const char *msg_type, const char *session,
                     const JupyterMsg *parent, json_object *content, JupyterMsg **ret);
 
+/* jupyter_msg_dup() - a copy of @m sharing its JSON parts (references) and copying its buffers:
+ * what each of several receivers of one message gets. Return: 0 or -ENOMEM. */
+int jupyter_msg_dup(const JupyterMsg *m, JupyterMsg **ret);
+
 const char *jupyter_msg_type(const JupyterMsg *m);       /* header.msg_type, or NULL */
 const char *jupyter_msg_id(const JupyterMsg *m);         /* header.msg_id, or NULL */
 const char *jupyter_msg_parent_id(const JupyterMsg *m);  /* parent_header.msg_id, or NULL */

@@ -15,7 +15,9 @@
 
 #include "kernel/jupyter-msg.h"
 
-typedef struct Manager Manager;
+typedef struct sd_event sd_event;
+typedef struct Config Config;
+typedef struct ExecutionContext ExecutionContext;
 typedef struct KernelManager KernelManager;
 typedef struct Kernel Kernel;
 typedef struct KernelClient KernelClient;
@@ -45,8 +47,25 @@ typedef enum KernelEndReason {
 const char *kernel_state_to_string(KernelState s);
 const char *kernel_end_reason_to_string(KernelEndReason r);
 
-int kernel_manager_new(Manager *m, KernelManager **ret);
+/* What the manager depends on, handed in by its owner (the daemon's Manager, or a test helper):
+ * kernels are runs of the /execute shape, so they start through the executions' context. */
+typedef struct KernelManagerParams {
+        sd_event *event;
+        ExecutionContext *exec;          /* the runs' context (filled, alive as long as the manager) */
+        const Config *config;            /* [Kernels] */
+        const char *runtime_dir;         /* kernels' directories: <runtime_dir>/kernels/<id> */
+        /* Kernels alive keep the owner from idle-exiting. */
+        void (*busy_ref)(void *userdata);
+        void (*busy_unref)(void *userdata);
+        void *userdata;
+} KernelManagerParams;
+
+/* kernel_manager_new() - Return: 0, -ENAMETOOLONG when @p->runtime_dir leaves no room for the
+ * kernels' socket paths (sun_path), or -errno. */
+int kernel_manager_new(const KernelManagerParams *p, KernelManager **ret);
 KernelManager *kernel_manager_free(KernelManager *km);
+/* kernel_manager_stop() - the daemon stops: every kernel ends (reason interrupted). */
+void kernel_manager_stop(KernelManager *km);
 
 /* GET /api/kernelspecs: {"default": ..., "kernelspecs": {name: {name, spec:{argv, display_name,
  * language, interrupt_mode, env:{}, metadata:{}}, resources:{}}}}; one spec by name (NULL: none). */
@@ -80,6 +99,9 @@ unsigned kernel_manager_count(KernelManager *km);
 json_object *kernel_model(Kernel *k);
 const char *kernel_id(Kernel *k);
 KernelState kernel_state(Kernel *k);
+KernelEndReason kernel_end_reason(Kernel *k);     /* KERNEL_END_NONE while alive */
+const char *kernel_owner(Kernel *k);
+
 
 int kernel_interrupt(Kernel *k);
 int kernel_restart(Kernel *k);
