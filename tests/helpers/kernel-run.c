@@ -23,6 +23,7 @@
 #include "util/fs-util.h"
 #include "util/json-util.h"
 #include "util/log.h"
+#include "util/macro.h"
 #include "util/strv.h"
 #include "util/time-util.h"
 #include "workspace/workspace.h"
@@ -40,7 +41,8 @@ typedef struct Test {
         char msg_id[64];
         char out[4096];
         char status[32], ename[64];
-        bool replied, idle, closed;
+        bool replied, idle, closed, saw_dead;
+        unsigned phase;                  /* the ends: 0 crash, 1 cull, 2 lifetime */
         KernelEndReason closed_reason;
 } Test;
 
@@ -76,6 +78,8 @@ static void on_deliver(KernelClient *c, JupyterMsg *m, void *userdata) {
         Test *t = userdata;
         const char *type = jupyter_msg_type(m), *parent = jupyter_msg_parent_id(m);
 
+        if (streq(type, "status") && streq(str_of(m->content, "execution_state") ?: "", "dead"))
+                t->saw_dead = true;
         if (parent && streq(parent, t->msg_id)) {
                 if (streq(type, "stream") && streq(str_of(m->content, "name") ?: "", "stdout"))
                         strncat(t->out, str_of(m->content, "text") ?: "", sizeof(t->out) - strlen(t->out) - 1);
@@ -249,7 +253,71 @@ static void step_lease(Test *t) {
         fd = t->workspace_id ? workspace_open(t->m->workspaces_fd, t->workspace_id) : -EINVAL;
         lease = fd >= 0 ? workspace_lease_try(fd) : fd;
         check(t, lease >= 0, "the workspace '%s' is not leased any more", t->workspace_id ?: "?");
-        finish(t);
+        next_step(t);
+}
+
+/* The ends a kernel comes to by itself: a crash, idle culling, its lifetime. */
+static const struct {
+        const char *what;
+        uint64_t idle_usec, lifetime_usec;
+        const char *code;
+        KernelEndReason reason;
+} ends[] = {
+        { "crash", 0, 0, "import os; os._exit(3)", KERNEL_END_CRASHED },
+        { "idle cull", 1 * USEC_PER_SEC, 0, NULL, KERNEL_END_CULLED },
+        { "lifetime", 0, 6 * USEC_PER_SEC, NULL, KERNEL_END_LIFETIME },
+};
+
+static void step_end_start(Test *t) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        if (t->phase >= ELEMENTSOF(ends))
+                return finish(t);
+        t->m->config.kernels_idle_timeout_usec = ends[t->phase].idle_usec;
+        t->m->config.kernels_max_lifetime_usec = ends[t->phase].lifetime_usec;
+        r = kernel_manager_start(t->m->kernels, &(KernelStartRequest) { .owner = "test" }, &t->k, &error);
+        check(t, r == 0, "%s: a new kernel: %s", ends[t->phase].what, r < 0 ? (error ?: strerror(-r)) : "started");
+        if (r < 0)
+                return finish(t);
+        t->closed = t->saw_dead = false;
+        r = kernel_attach(t->k, &(KernelClientOps) { .deliver = on_deliver, .closed = on_closed }, t, &t->c);
+        check(t, r == 0, "%s: a client attaches", ends[t->phase].what);
+        next_step(t);
+}
+
+static void step_end_wait(Test *t) {
+        _cleanup_(json_object_putp) json_object *model = NULL;
+        KernelEndReason want = ends[t->phase].reason;
+
+        if (ends[t->phase].code && kernel_state(t->k) == KERNEL_IDLE && t->msg_id[0] == '\0') {
+                check(t, execute(t, ends[t->phase].code) == 0, "%s: '%s' sent", ends[t->phase].what,
+                      ends[t->phase].code);
+                return;
+        }
+        if (kernel_state(t->k) != KERNEL_DEAD)
+                return;
+        check(t, kernel_end_reason(t->k) == want, "%s: the kernel is dead, reason %s (want %s)", ends[t->phase].what,
+              kernel_end_reason_to_string(kernel_end_reason(t->k)), kernel_end_reason_to_string(want));
+        check(t, t->saw_dead && t->closed && t->closed_reason == want,
+              "%s: its client got status dead on iopub, then closed with the reason", ends[t->phase].what);
+        model = kernel_model(t->k);
+        check(t, streq(str_of(model, "execution_state") ?: "", "dead") &&
+                 streq(str_of(model, "reason") ?: "", kernel_end_reason_to_string(want)),
+              "%s: the model says dead and why", ends[t->phase].what);
+        check(t, kernel_manager_count(t->m->kernels) == 0, "%s: no longer counted", ends[t->phase].what);
+        check(t, kernel_manager_find(t->m->kernels, "test", kernel_id(t->k)) == t->k,
+              "%s: still listed, with its reason", ends[t->phase].what);
+        check(t, kernel_attach(t->k, &(KernelClientOps) { .deliver = on_deliver, .closed = on_closed }, t, &t->c) ==
+                 -ESHUTDOWN, "%s: a dead kernel takes no client", ends[t->phase].what);
+        check(t, kernel_interrupt(t->k) == -ESHUTDOWN && kernel_restart(t->k) == -ESHUTDOWN,
+              "%s: nor an interrupt or a restart", ends[t->phase].what);
+        check(t, kernel_delete(t->k, KERNEL_END_DELETED) == 0, "%s: deleted", ends[t->phase].what);
+        t->k = NULL;
+        t->msg_id[0] = '\0';
+        t->phase++;
+        t->step--;                        /* the next end, from its start */
+        t->step_start = now_usec(CLOCK_MONOTONIC);
 }
 
 static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -305,10 +373,17 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
         case 10:
                 step_lease(t);
                 break;
+        case 11:
+                t->msg_id[0] = '\0';
+                step_end_start(t);
+                break;
+        case 12:
+                step_end_wait(t);
+                break;
         default:
                 return 0;
         }
-        if (t->step <= 10)
+        if (t->step <= 12)
                 (void) sd_event_source_set_time_relative(s, 50 * USEC_PER_MSEC);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
