@@ -73,6 +73,11 @@ struct Kernel {
         sd_event_source *idle_timer;
         sd_event_source *linger_timer;
         uint64_t n_bad_messages;
+        /* A message from the kernel is being handled (a client's deliver() may delete the kernel):
+         * kernel_free() then unlinks it and tears it down, and the memory goes afterwards. */
+        unsigned dispatching;
+        bool free_pending;
+        unsigned clients_epoch;                  /* bumped whenever the clients are all closed */
 };
 
 struct KernelManager {
@@ -94,6 +99,7 @@ struct KernelManager {
 int kernel_new(KernelManager *km, const KernelStartRequest *r, Kernel **ret, char **ret_error);
 int kernel_run(Kernel *k, char **ret_error);
 Kernel *kernel_free(Kernel *k);
+void kernel_free_pending(Kernel *k);
 void kernel_touch(Kernel *k);
 void kernel_set_state(Kernel *k, KernelState s);
 void kernel_became_ready(Kernel *k);

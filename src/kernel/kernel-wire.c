@@ -27,9 +27,14 @@ static JupyterChannel socket_channel(Kernel *k, KernelSocket *s) {
 
 /* Every client gets its own copy (the JSON shared): deliver() may keep it. */
 static void fan_out(Kernel *k, const JupyterMsg *m) {
+        unsigned epoch = k->clients_epoch;
+
         for (KernelClient *c = k->clients, *next; c; c = next) {
                 JupyterMsg *d = NULL;
 
+                /* A deliver() that ended the kernel closed every client: the list is gone. */
+                if (k->clients_epoch != epoch || k->free_pending)
+                        return;
                 next = c->next;
                 if (jupyter_msg_dup(m, &d) < 0) {
                         log_oom();
@@ -54,7 +59,7 @@ static void on_iopub(Kernel *k, const JupyterMsg *m) {
                         kernel_set_state(k, KERNEL_IDLE);
         }
         fan_out(k, m);
-        if (!k->ready && k->info_replied)
+        if (!k->ready && k->info_replied && k->state != KERNEL_DEAD)
                 kernel_became_ready(k);
 }
 
@@ -75,9 +80,8 @@ static void on_own_reply(Kernel *k, const JupyterMsg *m) {
         }
 }
 
-static void on_frames(KernelSocket *s, const struct iovec *frames, size_t n, void *userdata) {
+static void handle_frames(Kernel *k, KernelSocket *s, const struct iovec *frames, size_t n) {
         _cleanup_jupyter_msg_ JupyterMsg *m = NULL;
-        Kernel *k = userdata;
         JupyterChannel channel = socket_channel(k, s);
         const char *why = NULL, *parent, *type;
         KernelClient *c;
@@ -114,6 +118,15 @@ static void on_frames(KernelSocket *s, const struct iovec *frames, size_t n, voi
         if (strlen(type) > 6 && streq(type + strlen(type) - 6, "_reply"))
                 kernel_routes_remove(k->routes, parent);
         c->ops.deliver(c, STEAL(m), c->userdata);
+}
+
+static void on_frames(KernelSocket *s, const struct iovec *frames, size_t n, void *userdata) {
+        Kernel *k = userdata;
+
+        k->dispatching++;
+        handle_frames(k, s, frames, n);
+        k->dispatching--;
+        kernel_free_pending(k);
 }
 
 int kernel_wire_connect(Kernel *k) {
@@ -188,6 +201,7 @@ void kernel_broadcast_status(Kernel *k, const char *execution_state) {
 }
 
 void kernel_clients_closed(Kernel *k) {
+        k->clients_epoch++;
         while (k->clients) {
                 KernelClient *c = k->clients;
 

@@ -104,10 +104,24 @@ static void kernel_stop_timers(Kernel *k) {
         k->idle_timer = sd_event_source_disable_unref(k->idle_timer);
 }
 
+static void kernel_destroy(Kernel *k) {
+        jupyter_digest_history_free(k->digests);
+        kernel_routes_free(k->routes);
+        json_object_put(k->env);
+        json_object_put(k->limits);
+        json_object_put(k->network);
+        free(k->spec);
+        free(k->owner);
+        free(k->workspace_id);
+        free(k->dir);
+        explicit_bzero(k->key, sizeof(k->key));
+        free(k);
+}
+
 Kernel *kernel_free(Kernel *k) {
         KernelManager *km;
 
-        if (!k)
+        if (!k || k->free_pending)
                 return NULL;
         km = k->manager;
         kernel_clients_closed(k);
@@ -124,17 +138,18 @@ Kernel *kernel_free(Kernel *k) {
                 km->kernels = k->next;
         if (k->next)
                 k->next->prev = k->prev;
-        jupyter_digest_history_free(k->digests);
-        kernel_routes_free(k->routes);
-        json_object_put(k->env);
-        json_object_put(k->limits);
-        json_object_put(k->network);
-        free(k->spec);
-        free(k->owner);
-        free(k->workspace_id);
-        free(k->dir);
-        explicit_bzero(k->key, sizeof(k->key));
-        return mfree(k);
+        k->prev = k->next = NULL;
+        if (k->dispatching > 0) {
+                k->free_pending = true;   /* kernel_free_pending() frees it once the message is handled */
+                return NULL;
+        }
+        kernel_destroy(k);
+        return NULL;
+}
+
+void kernel_free_pending(Kernel *k) {
+        if (k->free_pending && k->dispatching == 0)
+                kernel_destroy(k);
 }
 
 static int on_linger(sd_event_source *s, uint64_t usec, void *userdata) {
