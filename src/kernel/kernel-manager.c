@@ -260,6 +260,12 @@ int kernel_new(KernelManager *km, const KernelStartRequest *r, Kernel **ret, cha
                 q = -ENOMEM;
         if (q >= 0 && !json_object_is_type(k->env, json_type_object))
                 q = set_error(ret_error, -EINVAL, "%s", "'env' must be an object of strings");
+        /* The network of runs: the policy in force (absent, or "default"), or none at all. */
+        if (q >= 0 && k->network && !json_object_is_type(k->network, json_type_null) &&
+            (!json_object_is_type(k->network, json_type_string) ||
+             (!streq(json_object_get_string(k->network), "none") &&
+              !streq(json_object_get_string(k->network), "default"))))
+                q = set_error(ret_error, -EINVAL, "%s", "'network' must be \"none\" or \"default\"");
         if (q >= 0)
                 q = check_workspace(km, k->workspace_id, !r->workspace_id, ret_error);
         if (q >= 0)

@@ -74,7 +74,9 @@ json_object *kernel_manager_spec(KernelManager *km, const char *name);
 
 /* What POST /api/kernels asks; @owner is the credential's name (listing and id routes are scoped
  * to it). Body fields the HTTP side parsed: name (NULL: the default spec), env (KERNEL_* and the
- * allowlist only), workspaceId (NULL: a fresh kernel-<id>), limits and network as for runs. */
+ * allowlist only), workspaceId (NULL: a fresh kernel-<id>), limits as for runs ({memoryBytes,
+ * tasks, cpuPercent}, capped by [Kernels]), network "none" (no network at all) or "default"/NULL
+ * (the policy in force, as runs). */
 typedef struct KernelStartRequest {
         const char *owner;
         const char *spec;
@@ -103,6 +105,10 @@ KernelEndReason kernel_end_reason(Kernel *k);     /* KERNEL_END_NONE while alive
 const char *kernel_owner(Kernel *k);
 
 
+/* kernel_interrupt() - interrupt_request on control; SIGINT to the kernel's process when it is not
+ * answered within 2 s (or cannot be sent). kernel_restart() - the run ends and a new one starts on
+ * the same id, key, workspace and limits (state restarting, then idle once ready; the clients get
+ * status restarting). Both: 0, or -ESHUTDOWN for a dead kernel. */
 int kernel_interrupt(Kernel *k);
 int kernel_restart(Kernel *k);
 /* Ends the kernel now (SIGKILL to its scope), releases its workspace lease, snapshots it, removes
@@ -117,7 +123,14 @@ typedef struct KernelClientOps {
         void (*closed)(KernelClient *c, KernelEndReason reason, void *userdata);
 } KernelClientOps;
 
+/* kernel_attach() - Return: 0, -ESHUTDOWN for a dead kernel, -ENOMEM. deliver() and closed() may
+ * detach their own client (closed() must, eventually: the client stays allocated until then) and
+ * may delete the kernel; they must not detach other clients. */
 int kernel_attach(Kernel *k, const KernelClientOps *ops, void *userdata, KernelClient **ret);
-/* Sends @m (takes it) on its channel; the daemon signs it; iopub from a client is -EINVAL. */
+/* Sends @m (takes it) on its channel; the daemon signs it; its replies come back to this client.
+ * Return: 0; -EINVAL for iopub or a message without msg_id; -ESHUTDOWN once the kernel is gone;
+ * -EAGAIN while the kernel does not listen yet (starting or restarting: nothing is queued) or its
+ * queue is full; -ENOMEM. */
 int kernel_client_send(KernelClient *c, JupyterMsg *m);
+/* kernel_detach() - the WebSocket is gone (also after closed()); frees @c. */
 void kernel_detach(KernelClient *c);
