@@ -173,6 +173,7 @@ static void test_wire_known_signature(void **state) {
         assert_int_equal(jupyter_msg_from_wire(JUPYTER_CHANNEL_IOPUB, f, 6, (const uint8_t *) "other", 5, &m, &why),
                          -EBADMSG);
         /* no key: unsigned, accepted */
+        m = jupyter_msg_free(m);
         f[1] = iov_str("");
         assert_int_equal(jupyter_msg_from_wire(JUPYTER_CHANNEL_IOPUB, f, 6, NULL, 0, &m, &why), 0);
 }
