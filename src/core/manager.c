@@ -170,6 +170,8 @@ void manager_retire(Manager *m, const char *why) {
         (void) sd_notifyf(false, "STATUS=Retiring: finishing %u run(s), accepting no new connection.", m->busy);
         http_server_retire(m->http);
         env_manager_retire(m->environments);
+        /* Kernels live until deleted: this version cannot hand them on, they end (interrupted). */
+        kernel_manager_stop(m->kernels);
         /* No new run takes a keeper: stop those started ahead. */
         m->exec.keeper_pool = NULL;
         m->keeper_pool = keeper_pool_free(m->keeper_pool);

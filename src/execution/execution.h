@@ -108,6 +108,13 @@ json_object *execution_record_json_full(const Execution *e, bool for_disk);
  */
 void execution_cap_limits(Execution *e, uint64_t workspace_bytes, uint64_t output_bytes);
 
+/*
+ * execution_cap_retention() - before execution_start(): keep at most @bytes of each of stdout and
+ * stderr in memory (head and tail past it, as with MaxOutputBytes=), for a run that lives long and
+ * whose own output is not its result (a kernel's). Return: 0 or -ENOMEM (nothing changed).
+ */
+int execution_cap_retention(Execution *e, uint64_t bytes);
+
 /* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
 void execution_set_managed(Execution *e);
 bool execution_is_managed(const Execution *e);

@@ -21,6 +21,8 @@ typedef struct Execution Execution;
 #define KERNEL_INTERRUPT_FALLBACK_USEC (2 * USEC_PER_SEC)
 /* A dead kernel (crashed, OOM, lifetime, culled) stays listed with its reason this long. */
 #define KERNEL_DEAD_LINGER_USEC (600 * USEC_PER_SEC)
+/* What the daemon keeps of a kernel's own stdout and stderr (not its iopub). */
+#define KERNEL_OUTPUT_RETENTION_BYTES (64ULL * 1024)
 /* No lifetime: the run's wall-clock limit is this (sd-event cannot arm "never"). */
 #define KERNEL_NO_LIFETIME_USEC (10ULL * 365 * 24 * 3600 * USEC_PER_SEC)
 

@@ -394,6 +394,10 @@ int kernel_run(Kernel *k, char **ret_error) {
         if (r < 0)
                 return r;
         r = execution_add_bind(e, k->dir, KERNEL_SANDBOX_DIR, true);
+        /* ipykernel sends the code's output over iopub; what reaches its fds 1 and 2 directly
+         * (a subprocess's, say) is kept as a bounded head and tail, not up to MaxOutputBytes=. */
+        if (r >= 0)
+                r = execution_cap_retention(e, KERNEL_OUTPUT_RETENTION_BYTES);
         if (r < 0) {
                 execution_free(e);
                 return r;

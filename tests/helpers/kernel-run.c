@@ -263,7 +263,7 @@ static const struct {
         const char *code;
         KernelEndReason reason;
 } ends[] = {
-        { "crash", 0, 0, "import os; os._exit(3)", KERNEL_END_CRASHED },
+        { "crash", 0, 0, "import os, sys; os.write(getattr(sys.stdout, '_original_stdstream_copy', 1), b'x' * 1000000); os._exit(3)", KERNEL_END_CRASHED },
         { "idle cull", 1 * USEC_PER_SEC, 0, NULL, KERNEL_END_CULLED },
         { "lifetime", 0, 6 * USEC_PER_SEC, NULL, KERNEL_END_LIFETIME },
 };
@@ -312,6 +312,23 @@ static void step_end_wait(Test *t) {
                  -ESHUTDOWN, "%s: a dead kernel takes no client", ends[t->phase].what);
         check(t, kernel_interrupt(t->k) == -ESHUTDOWN && kernel_restart(t->k) == -ESHUTDOWN,
               "%s: nor an interrupt or a restart", ends[t->phase].what);
+        if (want == KERNEL_END_CRASHED) {
+                /* Its 1 MB straight to fd 1: the daemon kept a bounded head and tail of it. */
+                _cleanup_free_ char *id = NULL;
+                _cleanup_(json_object_putp) json_object *o = NULL;
+                Execution *e;
+                json_object *v;
+
+                (void) asprintf(&id, "kernel-%s-1", kernel_id(t->k));
+                e = id ? execution_find(&t->m->exec, id) : NULL;
+                o = e ? execution_to_json(e) : NULL;
+                v = NULL;
+                check(t, o && json_object_object_get_ex(o, "stdoutBytes", &v) && json_object_get_int64(v) >= 1000000,
+                      "%s: the kernel's own stdout had its 1 MB (%s)", ends[t->phase].what,
+                      v ? json_object_get_string(v) : "no run");
+                check(t, o && json_object_object_get_ex(o, "stdout", &v) && json_object_get_string_len(v) < 70000,
+                      "%s: at most 64K of it are kept", ends[t->phase].what);
+        }
         check(t, kernel_delete(t->k, KERNEL_END_DELETED) == 0, "%s: deleted", ends[t->phase].what);
         t->k = NULL;
         t->msg_id[0] = '\0';
