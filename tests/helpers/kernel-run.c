@@ -365,11 +365,13 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                                    "import time; time.sleep(600)");
                 break;
         case 5:
+        case 10:
                 /* busy in the sleep: interrupt it */
                 if (kernel_state(t->k) != KERNEL_BUSY || now_usec(CLOCK_MONOTONIC) - t->step_start < USEC_PER_SEC)
                         return sd_event_source_set_time_relative(s, 50 * USEC_PER_MSEC) >= 0 ?
                                sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) : 0;
-                check(t, kernel_interrupt(t->k) == 0, "kernel_interrupt() of a busy kernel");
+                check(t, kernel_interrupt(t->k) == 0, "kernel_interrupt() of a busy kernel%s",
+                      t->step == 10 ? " that ignores interrupt_request" : "");
                 next_step(t);
                 break;
         case 6:
@@ -382,25 +384,34 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                 step_restart_wait(t);
                 break;
         case 8:
-                (void) step_expect(t, "after the restart", "False\n", "ok", NULL, NULL);
+                (void) step_expect(t, "after the restart", "False\n", "ok", NULL,
+                                   "get_ipython().kernel.control_handlers['interrupt_request'] = lambda *a, **k: None");
                 break;
         case 9:
-                step_delete(t);
-                break;
-        case 10:
-                step_lease(t);
+                /* the kernel no longer answers interrupt_request: the daemon falls back to SIGINT */
+                (void) step_expect(t, "interrupt_request ignored from now on", "", "ok", NULL,
+                                   "import time; time.sleep(600)");
                 break;
         case 11:
+                (void) step_expect(t, "sleep interrupted by SIGINT", NULL, "error", "KeyboardInterrupt", NULL);
+                break;
+        case 12:
+                step_delete(t);
+                break;
+        case 13:
+                step_lease(t);
+                break;
+        case 14:
                 t->msg_id[0] = '\0';
                 step_end_start(t);
                 break;
-        case 12:
+        case 15:
                 step_end_wait(t);
                 break;
         default:
                 return 0;
         }
-        if (t->step <= 12)
+        if (t->step <= 15)
                 (void) sd_event_source_set_time_relative(s, 50 * USEC_PER_MSEC);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
