@@ -16,8 +16,9 @@ typedef struct KernelSocket KernelSocket;
 /* @frames are valid during the call only. The handler may free the socket. */
 typedef void (*KernelSocketHandler)(KernelSocket *s, const struct iovec *frames, size_t n, void *userdata);
 
-/* The largest frame taken from a kernel, and the most frames of one message. */
-#define KERNEL_SOCKET_MAX_FRAME_BYTES (256ULL << 20)
+/* The largest frame taken from a kernel (a bigger one drops the connection, which ZMQ makes again;
+ * DocsGPT moves files of ~14 MB in one stream message), and the most frames of one message. */
+#define KERNEL_SOCKET_MAX_FRAME_BYTES (64ULL << 20)
 #define KERNEL_SOCKET_MAX_FRAMES 1024U
 
 /*

@@ -40,6 +40,7 @@ typedef struct Test {
         /* the execute_request in flight */
         char msg_id[64];
         char out[4096];
+        size_t out_len;
         char status[32], ename[64];
         bool replied, idle, closed, saw_dead;
         unsigned phase;                  /* the ends: 0 crash, 1 cull, 2 lifetime */
@@ -81,8 +82,10 @@ static void on_deliver(KernelClient *c, JupyterMsg *m, void *userdata) {
         if (streq(type, "status") && streq(str_of(m->content, "execution_state") ?: "", "dead"))
                 t->saw_dead = true;
         if (parent && streq(parent, t->msg_id)) {
-                if (streq(type, "stream") && streq(str_of(m->content, "name") ?: "", "stdout"))
+                if (streq(type, "stream") && streq(str_of(m->content, "name") ?: "", "stdout")) {
                         strncat(t->out, str_of(m->content, "text") ?: "", sizeof(t->out) - strlen(t->out) - 1);
+                        t->out_len += strlen(str_of(m->content, "text") ?: "");
+                }
                 else if (streq(type, "execute_reply")) {
                         snprintf(t->status, sizeof(t->status), "%s", str_of(m->content, "status") ?: "?");
                         snprintf(t->ename, sizeof(t->ename), "%s", str_of(m->content, "ename") ?: "");
@@ -119,8 +122,21 @@ static int execute(Test *t, const char *code) {
                 return r;
         snprintf(t->msg_id, sizeof(t->msg_id), "%s", jupyter_msg_id(m));
         t->out[0] = t->status[0] = t->ename[0] = '\0';
+        t->out_len = 0;
         t->replied = t->idle = false;
         return kernel_client_send(t->c, m);
+}
+
+/* What DocsGPT's put_file sends: about 4.2 MB of code in one message. */
+static int execute_big(Test *t) {
+        _cleanup_free_ char *code = malloc(4200000 + 64);
+
+        if (!code)
+                return -ENOMEM;
+        strcpy(code, "s = '");
+        memset(code + 5, 'a', 4200000);
+        strcpy(code + 5 + 4200000, "'; print(len(s))");
+        return execute(t, code);
 }
 
 static bool executed(Test *t) {
@@ -362,56 +378,67 @@ static int on_poll(sd_event_source *s, uint64_t usec, void *userdata) {
                 break;
         case 4:
                 (void) step_expect(t, "sandbox shape", "1000 False False /workspace True\n", "ok", NULL,
-                                   "import time; time.sleep(600)");
+                                   "print('y' * 14000000)");
                 break;
         case 5:
-        case 10:
+                if (step_expect(t, "a 14 MB stream message", NULL, "ok", NULL, NULL)) {
+                        check(t, t->out_len == 14000001, "a 14 MB stream message: %zu bytes of stdout arrived (want 14000001)",
+                              t->out_len);
+                        check(t, execute_big(t) == 0, "a 4.2 MB execute_request sent");
+                }
+                break;
+        case 6:
+                (void) step_expect(t, "a 4.2 MB execute_request", "4200000\n", "ok", NULL,
+                                   "import time; time.sleep(600)");
+                break;
+        case 7:
+        case 12:
                 /* busy in the sleep: interrupt it */
                 if (kernel_state(t->k) != KERNEL_BUSY || now_usec(CLOCK_MONOTONIC) - t->step_start < USEC_PER_SEC)
                         return sd_event_source_set_time_relative(s, 50 * USEC_PER_MSEC) >= 0 ?
                                sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) : 0;
                 check(t, kernel_interrupt(t->k) == 0, "kernel_interrupt() of a busy kernel%s",
-                      t->step == 10 ? " that ignores interrupt_request" : "");
+                      t->step == 12 ? " that ignores interrupt_request" : "");
                 next_step(t);
                 break;
-        case 6:
+        case 8:
                 if (step_expect(t, "interrupted sleep", NULL, "error", "KeyboardInterrupt", NULL)) {
                         check(t, kernel_restart(t->k) == 0, "kernel_restart()");
                         check(t, kernel_state(t->k) == KERNEL_RESTARTING, "restarting");
                 }
                 break;
-        case 7:
+        case 9:
                 step_restart_wait(t);
                 break;
-        case 8:
+        case 10:
                 (void) step_expect(t, "after the restart", "False\n", "ok", NULL,
                                    "get_ipython().kernel.control_handlers['interrupt_request'] = lambda *a, **k: None");
                 break;
-        case 9:
+        case 11:
                 /* the kernel no longer answers interrupt_request: the daemon falls back to SIGINT */
                 (void) step_expect(t, "interrupt_request ignored from now on", "", "ok", NULL,
                                    "import time; time.sleep(600)");
                 break;
-        case 11:
+        case 13:
                 (void) step_expect(t, "sleep interrupted by SIGINT", NULL, "error", "KeyboardInterrupt", NULL);
                 break;
-        case 12:
+        case 14:
                 step_delete(t);
                 break;
-        case 13:
+        case 15:
                 step_lease(t);
                 break;
-        case 14:
+        case 16:
                 t->msg_id[0] = '\0';
                 step_end_start(t);
                 break;
-        case 15:
+        case 17:
                 step_end_wait(t);
                 break;
         default:
                 return 0;
         }
-        if (t->step <= 15)
+        if (t->step <= 17)
                 (void) sd_event_source_set_time_relative(s, 50 * USEC_PER_MSEC);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
