@@ -179,6 +179,7 @@ static void step_start(Test *t) {
         t->kernel_id = strdup(kernel_id(t->k));
         check(t, kernel_state(t->k) == KERNEL_STARTING, "a new kernel is starting");
         check(t, kernel_manager_count(t->m->kernels) == 1, "it is counted at once");
+        check(t, t->m->busy >= 1, "it keeps the daemon from idle-exiting (busy %u)", t->m->busy);
         r = asprintf(&t->kernel_dir, "%s/kernels/%s", t->m->runtime_dir, t->kernel_id);
         r = asprintf(&conn, "%s/connection.json", t->kernel_dir);
         check(t, r > 0 && stat(conn, &st) == 0 && (st.st_mode & 07777) == 0600,
