@@ -18,11 +18,15 @@ packages=(
         libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev scdoc
         # polkit's pkg-config file: where polkitd reads rules from (meson.build)
         libpolkit-gobject-1-dev
+        # Jupyter kernels (issue 22): the daemon speaks ZMQ to them
+        libzmq3-dev
         # run time
         bubblewrap systemd dbus polkitd
         # environments (DESIGN.md §14): python-base is built offline from these, r-base from R's
         python3-venv python3-numpy python3-pandas python3-scipy python3-matplotlib
         r-base-core r-cran-data.table
+        # Jupyter kernels: the kernelspec python3 is the host's python3 with Debian's ipykernel
+        python3-ipykernel
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
         # bench-kernels.py: jupyter_server 1.23 (the unsandboxed floor) and its WebSocket client

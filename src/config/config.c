@@ -62,6 +62,13 @@ int config_init(Config *c) {
                 .network_open = true,
                 .env_setup_timeout_usec = 1800 * USEC_PER_SEC,
                 .npu_probe_timeout_usec = 10 * USEC_PER_SEC,
+                .kernels_max = 16,
+                .kernels_idle_timeout_usec = 3600 * USEC_PER_SEC,
+                .kernels_max_lifetime_usec = 24 * 3600 * USEC_PER_SEC,
+                .kernels_memory_max = 2ULL << 30,
+                .kernels_tasks_max = 256,
+                .kernels_cpu_quota_percent = 100,
+                .kernels_max_message_bytes = 16ULL << 20,
         };
 
         c->bwrap = strdup(BWRAP_DEFAULT);
@@ -440,6 +447,15 @@ static const ConfigKey config_keys[] = {
         K("NPU", "Broker", cp_bool, npu_broker),
         K("NPU", "WorkloadsFile", cp_path, npu_workloads_file),
         K("NPU", "RepositoryDirectory", cp_path, npu_repo_dir),
+        K("Kernels", "Enable", cp_bool, kernels_enable),
+        K("Kernels", "MaxKernels", cp_unsigned, kernels_max),
+        K("Kernels", "IdleTimeoutSec", cp_seconds, kernels_idle_timeout_usec),
+        K("Kernels", "MaxLifetimeSec", cp_seconds, kernels_max_lifetime_usec),
+        K("Kernels", "Prespawn", cp_unsigned, kernels_prespawn),
+        K("Kernels", "MemoryMax", cp_bytes, kernels_memory_max),
+        K("Kernels", "TasksMax", cp_u64, kernels_tasks_max),
+        K("Kernels", "CPUQuota", cp_percent, kernels_cpu_quota_percent),
+        K("Kernels", "MaxMessageBytes", cp_bytes, kernels_max_message_bytes),
 };
 #undef K
 
@@ -514,7 +530,7 @@ int config_parse_buffer(Config *c, const char *filename, const char *data, size_
                         l[n - 1] = '\0';
                         if (!section_known(l + 1))
                                 return fail(ret_error, filename, line_no,
-                                            "unknown section [%s] (known: Runner, Auth, Execution, Quota, Network, Environments, NPU)",
+                                            "unknown section [%s] (known: Runner, Auth, Execution, Quota, Network, Environments, NPU, Kernels)",
                                             l + 1);
                         free(section);
                         section = strdup(l + 1);
@@ -615,6 +631,14 @@ int config_verify(Config *c, char **ret_error) {
                 what = "[NPU] Broker=yes needs WorkloadsFile= and RepositoryDirectory=";
         else if (c->npu_broker && !c->npu_enable)
                 what = "[NPU] Broker=yes needs Enable=yes (the jobs' chips are probed and held as executions' are)";
+        else if (c->kernels_memory_max != 0 && c->kernels_memory_max < (16ULL << 20))
+                what = "[Kernels] MemoryMax= must be at least 16M (or 0 for no limit)";
+        else if (c->kernels_max_message_bytes < 64 * 1024)
+                what = "[Kernels] MaxMessageBytes= must be at least 64K";
+        else if (c->kernels_idle_timeout_usec != 0 && c->kernels_idle_timeout_usec < USEC_PER_SEC)
+                what = "[Kernels] IdleTimeoutSec= must be at least 1s (or 0 for never)";
+        else if (c->kernels_max_lifetime_usec != 0 && c->kernels_max_lifetime_usec < USEC_PER_SEC)
+                what = "[Kernels] MaxLifetimeSec= must be at least 1s (or 0 for never)";
         if (!what)
                 return 0;
         if (ret_error && !(*ret_error = strdup(what)))

@@ -86,6 +86,17 @@ typedef struct Config {
         bool npu_broker;                /* the host NPU broker (allowlisted jobs) */
         char *npu_workloads_file;       /* its allowlist */
         char *npu_repo_dir;             /* the deployment checkout ${repo:...} resolves under */
+
+        /* [Kernels] (issue 22, docs/kernels.md): stateful Jupyter kernels, each in a sandbox */
+        bool kernels_enable;            /* off unless enabled */
+        unsigned kernels_max;           /* kernels at once, counted at request time; 0 = no cap */
+        uint64_t kernels_idle_timeout_usec;  /* culled after this long idle, 0 = never */
+        uint64_t kernels_max_lifetime_usec;  /* ended after this long, 0 = never */
+        unsigned kernels_prespawn;      /* kernels kept started ahead (parsed; not used yet) */
+        uint64_t kernels_memory_max;    /* per kernel, 0 = no limit */
+        uint64_t kernels_tasks_max;     /* per kernel, 0 = no limit */
+        unsigned kernels_cpu_quota_percent;  /* per kernel, 0 = no limit */
+        uint64_t kernels_max_message_bytes;  /* one inbound WebSocket message */
 } Config;
 
 /* config_init() - fill in the embedded defaults. Return: 0 or -ENOMEM. */

@@ -22,6 +22,7 @@
 #include "egress/egress-epochs.h"
 #include "environment/env-manager.h"
 #include "execution/execution.h"
+#include "kernel/kernel.h"
 #include "execution/keeper-pool.h"
 #include "execution/records.h"
 #include "execution/replay.h"
@@ -169,6 +170,8 @@ void manager_retire(Manager *m, const char *why) {
         (void) sd_notifyf(false, "STATUS=Retiring: finishing %u run(s), accepting no new connection.", m->busy);
         http_server_retire(m->http);
         env_manager_retire(m->environments);
+        /* Kernels live until deleted: this version cannot hand them on, they end (interrupted). */
+        kernel_manager_stop(m->kernels);
         /* No new run takes a keeper: stop those started ahead. */
         m->exec.keeper_pool = NULL;
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
@@ -222,6 +225,7 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
          * outlives the daemon; exit once they are done (bounded). */
         (void) sd_notify(false, "STOPPING=1\nSTATUS=Interrupting running executions.");
         env_manager_stop(m->environments);
+        kernel_manager_stop(m->kernels);
         for (Execution *e = m->exec.executions, *next; e; e = next) {
                 next = execution_next(e);
                 if (!execution_finished(e))
@@ -371,6 +375,8 @@ Manager *manager_free(Manager *m) {
         m->idle_timer = sd_event_source_disable_unref(m->idle_timer);
         m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
         m->http = http_server_free(m->http);
+        m->kernels = kernel_manager_free(m->kernels);          /* before the runs they are */
+        free(m->kernels_error);
         execution_context_done(&m->exec);
         m->environments = env_manager_free(m->environments);   /* after the runs that held its prefixes */
         free(m->environments_error);
@@ -616,12 +622,30 @@ static void manager_setup_npu(Manager *m) {
         }
 }
 
+/* Jupyter kernels ([Kernels] Enable=yes): runs of the /execute shape, through the same context. */
+static void manager_setup_kernels(Manager *m) {
+        int r;
+
+        if (!m->config.kernels_enable)
+                return;
+        r = kernel_manager_new(&(KernelManagerParams) {
+                                       .event = m->event, .exec = &m->exec, .config = &m->config,
+                                       .runtime_dir = m->runtime_dir, .busy_ref = on_execution_busy_ref,
+                                       .busy_unref = on_execution_busy_unref, .userdata = m,
+                               }, &m->kernels);
+        if (r < 0 && asprintf(&m->kernels_error, "%s", strerror(-r)) < 0)
+                m->kernels_error = NULL;
+        if (r < 0)
+                log_error_errno(r, "Kernels are unavailable: %m");
+}
+
 int manager_run(Manager *m) {
         int r;
 
         manager_fill_execution_context(m);
         manager_setup_environments(m);
         manager_setup_npu(m);
+        manager_setup_kernels(m);
 
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_STARTED,

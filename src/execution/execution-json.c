@@ -146,6 +146,14 @@ json_object *execution_record_json_full(const Execution *e, bool for_disk) {
         return o;
 }
 
+ExecutionStatus execution_status(const Execution *e) {
+        return e->status;
+}
+
+pid_t execution_sandbox_pid(const Execution *e) {
+        return e->init_pidfd >= 0 && e->phase != EXECUTION_DONE ? e->init_pid : 0;
+}
+
 json_object *execution_to_json(const Execution *e) {
         json_object *o = json_object_new_object(), *res, *lim;
         bool finished = e->phase == EXECUTION_DONE;

@@ -91,6 +91,20 @@ void execution_cap_limits(Execution *e, uint64_t workspace_bytes, uint64_t outpu
         e->output_limit = smaller_limit(e->output_limit, output_bytes);
 }
 
+int execution_cap_retention(Execution *e, uint64_t bytes) {
+        OutputBuffer *out = NULL, *err = NULL;
+
+        if (output_buffer_new(bytes, &out) < 0 || output_buffer_new(bytes, &err) < 0) {
+                output_buffer_free(out);
+                return -ENOMEM;
+        }
+        output_buffer_free(e->out);
+        output_buffer_free(e->err);
+        e->out = out;
+        e->err = err;
+        return 0;
+}
+
 static int on_quota_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Execution *e = userdata;
         uint64_t bytes;

@@ -108,6 +108,13 @@ json_object *execution_record_json_full(const Execution *e, bool for_disk);
  */
 void execution_cap_limits(Execution *e, uint64_t workspace_bytes, uint64_t output_bytes);
 
+/*
+ * execution_cap_retention() - before execution_start(): keep at most @bytes of each of stdout and
+ * stderr in memory (head and tail past it, as with MaxOutputBytes=), for a run that lives long and
+ * whose own output is not its result (a kernel's). Return: 0 or -ENOMEM (nothing changed).
+ */
+int execution_cap_retention(Execution *e, uint64_t bytes);
+
 /* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
 void execution_set_managed(Execution *e);
 bool execution_is_managed(const Execution *e);
@@ -122,6 +129,12 @@ int execution_watch_add(Execution *e, void (*cb)(void *userdata), void *userdata
 ExecutionWatch *execution_watch_free(ExecutionWatch *w);
 bool execution_watch_alive(const ExecutionWatch *w);
 Execution *execution_watch_execution(const ExecutionWatch *w);
+
+/* execution_status() - what the run came to (EXECUTION_STATUS_RUNNING until it is decided). */
+ExecutionStatus execution_status(const Execution *e);
+/* execution_sandbox_pid() - the host pid of the sandbox's pid 1 (bwrap's init, whose children
+ * are the payload), 0 until bwrap told it or once the sandbox is gone. */
+pid_t execution_sandbox_pid(const Execution *e);
 
 /* execution_failure() - for FAILED runs: the errno and message of what went wrong. */
 int execution_failure(const Execution *e, const char **ret_message);

@@ -10,6 +10,7 @@
  */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,10 @@ static inline void jupyter_msg_freep(JupyterMsg **m) {
 int jupyter_msg_new(JupyterChannel channel, const char *msg_type, const char *session,
                     const JupyterMsg *parent, json_object *content, JupyterMsg **ret);
 
+/* jupyter_msg_dup() - a copy of @m sharing its JSON parts (references) and copying its buffers:
+ * what each of several receivers of one message gets. Return: 0 or -ENOMEM. */
+int jupyter_msg_dup(const JupyterMsg *m, JupyterMsg **ret);
+
 const char *jupyter_msg_type(const JupyterMsg *m);       /* header.msg_type, or NULL */
 const char *jupyter_msg_id(const JupyterMsg *m);         /* header.msg_id, or NULL */
 const char *jupyter_msg_parent_id(const JupyterMsg *m);  /* parent_header.msg_id, or NULL */
@@ -66,6 +71,27 @@ int jupyter_msg_to_wire(const JupyterMsg *m, const uint8_t *key, size_t key_len,
 int jupyter_msg_from_wire(JupyterChannel channel, const struct iovec *frames, size_t n,
                           const uint8_t *key, size_t key_len, JupyterMsg **ret, const char **ret_error);
 void jupyter_frames_free(struct iovec *frames, size_t n);
+
+/* The signatures a kernel's sockets already delivered (jupyter_client's digest_history): the last
+ * JUPYTER_DIGEST_HISTORY_MAX of them; a message whose signature is among them is a replay. */
+#define JUPYTER_DIGEST_HISTORY_MAX 4096U
+typedef struct JupyterDigestHistory JupyterDigestHistory;
+int jupyter_digest_history_new(JupyterDigestHistory **ret);
+JupyterDigestHistory *jupyter_digest_history_free(JupyterDigestHistory *h);
+
+/* jupyter_msg_from_wire_dedup() - jupyter_msg_from_wire(), and when @history is not NULL a valid
+ * signature seen before is refused too (-EBADMSG, "duplicate signature"); a new one is remembered.
+ * Return: 0, -EBADMSG with @ret_error, -ENOMEM. */
+int jupyter_msg_from_wire_dedup(JupyterChannel channel, const struct iovec *frames, size_t n,
+                                const uint8_t *key, size_t key_len, JupyterDigestHistory *history,
+                                JupyterMsg **ret, const char **ret_error);
+
+/* jupyter_uuid_new() - a random (version 4) UUID from getrandom(), 36 characters and a NUL into @ret.
+ * Return: 0, or -errno from getrandom(). */
+#define JUPYTER_UUID_LEN 36
+int jupyter_uuid_new(char ret[static JUPYTER_UUID_LEN + 1]);
+/* jupyter_uuid_valid() - whether @s is a UUID in canonical form (8-4-4-4-12 hex digits). */
+bool jupyter_uuid_valid(const char *s);
 
 /* WebSocket forms, client to daemon: a text frame (legacy JSON; no "channel" means shell) or a
  * binary frame (legacy with buffers, or v1 when @v1). Clients send unsigned messages: a

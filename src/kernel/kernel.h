@@ -15,7 +15,9 @@
 
 #include "kernel/jupyter-msg.h"
 
-typedef struct Manager Manager;
+typedef struct sd_event sd_event;
+typedef struct Config Config;
+typedef struct ExecutionContext ExecutionContext;
 typedef struct KernelManager KernelManager;
 typedef struct Kernel Kernel;
 typedef struct KernelClient KernelClient;
@@ -45,8 +47,25 @@ typedef enum KernelEndReason {
 const char *kernel_state_to_string(KernelState s);
 const char *kernel_end_reason_to_string(KernelEndReason r);
 
-int kernel_manager_new(Manager *m, KernelManager **ret);
+/* What the manager depends on, handed in by its owner (the daemon's Manager, or a test helper):
+ * kernels are runs of the /execute shape, so they start through the executions' context. */
+typedef struct KernelManagerParams {
+        sd_event *event;
+        ExecutionContext *exec;          /* the runs' context (filled, alive as long as the manager) */
+        const Config *config;            /* [Kernels] */
+        const char *runtime_dir;         /* kernels' directories: <runtime_dir>/kernels/<id> */
+        /* Kernels alive keep the owner from idle-exiting. */
+        void (*busy_ref)(void *userdata);
+        void (*busy_unref)(void *userdata);
+        void *userdata;
+} KernelManagerParams;
+
+/* kernel_manager_new() - Return: 0, -ENAMETOOLONG when @p->runtime_dir leaves no room for the
+ * kernels' socket paths (sun_path), or -errno. */
+int kernel_manager_new(const KernelManagerParams *p, KernelManager **ret);
 KernelManager *kernel_manager_free(KernelManager *km);
+/* kernel_manager_stop() - the daemon stops: every kernel ends (reason interrupted). */
+void kernel_manager_stop(KernelManager *km);
 
 /* GET /api/kernelspecs: {"default": ..., "kernelspecs": {name: {name, spec:{argv, display_name,
  * language, interrupt_mode, env:{}, metadata:{}}, resources:{}}}}; one spec by name (NULL: none). */
@@ -55,7 +74,9 @@ json_object *kernel_manager_spec(KernelManager *km, const char *name);
 
 /* What POST /api/kernels asks; @owner is the credential's name (listing and id routes are scoped
  * to it). Body fields the HTTP side parsed: name (NULL: the default spec), env (KERNEL_* and the
- * allowlist only), workspaceId (NULL: a fresh kernel-<id>), limits and network as for runs. */
+ * allowlist only), workspaceId (NULL: a fresh kernel-<id>), limits as for runs ({memoryBytes,
+ * tasks, cpuPercent}, capped by [Kernels]), network "none" (no network at all) or "default"/NULL
+ * (the policy in force, as runs). */
 typedef struct KernelStartRequest {
         const char *owner;
         const char *spec;
@@ -80,7 +101,14 @@ unsigned kernel_manager_count(KernelManager *km);
 json_object *kernel_model(Kernel *k);
 const char *kernel_id(Kernel *k);
 KernelState kernel_state(Kernel *k);
+KernelEndReason kernel_end_reason(Kernel *k);     /* KERNEL_END_NONE while alive */
+const char *kernel_owner(Kernel *k);
 
+
+/* kernel_interrupt() - interrupt_request on control; SIGINT to the kernel's process when it is not
+ * answered within 2 s (or cannot be sent). kernel_restart() - the run ends and a new one starts on
+ * the same id, key, workspace and limits (state restarting, then idle once ready; the clients get
+ * status restarting). Both: 0, or -ESHUTDOWN for a dead kernel. */
 int kernel_interrupt(Kernel *k);
 int kernel_restart(Kernel *k);
 /* Ends the kernel now (SIGKILL to its scope), releases its workspace lease, snapshots it, removes
@@ -95,7 +123,14 @@ typedef struct KernelClientOps {
         void (*closed)(KernelClient *c, KernelEndReason reason, void *userdata);
 } KernelClientOps;
 
+/* kernel_attach() - Return: 0, -ESHUTDOWN for a dead kernel, -ENOMEM. deliver() and closed() may
+ * detach their own client (closed() must, eventually: the client stays allocated until then) and
+ * may delete the kernel; they must not detach other clients. */
 int kernel_attach(Kernel *k, const KernelClientOps *ops, void *userdata, KernelClient **ret);
-/* Sends @m (takes it) on its channel; the daemon signs it; iopub from a client is -EINVAL. */
+/* Sends @m (takes it) on its channel; the daemon signs it; its replies come back to this client.
+ * Return: 0; -EINVAL for iopub or a message without msg_id; -ESHUTDOWN once the kernel is gone;
+ * -EAGAIN while the kernel does not listen yet (starting or restarting: nothing is queued) or its
+ * queue is full; -ENOMEM. */
 int kernel_client_send(KernelClient *c, JupyterMsg *m);
+/* kernel_detach() - the WebSocket is gone (also after closed()); frees @c. */
 void kernel_detach(KernelClient *c);

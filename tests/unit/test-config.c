@@ -462,6 +462,12 @@ static void test_error_bad_values(void **state) {
                 { "NPU", "ProbeTimeoutSec", "soon" },
                 { "NPU", "Broker", "maybe" },
                 { "NPU", "WorkloadsFile", "w.json" },
+                { "Kernels", "Enable", "perhaps" },
+                { "Kernels", "MaxKernels", "-1" },
+                { "Kernels", "IdleTimeoutSec", "idle" },
+                { "Kernels", "MemoryMax", "2 G" },
+                { "Kernels", "CPUQuota", "50" },
+                { "Kernels", "MaxMessageBytes", "huge" },
                 /* percentages */
                 { "Execution", "CPUQuota", "100" },
                 { "Execution", "CPUQuota", "%" },
@@ -794,6 +800,53 @@ static void test_verify_npu(void **state) {
         assert_int_equal(config_verify(c, &error), 0);
 }
 
+static void test_kernels(void **state) {
+        Config *c = *state;
+        char *error = NULL;
+
+        /* The defaults: off, a cap, culling after an hour, a day's lifetime, 16M messages. */
+        assert_false(c->kernels_enable);
+        assert_int_equal(c->kernels_max, 16);
+        assert_int_equal(c->kernels_idle_timeout_usec, 3600 * USEC_PER_SEC);
+        assert_int_equal(c->kernels_max_lifetime_usec, 24 * 3600 * USEC_PER_SEC);
+        assert_int_equal(c->kernels_prespawn, 0);
+        assert_int_equal(c->kernels_memory_max, 2ULL << 30);
+        assert_int_equal(c->kernels_tasks_max, 256);
+        assert_int_equal(c->kernels_cpu_quota_percent, 100);
+        assert_int_equal(c->kernels_max_message_bytes, 16ULL << 20);
+
+        assert_parse_ok(c, "[Kernels]\nEnable=yes\nMaxKernels=3\nIdleTimeoutSec=10min\nMaxLifetimeSec=0\n"
+                           "Prespawn=2\nMemoryMax=512M\nTasksMax=64\nCPUQuota=50%\nMaxMessageBytes=10M\n");
+        assert_true(c->kernels_enable);
+        assert_int_equal(c->kernels_max, 3);
+        assert_int_equal(c->kernels_idle_timeout_usec, 600 * USEC_PER_SEC);
+        assert_int_equal(c->kernels_max_lifetime_usec, 0);
+        assert_int_equal(c->kernels_prespawn, 2);
+        assert_int_equal(c->kernels_memory_max, 512ULL << 20);
+        assert_int_equal(c->kernels_tasks_max, 64);
+        assert_int_equal(c->kernels_cpu_quota_percent, 50);
+        assert_int_equal(c->kernels_max_message_bytes, 10ULL << 20);
+        assert_int_equal(config_verify(c, &error), 0);
+
+        assert_parse_ok(c, "[Kernels]\nMemoryMax=1M\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "[Kernels] MemoryMax="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Kernels]\nMemoryMax=0\nMaxMessageBytes=1K\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "MaxMessageBytes="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Kernels]\nMaxMessageBytes=64K\nIdleTimeoutSec=10ms\n");
+        assert_int_equal(config_verify(c, &error), -EINVAL);
+        assert_non_null(strstr(error, "IdleTimeoutSec="));
+        free(error);
+        error = NULL;
+        assert_parse_ok(c, "[Kernels]\nIdleTimeoutSec=0\n");
+        assert_int_equal(config_verify(c, &error), 0);
+}
+
 static void test_good_syntax(void **state) {
         Config *c = *state;
 
@@ -1034,6 +1087,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_good_environments, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_verify_environments, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_npu, setup_config, teardown_config),
+                cmocka_unit_test_setup_teardown(test_kernels, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_verify_npu, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_good_syntax, setup_config, teardown_config),
                 cmocka_unit_test_setup_teardown(test_load_order, setup_load, teardown_load),

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* What kernel.c (one kernel), kernel-wire.c (its sockets and messages) and kernel-manager.c share. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "kernel/jupyter-msg.h"
+#include "kernel/kernel-connection.h"
+#include "kernel/kernel-routes.h"
+#include "kernel/kernel-zmq.h"
+#include "kernel/kernel.h"
+
+typedef struct Execution Execution;
+
+/* How long a kernel may take to answer its first kernel_info_request, and the nudge's period. */
+#define KERNEL_READY_TIMEOUT_USEC (60 * USEC_PER_SEC)
+#define KERNEL_NUDGE_USEC (500 * USEC_PER_MSEC)
+/* An interrupt_request unanswered for this long: SIGINT to the kernel's process. */
+#define KERNEL_INTERRUPT_FALLBACK_USEC (2 * USEC_PER_SEC)
+/* A dead kernel (crashed, OOM, lifetime, culled) stays listed with its reason this long. */
+#define KERNEL_DEAD_LINGER_USEC (600 * USEC_PER_SEC)
+/* What the daemon keeps of a kernel's own stdout and stderr (not its iopub). */
+#define KERNEL_OUTPUT_RETENTION_BYTES (64ULL * 1024)
+/* No lifetime: the run's wall-clock limit is this (sd-event cannot arm "never"). */
+#define KERNEL_NO_LIFETIME_USEC (10ULL * 365 * 24 * 3600 * USEC_PER_SEC)
+
+struct KernelClient {
+        Kernel *kernel;
+        KernelClient *prev, *next;
+        KernelClientOps ops;
+        void *userdata;
+};
+
+struct Kernel {
+        KernelManager *manager;
+        Kernel *prev, *next;
+        char id[JUPYTER_UUID_LEN + 1];
+        char session[JUPYTER_UUID_LEN + 1];      /* the daemon's session, in its own messages */
+        char key[KERNEL_KEY_LEN + 1];
+        char *spec;
+        char *owner;
+        char *workspace_id;
+        json_object *env;                        /* the request's, kept for restarts */
+        json_object *limits;                     /* as asked (the model shows the effective ones) */
+        json_object *network;
+        uint64_t memory_max, tasks_max;
+        unsigned cpu_quota_percent;
+        char *dir;                               /* host path: <runtime>/kernels/<id> */
+
+        KernelState state;
+        KernelEndReason reason;
+        bool counted;                            /* holds a place under the cap and a busy reference */
+        bool ready;                              /* kernel_info answered and iopub heard since the start */
+        bool iopub_heard;
+        bool info_replied;                       /* a kernel_info_reply came since the start */
+        bool restarting;                         /* the run ends for a restart: a new one follows */
+        uint64_t created_usec;                   /* CLOCK_MONOTONIC */
+        uint64_t last_activity_usec;             /* CLOCK_REALTIME */
+        uint64_t last_activity_mono;
+        unsigned generation;                     /* runs so far: the execution id's suffix */
+
+        Execution *exec;
+        KernelSocket *sockets[_JUPYTER_CHANNEL_MAX];
+        JupyterDigestHistory *digests;
+        KernelRoutes *routes;
+        KernelClient *clients;
+        unsigned n_clients;
+
+        char interrupt_id[JUPYTER_UUID_LEN + 1]; /* our interrupt_request in flight */
+        sd_event_source *nudge_timer;
+        sd_event_source *ready_timer;
+        sd_event_source *interrupt_timer;
+        sd_event_source *idle_timer;
+        sd_event_source *linger_timer;
+        uint64_t n_bad_messages;
+        /* A message from the kernel is being handled (a client's deliver() may delete the kernel):
+         * kernel_free() then unlinks it and tears it down, and the memory goes afterwards. */
+        unsigned dispatching;
+        bool free_pending;
+        unsigned clients_epoch;                  /* bumped whenever the clients are all closed */
+};
+
+struct KernelManager {
+        sd_event *event;
+        ExecutionContext *exec;
+        const Config *config;
+        char *dir;                               /* <runtime>/kernels */
+        int dir_fd;
+        void *zmq;
+        void (*busy_ref)(void *userdata);
+        void (*busy_unref)(void *userdata);
+        void *userdata;
+        Kernel *kernels;
+        unsigned n_live;                         /* counted at request time, against MaxKernels= */
+        bool stopping;
+};
+
+/* kernel.c */
+int kernel_new(KernelManager *km, const KernelStartRequest *r, Kernel **ret, char **ret_error);
+int kernel_run(Kernel *k, char **ret_error);
+Kernel *kernel_free(Kernel *k);
+void kernel_free_pending(Kernel *k);
+void kernel_touch(Kernel *k);
+void kernel_set_state(Kernel *k, KernelState s);
+void kernel_became_ready(Kernel *k);
+void kernel_end(Kernel *k, KernelEndReason reason);
+
+/* kernel-wire.c */
+int kernel_wire_connect(Kernel *k);
+void kernel_wire_close(Kernel *k);
+int kernel_wire_send(Kernel *k, const JupyterMsg *m);
+int kernel_wire_send_own(Kernel *k, JupyterChannel channel, const char *msg_type, json_object *content,
+                         char ret_id[static JUPYTER_UUID_LEN + 1]);
+void kernel_broadcast_status(Kernel *k, const char *execution_state);
+void kernel_clients_closed(Kernel *k);
