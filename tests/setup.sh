@@ -15,7 +15,7 @@ packages=(
         # build
         meson ninja-build pkg-config gcc clang libc6-dev
         libsystemd-dev libmicrohttpd-dev libseccomp-dev libjson-c-dev libcap-dev
-        libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev scdoc
+        libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev libwslay-dev scdoc
         # polkit's pkg-config file: where polkitd reads rules from (meson.build)
         libpolkit-gobject-1-dev
         # run time
@@ -25,6 +25,8 @@ packages=(
         r-base-core r-cran-data.table
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
+        # kernels.py: the Kernel Gateway's WebSocket client (DocsGPT's)
+        python3-websocket
         # apparmor.sh: apparmor_parser's syntax check of the bwrap profile (nothing is loaded)
         apparmor
         # environments-online.py: the test CA and server certificates of its HTTPS index

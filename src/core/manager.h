@@ -77,6 +77,7 @@ typedef struct Manager {
         char *npu_error;                 /* ... and why not, when enabled */
         struct NpuBroker *broker;        /* the host NPU broker ([NPU] Broker=yes), or NULL */
         char *broker_error;              /* ... and why not, when enabled */
+        struct KernelManager *kernels;   /* the Jupyter kernels ([Kernels] Enable=yes), or NULL (src/kernel/) */
         struct SdpSlot *sd_slots;        /* the ScienceDiscovery dialect's /execute* runs, waiting or
                                           * running (api/sd-queue.c; owned by their requests) */
 } Manager;
