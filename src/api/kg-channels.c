@@ -76,7 +76,7 @@ static void on_ws_message(WebSocket *ws, bool binary, const uint8_t *data, size_
         r = kernel_client_send(ch->client, STEAL(msg));
         if (r < 0) {
                 ch->n_dropped++;
-                log_info_errno(r, "Kernel %s: dropped a message from %s: %m", ch->kernel_id, websocket_client(ws));
+                log_info_errno(r, "Kernel %s: dropped a message from %s, the kernel side refused it: %m", ch->kernel_id, websocket_client(ws));
         }
 }
 
