@@ -57,6 +57,14 @@ static void on_release(void *userdata) {
         channel_free(userdata);
 }
 
+/* The daemon restarts: the client reconnects to the next one (kernels survive, docs/kernels.md). */
+static void on_retire(void *userdata) {
+        KgChannel *ch = userdata;
+
+        if (ch->ws)
+                websocket_close(ch->ws, WEBSOCKET_CLOSE_GOING_AWAY, "server restarting");
+}
+
 static void on_ws_message(WebSocket *ws, bool binary, const uint8_t *data, size_t size, void *userdata) {
         KgChannel *ch = userdata;
         _cleanup_jupyter_msg_ JupyterMsg *msg = NULL;
@@ -139,6 +147,7 @@ static void on_upgraded(HttpUpgrade *u, int fd, const void *extra, size_t extra_
         int r;
 
         ch->upgrade = u;
+        http_upgrade_on_retire(u, on_retire);
         r = websocket_new(http_upgrade_event(u), fd, extra, extra_size, http_upgrade_client(u),
                           &(WebSocketLimits) { .max_message_bytes = kg_max_message_bytes(m) },
                           &kg_ws_ops, ch, &ch->ws);

@@ -104,6 +104,8 @@ void http_connection_free(HttpConnection *c);
 
 /* http_upgrade_request_gone() - @req is freed before its 101 went out: release its upgrade. */
 void http_upgrade_request_gone(HttpRequest *req);
+/* http_upgrade_retire_all() - the server retires: each owner that asked is told to wind down. */
+void http_upgrade_retire_all(HttpServer *s);
 /* http_upgrade_close_all() - before MHD stops: every owner of a handed-over socket lets it go. */
 void http_upgrade_close_all(HttpServer *s);
 

@@ -156,6 +156,11 @@ int http_request_reply(HttpRequest *req, unsigned status, const char *content_ty
 typedef void (*HttpUpgradeHandler)(HttpUpgrade *u, int fd, const void *extra, size_t extra_size, void *userdata);
 int http_request_reply_upgrade(HttpRequest *req, const char *const *headers, HttpUpgradeHandler handler,
                                void (*release)(void *userdata), void *userdata);
+/* http_upgrade_on_retire() - when the server retires (http_server_retire()), call @retire with the
+ * upgrade's userdata: the owner ends its protocol cleanly (a WebSocket closes with 1001), then
+ * calls http_upgrade_close() as usual; a retiring server waits for its connections. @retire must
+ * not call http_upgrade_close() itself. */
+void http_upgrade_on_retire(HttpUpgrade *u, void (*retire)(void *userdata));
 /* http_upgrade_close() - the owner is done with the socket: MHD closes it and @u is freed. */
 void http_upgrade_close(HttpUpgrade *u);
 /* The peer, as logged. */

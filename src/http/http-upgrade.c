@@ -23,6 +23,7 @@ struct HttpUpgrade {
         struct MHD_UpgradeResponseHandle *urh;
         HttpUpgradeHandler handler;
         void (*release)(void *userdata);
+        void (*retire)(void *userdata);
         void *userdata;
         HttpUpgrade *prev, *next;         /* in server->upgrades, once handed over */
         char client[INET6_ADDRSTRLEN + 16];
@@ -131,6 +132,17 @@ void http_upgrade_close_all(HttpServer *s) {
                 (void) MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
                 free(u);
         }
+}
+
+void http_upgrade_on_retire(HttpUpgrade *u, void (*retire)(void *userdata)) {
+        u->retire = retire;
+}
+
+void http_upgrade_retire_all(HttpServer *s) {
+        /* The callbacks start close handshakes; none closes synchronously (http-server.h). */
+        for (HttpUpgrade *u = s->upgrades; u; u = u->next)
+                if (u->retire)
+                        u->retire(u->userdata);
 }
 
 const char *http_upgrade_client(const HttpUpgrade *u) {

@@ -673,6 +673,24 @@ static void test_ws_client_closes(void **state) {
         resp_done(&r);
 }
 
+static void test_ws_server_retires(void **state) {
+        _cleanup_free_ char *id = create_kernel();
+        const WsMsg *c;
+        char path[128];
+        Resp r;
+
+        (void) snprintf(path, sizeof(path), "/api/kernels/%s/channels", id);
+        r = ws_open(path, WS_HEADERS(AUTH));
+        assert_int_equal(r.status, 101);
+        resp_done(&r);
+        /* A graceful restart: the socket is closed with 1001, and the connection goes. */
+        http_server_retire(t.server);
+        WAIT_UNTIL(ws_find(WSLAY_CONNECTION_CLOSE) != NULL);
+        c = ws_find(WSLAY_CONNECTION_CLOSE);
+        assert_int_equal(c->status, WEBSOCKET_CLOSE_GOING_AWAY);
+        WAIT_UNTIL(http_server_n_connections(t.server) == 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_auth, setup, teardown),
@@ -685,6 +703,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ws_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ws_kernel_deleted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ws_client_closes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ws_server_retires, setup, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
