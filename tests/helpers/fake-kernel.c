@@ -341,24 +341,24 @@ static json_object *status(const char *state) {
 }
 
 int kernel_client_send(KernelClient *c, JupyterMsg *m) {
-        _cleanup_(jupyter_msg_freep) JupyterMsg *msg = m;
+        _cleanup_jupyter_msg_ JupyterMsg *msg = m;
         char type[64];
         const char *t;
         json_object *content;
 
-        if (m->channel == JUPYTER_CHANNEL_IOPUB)
+        if (msg->channel == JUPYTER_CHANNEL_IOPUB)
                 return -EINVAL;
         fake_kernel_counters.n_sent++;
-        t = jupyter_msg_type(m);
+        t = jupyter_msg_type(msg);
         (void) snprintf(type, sizeof(type), "%.40s", t ?: "unknown");
         if (strlen(type) > 8 && streq(type + strlen(type) - 8, "_request"))
                 strcpy(type + strlen(type) - 8, "_reply");
         content = json_object_new_object();
         json_object_object_add(content, "status", json_object_new_string("ok"));
-        json_object_object_add(content, "echo", json_object_get(m->content));
-        c->ops.deliver(c, reply(JUPYTER_CHANNEL_IOPUB, m, "status", status("busy")), c->userdata);
-        c->ops.deliver(c, reply(m->channel, m, type, content), c->userdata);
-        c->ops.deliver(c, reply(JUPYTER_CHANNEL_IOPUB, m, "status", status("idle")), c->userdata);
+        json_object_object_add(content, "echo", json_object_get(msg->content));
+        c->ops.deliver(c, reply(JUPYTER_CHANNEL_IOPUB, msg, "status", status("busy")), c->userdata);
+        c->ops.deliver(c, reply(msg->channel, msg, type, content), c->userdata);
+        c->ops.deliver(c, reply(JUPYTER_CHANNEL_IOPUB, msg, "status", status("idle")), c->userdata);
         return 0;
 }
 
