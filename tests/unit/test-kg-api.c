@@ -327,11 +327,13 @@ static const char *execute_request(const char *id) {
 
 /* ---- fixture -------------------------------------------------------------------------------- */
 
+static uint64_t header_timeout_usec = 30 * USEC_PER_SEC;
+
 static int setup(void **state) {
         static const HttpServerCallbacks cb = { .begin = kg_api_begin, .dispatch = kg_api_dispatch };
         HttpServerLimits limits = {
                 .max_connections = 64, .max_connections_per_client = 64,
-                .header_timeout_usec = 30 * USEC_PER_SEC, .request_timeout_usec = 30 * USEC_PER_SEC,
+                .header_timeout_usec = header_timeout_usec, .request_timeout_usec = header_timeout_usec,
                 .max_body_bytes = 1024 * 1024, .max_uri_bytes = 8192, .max_headers = 100,
         };
         struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -691,6 +693,36 @@ static void test_ws_server_retires(void **state) {
         WAIT_UNTIL(http_server_n_connections(t.server) == 0);
 }
 
+/* MHD's connection timeout and our header deadline (1 s here) do not apply to an upgraded
+ * connection: a WebSocket idle for longer still works. */
+static int setup_short(void **state) {
+        header_timeout_usec = 1 * USEC_PER_SEC;
+        setup(state);
+        header_timeout_usec = 30 * USEC_PER_SEC;
+        return 0;
+}
+
+static void test_ws_outlives_header_timeout(void **state) {
+        _cleanup_free_ char *id = create_kernel();
+        char path[128];
+        uint64_t until;
+        Resp r;
+
+        (void) snprintf(path, sizeof(path), "/api/kernels/%s/channels", id);
+        r = ws_open(path, WS_HEADERS(AUTH));
+        assert_int_equal(r.status, 101);
+        resp_done(&r);
+        /* Idle for 3 deadlines (a lower bound only: no upper bound is asserted). */
+        until = now_usec(CLOCK_MONOTONIC) + 3 * USEC_PER_SEC;
+        while (now_usec(CLOCK_MONOTONIC) < until)
+                step();
+        assert_null(ws_find(WSLAY_CONNECTION_CLOSE));
+        assert_false(t.ws_eof);
+        ws_send_text(execute_request("late"));
+        WAIT_UNTIL(ws_count("late", "execute_reply") == 1);
+        assert_int_equal(http_server_n_connections(t.server), 1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_auth, setup, teardown),
@@ -704,6 +736,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ws_kernel_deleted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ws_client_closes, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ws_server_retires, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ws_outlives_header_timeout, setup_short, teardown),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
