@@ -15,7 +15,7 @@ packages=(
         # build
         meson ninja-build pkg-config gcc clang libc6-dev
         libsystemd-dev libmicrohttpd-dev libseccomp-dev libjson-c-dev libcap-dev
-        libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev scdoc
+        libcurl4-gnutls-dev nettle-dev libidn2-dev libhttp-parser-dev libwslay-dev scdoc
         # polkit's pkg-config file: where polkitd reads rules from (meson.build)
         libpolkit-gobject-1-dev
         # Jupyter kernels (issue 22): the daemon speaks ZMQ to them
@@ -29,7 +29,8 @@ packages=(
         python3-ipykernel
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
-        # bench-kernels.py: jupyter_server 1.23 (the unsandboxed floor) and its WebSocket client
+        # bench-kernels.py: jupyter_server 1.23 (the unsandboxed floor); it and kernels.py: the Kernel
+        # Gateway's WebSocket client (DocsGPT's)
         python3-jupyter-server python3-websocket
         # apparmor.sh: apparmor_parser's syntax check of the bwrap profile (nothing is loaded)
         apparmor

@@ -16,7 +16,9 @@
 
 #include "api/api-internal.h"
 #include "api/api.h"
+#include "api/kg.h"
 #include "api/sd-api.h"
+#include "build-config.h"
 #include "core/manager.h"
 #include "http/auth.h"
 #include "util/dialect.h"
@@ -163,6 +165,10 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         if (http_request_listener_tag(req) == HTTP_DIALECT_SCIENCEDISCOVERY)
                 return sdp_api_begin(req, userdata);
 
+        /* The Kernel Gateway API when the kernels are enabled (kg-routes.c); unknown paths otherwise. */
+        if (m->kernels && kg_api_path(path))
+                return kg_api_begin(req, userdata);
+
         if (strlen(http_request_target(req)) > MAX_TARGET_BYTES) {
                 http_reply_error_full(req, HTTP_ERROR_TARGET_TOO_LONG, true, NULL,
                                       "The request target is longer than %u bytes.", MAX_TARGET_BYTES);
@@ -252,6 +258,8 @@ void http_api_dispatch(HttpRequest *req, void *userdata) {
 
         if (http_request_listener_tag(req) == HTTP_DIALECT_SCIENCEDISCOVERY)
                 return sdp_api_dispatch(req, userdata);
+        if (m->kernels && kg_api_path(http_request_path(req)))
+                return kg_api_dispatch(req, userdata);
 
         for (size_t i = 0; i < ELEMENTSOF(routes); i++)
                 if (streq(routes[i].method, http_request_method(req)) &&

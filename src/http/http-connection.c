@@ -157,6 +157,8 @@ void http_server_retire(HttpServer *s) {
         s->retiring = true;
         for (size_t i = 0; i < s->n_listeners; i++)
                 (void) sd_event_source_set_enabled(s->listeners[i], SD_EVENT_OFF);
+        /* Upgraded connections (WebSockets) would otherwise hold a retiring server forever. */
+        http_upgrade_retire_all(s);
 }
 
 int http_server_take_listeners(HttpServer *s, int **ret_fds, unsigned **ret_tags, size_t *ret_n) {

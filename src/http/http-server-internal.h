@@ -16,6 +16,7 @@
 #include "util/socket-util.h"
 
 typedef struct HttpConnection HttpConnection;
+typedef struct HttpUpgrade HttpUpgrade;
 
 struct HttpServer {
         sd_event *event;
@@ -32,6 +33,7 @@ struct HttpServer {
         unsigned n_connections;
         HttpConnection *adding;           /* connection being handed to MHD_add_connection() */
         HttpRequest *suspended;           /* list of suspended requests (resumed before stopping) */
+        HttpUpgrade *upgrades;            /* sockets handed over after a 101 (closed before stopping) */
         uint64_t n_requests;
         uint64_t next_request_id;
         bool in_run;
@@ -70,11 +72,13 @@ struct HttpRequest {
         bool peer_gone;                   /* the client hung up while we waited */
         sd_event_source *hangup_source;   /* watches the socket while suspended */
         HttpStream *stream;               /* our streamed answer, if any */
+        HttpUpgrade *upgrade;             /* a 101 queued, its socket not handed over yet */
         HttpBodySink sink;                /* streams the body instead of buffering it */
         void *sink_userdata;
         int sink_error;
         uint64_t sink_bytes;
         HttpRequest *suspended_prev, *suspended_next;
+        bool upgraded;                    /* its socket was handed over (a WebSocket) */
         bool too_large;                   /* body over the cap: discarded, 413 at the end */
         bool own_too_large;               /* ... or dispatched all the same (http_request_own_too_large()) */
         void *userdata;
@@ -97,6 +101,13 @@ int http_server_run(HttpServer *s);
 void http_connection_arm(HttpConnection *c, uint64_t timeout_usec);
 /* http_connection_free() - unlink @c from its server and free it (MHD closed its socket). */
 void http_connection_free(HttpConnection *c);
+
+/* http_upgrade_request_gone() - @req is freed before its 101 went out: release its upgrade. */
+void http_upgrade_request_gone(HttpRequest *req);
+/* http_upgrade_retire_all() - the server retires: each owner that asked is told to wind down. */
+void http_upgrade_retire_all(HttpServer *s);
+/* http_upgrade_close_all() - before MHD stops: every owner of a handed-over socket lets it go. */
+void http_upgrade_close_all(HttpServer *s);
 
 /* http_request_suspend_now() - suspend @req in MHD and watch its socket for a hang-up. */
 void http_request_suspend_now(HttpRequest *req);

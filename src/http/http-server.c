@@ -96,6 +96,7 @@ static void request_free(HttpRequest *req) {
                 return;
         if (req->stream)
                 req->stream->req = NULL;
+        http_upgrade_request_gone(req);
         request_unlink_suspended(req);
         if (req->response)
                 MHD_destroy_response(req->response);
@@ -113,7 +114,7 @@ static void on_mhd_completed(void *cls, struct MHD_Connection *connection, void 
         if (!req)
                 return;
         request_abort(req);
-        if (req->conn && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        if (req->conn && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && !req->upgraded)
                 /* keep-alive: the next request's headers must arrive in time too */
                 http_connection_arm(req->conn, s->limits.header_timeout_usec);
         request_free(req);
@@ -328,7 +329,8 @@ int http_server_new(sd_event *e, const HttpServerLimits *limits, const HttpServe
         *s = (HttpServer) { .event = sd_event_ref(e), .limits = *limits, .cb = *cb, .userdata = userdata };
 
         s->mhd = MHD_start_daemon(
-                        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+                        MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE |
+                        MHD_USE_ERROR_LOG,
                         0, NULL, NULL, on_mhd_access, s,
                         /* Our own caps are enforced at accept(); MHD's is a backstop. */
                         MHD_OPTION_CONNECTION_LIMIT, (unsigned) (limits->max_connections + 16),
@@ -382,7 +384,8 @@ HttpServer *http_server_free(HttpServer *s) {
         s->mhd_io = sd_event_source_disable_unref(s->mhd_io);
         s->mhd_timer = sd_event_source_disable_unref(s->mhd_timer);
         if (s->mhd) {
-                /* MHD aborts when stopped with suspended connections. */
+                /* MHD aborts when stopped with suspended connections, and upgraded ones are. */
+                http_upgrade_close_all(s);
                 while (s->suspended)
                         http_request_resume(s->suspended);
                 (void) MHD_run(s->mhd);

@@ -18,6 +18,7 @@ typedef enum MHD_Result MHD_Result_t;
 typedef struct HttpServer HttpServer;
 typedef struct HttpRequest HttpRequest;
 typedef struct HttpStream HttpStream;
+typedef struct HttpUpgrade HttpUpgrade;
 
 /*
  * A body consumer: called with each piece of the body as it arrives (error 0), or once with
@@ -140,3 +141,28 @@ int http_request_reply_fd(HttpRequest *req, unsigned status, const char *content
  */
 int http_request_reply(HttpRequest *req, unsigned status, const char *content_type,
                        const void *body, size_t size, bool close, const char *const *headers);
+
+/*
+ * A protocol upgrade (a WebSocket): http_request_reply_upgrade() answers 101 Switching Protocols
+ * with @headers (NULL-terminated pairs: Upgrade and the protocol's own; MHD adds "Connection:
+ * Upgrade") and, once that went out, hands the connection's socket to @handler with the bytes
+ * already read past the request (@extra). From then on the socket is the owner's to read and
+ * write (sd-event; MHD no longer watches it), never to close: http_upgrade_close() does that.
+ * @release runs (once, with @userdata) where the owner must let go instead: the client went away
+ * before the 101 was sent (@handler never runs), or the server is freed before the owner called
+ * http_upgrade_close() (the owner stops using the socket; the server closes it).
+ * Return: 0; -ESHUTDOWN while the server retires; -EALREADY; -ENOMEM.
+ */
+typedef void (*HttpUpgradeHandler)(HttpUpgrade *u, int fd, const void *extra, size_t extra_size, void *userdata);
+int http_request_reply_upgrade(HttpRequest *req, const char *const *headers, HttpUpgradeHandler handler,
+                               void (*release)(void *userdata), void *userdata);
+/* http_upgrade_on_retire() - when the server retires (http_server_retire()), call @retire with the
+ * upgrade's userdata: the owner ends its protocol cleanly (a WebSocket closes with 1001), then
+ * calls http_upgrade_close() as usual; a retiring server waits for its connections. @retire must
+ * not call http_upgrade_close() itself. */
+void http_upgrade_on_retire(HttpUpgrade *u, void (*retire)(void *userdata));
+/* http_upgrade_close() - the owner is done with the socket: MHD closes it and @u is freed. */
+void http_upgrade_close(HttpUpgrade *u);
+/* The peer, as logged. */
+const char *http_upgrade_client(const HttpUpgrade *u);
+sd_event *http_upgrade_event(const HttpUpgrade *u);

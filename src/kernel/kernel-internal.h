@@ -33,6 +33,9 @@ struct KernelClient {
         void *userdata;
 };
 
+/* How many client messages wait for a kernel that is not ready yet; one more is refused (-EAGAIN). */
+#define KERNEL_PENDING_MAX 64
+
 struct Kernel {
         KernelManager *manager;
         Kernel *prev, *next;
@@ -67,6 +70,10 @@ struct Kernel {
         KernelRoutes *routes;
         KernelClient *clients;
         unsigned n_clients;
+        /* Clients' messages sent while the kernel is not ready (starting, restarting): sent in
+         * order once it is (a client may send at once after POST /api/kernels, as DocsGPT does). */
+        JupyterMsg *pending[KERNEL_PENDING_MAX];
+        size_t n_pending;
 
         char interrupt_id[JUPYTER_UUID_LEN + 1]; /* our interrupt_request in flight */
         sd_event_source *nudge_timer;
@@ -110,6 +117,10 @@ void kernel_end(Kernel *k, KernelEndReason reason);
 /* kernel-wire.c */
 int kernel_wire_connect(Kernel *k);
 void kernel_wire_close(Kernel *k);
+/* kernel_wire_flush_pending() - send what clients sent before the kernel was ready. */
+void kernel_wire_flush_pending(Kernel *k);
+/* kernel_wire_drop_pending() - forget them: the kernel ends (a restart keeps them for the next run). */
+void kernel_wire_drop_pending(Kernel *k);
 int kernel_wire_send(Kernel *k, const JupyterMsg *m);
 int kernel_wire_send_own(Kernel *k, JupyterChannel channel, const char *msg_type, json_object *content,
                          char ret_id[static JUPYTER_UUID_LEN + 1]);

@@ -147,9 +147,33 @@ int kernel_wire_connect(Kernel *k) {
         return 0;
 }
 
+void kernel_wire_drop_pending(Kernel *k) {
+        for (size_t i = 0; i < k->n_pending; i++) {
+                kernel_routes_remove(k->routes, jupyter_msg_id(k->pending[i]));
+                k->pending[i] = jupyter_msg_free(k->pending[i]);
+        }
+        k->n_pending = 0;
+}
+
 void kernel_wire_close(Kernel *k) {
         for (JupyterChannel c = 0; c < _JUPYTER_CHANNEL_MAX; c++)
                 k->sockets[c] = kernel_socket_free(k->sockets[c]);
+}
+
+void kernel_wire_flush_pending(Kernel *k) {
+        size_t n = k->n_pending;
+
+        k->n_pending = 0;
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_jupyter_msg_ JupyterMsg *m = STEAL(k->pending[i]);
+                int r = kernel_wire_send(k, m);
+
+                if (r < 0) {
+                        kernel_routes_remove(k->routes, jupyter_msg_id(m));
+                        log_info_errno(r, "Kernel '%s': a client's message sent before it was ready is dropped: %m",
+                                       k->id);
+                }
+        }
 }
 
 int kernel_wire_send(Kernel *k, const JupyterMsg *m) {
@@ -244,9 +268,16 @@ int kernel_client_send(KernelClient *c, JupyterMsg *m) {
                 return -ESHUTDOWN;
         if (msg->channel == JUPYTER_CHANNEL_IOPUB || msg->channel < 0 || msg->channel >= _JUPYTER_CHANNEL_MAX || !id)
                 return -EINVAL;
+        if (!k->ready && k->n_pending >= KERNEL_PENDING_MAX)
+                return -EAGAIN;
         r = kernel_routes_add(k->routes, id, c);
         if (r < 0)
                 return r;
+        if (!k->ready) {
+                /* Starting or restarting: sent once it is ready (kernel_wire_flush_pending()). */
+                k->pending[k->n_pending++] = STEAL(msg);
+                return 0;
+        }
         r = kernel_wire_send(k, msg);
         if (r < 0) {
                 kernel_routes_remove(k->routes, id);

@@ -124,6 +124,7 @@ Kernel *kernel_free(Kernel *k) {
         if (!k || k->free_pending)
                 return NULL;
         km = k->manager;
+        kernel_wire_drop_pending(k);
         kernel_clients_closed(k);
         kernel_stop_timers(k);
         k->linger_timer = sd_event_source_disable_unref(k->linger_timer);
@@ -173,6 +174,7 @@ void kernel_end(Kernel *k, KernelEndReason reason) {
                    "MESSAGE=Kernel '%s' (%s, workspace '%s') ended: %s.", k->id, k->spec, k->workspace_id,
                    kernel_end_reason_to_string(reason));
         kernel_stop_timers(k);
+        kernel_wire_drop_pending(k);
         kernel_broadcast_status(k, "dead");
         kernel_clients_closed(k);
         kernel_wire_close(k);
@@ -239,6 +241,7 @@ void kernel_became_ready(Kernel *k) {
                 kernel_set_state(k, KERNEL_IDLE);
         kernel_touch(k);
         kernel_arm_idle(k);
+        kernel_wire_flush_pending(k);
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_KERNEL_STARTED,
                    "SANDBOX_KERNEL_ID=%s", k->id,
