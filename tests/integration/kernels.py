@@ -14,9 +14,7 @@ Plus the bad input of the issue: no token, a WebSocket without the upgrade heade
 messages on a live socket, a 1 GiB frame header (close 1009), an unknown kernel. Each case is one
 TAP point.
 
-    kernels.py --daemon build/src/sandbox-runnerd [--run-as self] [--only NAME] [--verbose]
-
-Not in meson yet: it passes once the kernel side (src/kernel/*.c) is merged with the HTTP side."""
+    kernels.py --daemon build/src/sandbox-runnerd [--run-as self] [--only NAME] [--verbose]"""
 
 import argparse
 import base64
@@ -26,6 +24,7 @@ import os
 import random
 import socket
 import struct
+import subprocess
 import sys
 import time
 import traceback
@@ -291,6 +290,54 @@ def case_upgrade_refused(ctx, res):
     ws.close()
 
 
+def case_execute_and_ctl(ctx, res):
+    """Ours beside the Kernel Gateway's: POST /api/kernels/{id}/execute answers one execution as
+    one JSON document on the same stateful kernel, and sandbox-runnerctl kernel drives it."""
+    if not need_kernel(ctx, res):
+        return
+    path = "/api/kernels/%s/execute" % ctx.kernel
+    r = ctx.call("POST", path, {"code": "kx = 41\nprint('out'); import sys; print('err', file=sys.stderr); kx"},
+                 timeout=60)
+    j = r.json() or {}
+    res.eq("execute: status", (r.status, j.get("status")), (200, "ok"))
+    res.eq("execute: stdout, stderr", (j.get("stdout"), j.get("stderr")), ("out\n", "err\n"))
+    res.eq("execute: the result", [o.get("data", {}).get("text/plain") for o in j.get("outputs", [])], ["41"])
+    res.eq("execute: no error, not truncated", (j.get("error"), j.get("truncated"), j.get("timedOut")),
+           (None, False, False))
+    r = ctx.call("POST", path, {"code": "1/0"}, timeout=60)
+    j = r.json() or {}
+    res.eq("execute 1/0: status, ename", (r.status, j.get("status"), (j.get("error") or {}).get("ename")),
+           (200, "error", "ZeroDivisionError"))
+    for body, what in (({}, "no code"), ({"code": 1}, "code not a string"), ({"code": "1", "x": 1}, "unknown field"),
+                       ({"code": "1", "timeoutMs": 0}, "timeoutMs 0")):
+        r = ctx.call("POST", path, body)
+        res.eq("execute, %s: 400 with a message" % what, (r.status, bool((r.json() or {}).get("message"))),
+               (400, True))
+    r = ctx.call("POST", "/api/kernels/%s/execute" % uuid.uuid4(), {"code": "1"})
+    res.eq("execute on an unknown kernel", r.status, 404)
+    # A deadline: interrupted, what came is answered, the kernel stays usable.
+    r = ctx.call("POST", path, {"code": "import time\nprint('before', flush=True)\ntime.sleep(60)",
+                                "timeoutMs": 1500}, timeout=60)
+    j = r.json() or {}
+    res.eq("execute past timeoutMs: timedOut, status, stdout", (r.status, j.get("timedOut"), j.get("status"),
+                                                                j.get("stdout")), (200, True, "error", "before\n"))
+    # The CLI: the same kernel (its state), through the token file.
+    env = dict(os.environ, SANDBOX_RUNNER_URL="http://127.0.0.1:%d" % ctx.d.port)
+    base = [ctx.ctl, "--token-file", os.path.join(ctx.d.creds, "api-token")]
+    p = subprocess.run(base + ["kernel", "exec", ctx.kernel, "print(kx + 1)"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    res.eq("sandbox-runnerctl kernel exec: exit, stdout", (p.returncode, p.stdout), (0, "42\n"))
+    p = subprocess.run(base + ["kernel", "exec", ctx.kernel, "-"], input="raise KeyError('k')\n", env=env,
+                       capture_output=True, text=True, timeout=60)
+    res.eq("kernel exec of a raise: exit 1", p.returncode, 1)
+    res.check("KeyError" in p.stderr, "the exception is named on stderr: %r" % p.stderr[-300:])
+    p = subprocess.run(base + ["kernel", "list"], env=env, capture_output=True, text=True, timeout=30)
+    res.check(p.returncode == 0 and ctx.kernel in p.stdout, "kernel list names the kernel: %r" % p.stdout[-500:])
+    p = subprocess.run(base + ["--json", "kernel", "list"], env=env, capture_output=True, text=True, timeout=30)
+    ids = [k.get("id") for k in json.loads(p.stdout or "[]")] if p.returncode == 0 else []
+    res.check(ctx.kernel in ids, "kernel list --json has the id: %r" % ids)
+
+
 def case_delete(ctx, res):
     if not need_kernel(ctx, res):
         return
@@ -331,6 +378,7 @@ CASES = [
     ("bad-messages", case_bad_messages),
     ("frame-too-big", case_frame_too_big),
     ("upgrade-refused", case_upgrade_refused),
+    ("execute-and-ctl", case_execute_and_ctl),
     ("delete", case_delete),
 ]
 
@@ -338,6 +386,7 @@ CASES = [
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
+    ap.add_argument("--ctl", help="sandbox-runnerctl (default: beside the daemon, src/ctl/)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep-tmp", action="store_true")
     T.add_run_as_option(ap)
@@ -354,6 +403,7 @@ def main():
         d.cleanup()
         return 1
     ctx = Ctx(d)
+    ctx.ctl = args.ctl or os.path.join(os.path.dirname(os.path.abspath(args.daemon)), "ctl", "sandbox-runnerctl")
     t0 = time.monotonic()
     try:
         for name, fn in cases:
