@@ -150,7 +150,7 @@ def s_health(j, res):
     res.eq("npuBroker workloads", [w.get("id") for w in (h.get("npuBroker") or {}).get("workloads", [])],
            ["fold", "escape"])
     res.eq("scientificEnvs.available", (h.get("scientificEnvs") or {}).get("available"), True)
-    res.eq("sandboxNetwork", h.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist"]})
+    res.eq("sandboxNetwork", h.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist", "open"]})
     skew = abs(email.utils.parsedate_to_datetime(r.header("date")).timestamp() - time.time())
     res.check(skew < 5, "the Date header their client corrects its clock from is %.1f s off" % skew)
     expect(res, j.sd("GET", "/status", auth=False), 401, "the probe without the token", S.UNAUTHORIZED)

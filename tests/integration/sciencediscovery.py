@@ -75,7 +75,7 @@ def c_health(ctx, res):
     res.check(isinstance((j.get("npuBroker") or {}).get("enabled"), bool), "npuBroker.enabled is not a bool")
     res.eq("npuBroker.workloads", (j.get("npuBroker") or {}).get("workloads"), [])
     res.check(isinstance((j.get("scientificEnvs") or {}).get("available"), bool), "scientificEnvs.available")
-    res.eq("sandboxNetwork", j.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist"]})
+    res.eq("sandboxNetwork", j.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist", "open"]})
     res.check(j.get("workerConcurrency", 0) is None, "workerConcurrency is not null")
 
 
