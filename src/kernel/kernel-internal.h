@@ -8,6 +8,7 @@
 
 #include "kernel/jupyter-msg.h"
 #include "kernel/kernel-connection.h"
+#include "kernel/kernel-output.h"
 #include "kernel/kernel-routes.h"
 #include "kernel/kernel-zmq.h"
 #include "kernel/kernel.h"
@@ -67,6 +68,7 @@ struct Kernel {
         Execution *exec;
         KernelSocket *sockets[_JUPYTER_CHANNEL_MAX];
         JupyterDigestHistory *digests;
+        KernelOutput *output;                    /* per-request budget ([Kernels] MaxOutputBytes=) */
         KernelRoutes *routes;
         KernelClient *clients;
         unsigned n_clients;
