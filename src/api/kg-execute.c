@@ -295,7 +295,10 @@ void kg_execute(Manager *m, HttpRequest *req, Kernel *k, json_object *body) {
         json_object_object_add(content, "store_history", json_object_new_boolean(store));
         json_object_object_add(content, "user_expressions", json_object_new_object());
         json_object_object_add(content, "allow_stdin", json_object_new_boolean(false));
-        json_object_object_add(content, "stop_on_error", json_object_new_boolean(true));
+        /* One request at a time: nothing queued behind it to abort after an error. And ipykernel,
+         * told to stop on error, also aborts a request that arrives right after the error's reply
+         * (a loaded host): the next /execute would come back "aborted" for nothing. */
+        json_object_object_add(content, "stop_on_error", json_object_new_boolean(false));
         r = jupyter_msg_new(JUPYTER_CHANNEL_SHELL, "execute_request", "sandbox-runner-execute", NULL,
                             STEAL(content), &msg);
         if (r < 0)

@@ -19,7 +19,7 @@ typedef struct Execution Execution;
 #define KERNEL_READY_TIMEOUT_USEC (60 * USEC_PER_SEC)
 #define KERNEL_NUDGE_USEC (500 * USEC_PER_MSEC)
 /* An interrupt_request unanswered for this long: SIGINT to the kernel's process. */
-#define KERNEL_INTERRUPT_FALLBACK_USEC (2 * USEC_PER_SEC)
+#define KERNEL_INTERRUPT_FALLBACK_USEC (5 * USEC_PER_SEC)
 /* A dead kernel (crashed, OOM, lifetime, culled) stays listed with its reason this long. */
 #define KERNEL_DEAD_LINGER_USEC (600 * USEC_PER_SEC)
 /* What the daemon keeps of a kernel's own stdout and stderr (not its iopub). */
@@ -60,6 +60,7 @@ struct Kernel {
         bool iopub_heard;
         bool info_replied;                       /* a kernel_info_reply came since the start */
         bool restarting;                         /* the run ends for a restart: a new one follows */
+        bool executing;                          /* an execute_request is between its busy and idle */
         uint64_t created_usec;                   /* CLOCK_MONOTONIC */
         uint64_t last_activity_usec;             /* CLOCK_REALTIME */
         uint64_t last_activity_mono;

@@ -90,10 +90,16 @@ static void on_iopub(Kernel *k, const JupyterMsg *m) {
             json_object_is_type(v, json_type_string) && k->ready) {
                 const char *s = json_object_get_string(v);
 
+                const char *ptype = json_get_string(m->parent_header, "msg_type");
+
                 if (streq(s, "busy"))
                         kernel_set_state(k, KERNEL_BUSY);
                 else if (streq(s, "idle"))
                         kernel_set_state(k, KERNEL_IDLE);
+                /* Whether code runs: the status of an execute_request (a control request's own
+                 * busy/idle says nothing of the execution beside it). */
+                if (ptype && streq(ptype, "execute_request"))
+                        k->executing = streq(s, "busy");
         }
         out = output_budget(k, m, &marker);
         if (out)

@@ -470,6 +470,10 @@ static int on_interrupt_fallback(sd_event_source *s, uint64_t usec, void *userda
                 return 0;
         kernel_routes_remove(k->routes, k->interrupt_id);
         k->interrupt_id[0] = '\0';
+        /* No answer yet, but the execution has ended (the request's killpg() came late, on a
+         * loaded host): a signal now would interrupt whatever runs next. */
+        if (!k->executing)
+                return 0;
         kernel_sigint(k);
         return 0;
 }
@@ -502,6 +506,7 @@ int kernel_restart(Kernel *k) {
                 return 0;
         kernel_touch(k);
         k->state = KERNEL_RESTARTING;
+        k->executing = false;
         kernel_broadcast_status(k, "restarting");
         k->nudge_timer = sd_event_source_disable_unref(k->nudge_timer);
         k->ready_timer = sd_event_source_disable_unref(k->ready_timer);
