@@ -8,9 +8,14 @@
  * symbolic link), or more than KERNEL_DIR_MAX_BYTES of regular files (size or blocks, whichever
  * is larger: a sparse file counts at its size), and the kernel is ended with reason
  * "misbehaved" and a journal entry saying what it made; the directory goes with it.
+ *
+ * A kernel's processes are killed asynchronously: one may still create files while the directory
+ * is being removed. kernel_dir_remove() tries again every 100 ms until it is gone (a floating
+ * event source that outlives the Kernel).
  */
 
 #include <dirent.h>
+#include <stdlib.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,8 +26,13 @@
 
 #include "kernel/kernel-internal.h"
 #include "util/log-ids.h"
+#include "util/fs-util.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/time-util.h"
+
+#define KERNEL_DIR_RETRY_USEC (100 * USEC_PER_MSEC)
+#define KERNEL_DIR_RETRIES 300
 
 #define KERNEL_DIR_MASK (IN_CREATE | IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE)
 
@@ -105,4 +115,59 @@ int kernel_dir_watch(Kernel *k) {
                 return -errno;
         /* sd-event takes the inode from @fd (it keeps no reference to the descriptor). */
         return sd_event_add_inotify_fd(k->manager->event, &k->dir_watch, fd, KERNEL_DIR_MASK, on_dir_event, k);
+}
+
+typedef struct KernelDirRemoval {
+        int parent_fd;
+        unsigned tries;
+        char id[];
+} KernelDirRemoval;
+
+/* The source's destroy callback: @x goes with its timer. */
+static void removal_free(void *userdata) {
+        KernelDirRemoval *x = userdata;
+
+        safe_close(x->parent_fd);
+        free(x);
+}
+
+static int on_removal_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        KernelDirRemoval *x = userdata;
+        int r = rm_rf_at(x->parent_fd, x->id);
+
+        if (r >= 0 || ++x->tries >= KERNEL_DIR_RETRIES) {
+                if (r < 0)
+                        log_warning_errno(r, "The directory of kernel '%s' could not be removed: %m", x->id);
+                /* The only reference: freed once this callback returns, and @x with it. */
+                sd_event_source_disable_unref(s);
+                return 0;
+        }
+        (void) sd_event_source_set_time_relative(s, KERNEL_DIR_RETRY_USEC);
+        (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+void kernel_dir_remove(Kernel *k) {
+        KernelManager *km = k->manager;
+        _cleanup_free_ KernelDirRemoval *x = NULL;
+        sd_event_source *s = NULL;
+
+        if (rm_rf_at(km->dir_fd, k->id) >= 0)
+                return;
+        x = malloc(sizeof(*x) + strlen(k->id) + 1);
+        if (!x)
+                return;
+        x->tries = 0;
+        strcpy(x->id, k->id);
+        x->parent_fd = fcntl(km->dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (x->parent_fd < 0 ||
+            sd_event_add_time_relative(km->event, &s, CLOCK_MONOTONIC, KERNEL_DIR_RETRY_USEC, USEC_PER_MSEC,
+                                       on_removal_retry, x) < 0) {
+                log_warning("The directory of kernel '%s' could not be removed.", k->id);
+                safe_close(x->parent_fd);
+                return;
+        }
+        /* Owned by its own timer from now on (it outlives the kernel). */
+        (void) sd_event_source_set_destroy_callback(s, removal_free);
+        x = NULL;
 }

@@ -122,6 +122,9 @@ void kernel_end(Kernel *k, KernelEndReason reason);
 
 /* kernel-dir.c: watch the kernel's directory (once; stopped with the timers). Return: 0 or -errno. */
 int kernel_dir_watch(Kernel *k);
+/* kernel_dir_remove() - remove the directory; what is left (a process not dead yet still writes)
+ * is removed again every 100 ms until it is gone. */
+void kernel_dir_remove(Kernel *k);
 
 /* kernel-wire.c */
 int kernel_wire_connect(Kernel *k);

@@ -134,7 +134,7 @@ Kernel *kernel_free(Kernel *k) {
         kernel_drop_exec(k);
         kernel_uncount(k);
         if (k->dir)
-                (void) rm_rf_at(km->dir_fd, k->id);
+                kernel_dir_remove(k);
         if (k->prev)
                 k->prev->next = k->next;
         else if (km->kernels == k)
@@ -183,7 +183,7 @@ void kernel_end(Kernel *k, KernelEndReason reason) {
         kernel_drop_exec(k);
         kernel_uncount(k);
         if (k->dir)
-                (void) rm_rf_at(km->dir_fd, k->id);
+                kernel_dir_remove(k);
         k->dir = mfree(k->dir);
         /* Ended by itself (or culled): listed with its reason for a while, then forgotten. */
         if (sd_event_add_time_relative(km->event, &k->linger_timer, CLOCK_MONOTONIC, KERNEL_DEAD_LINGER_USEC,

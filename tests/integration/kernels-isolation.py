@@ -269,10 +269,10 @@ def udp(host, port):
         return {'stage': 'sendto', 'errno': e.errno}
     finally:
         s.close()
-R['tcp'] = {'%s:%d' % (h, p): tcp(h, p) for h, p in TARGETS}
-R['tcp6'] = {'[%s]:%d' % (h, p): tcp(h, p, socket.AF_INET6) for h, p in TARGETS6}
+R['tcp'] = {'%s:%d' % (h, p): tcp(h, p) for h, p in @TARGETS@}
+R['tcp6'] = {'[%s]:%d' % (h, p): tcp(h, p, socket.AF_INET6) for h, p in @TARGETS6@}
 R['udp'] = {'%s:%d' % (h, p): udp(h, p) for h, p in (('8.8.8.8', 53), ('10.0.0.1', 53))}
-R['unix'] = {p: unix(p) for p in UNIX}
+R['unix'] = {p: unix(p) for p in @UNIX@}
 try:
     R['dns'] = socket.getaddrinfo('example.com', 80)[:1] and 'resolved'
 except OSError as e:
@@ -324,7 +324,7 @@ def net_probe(ctx, res, kid):
     socks = host_unix_sockets(ctx)
     targets = [("127.0.0.1", ctx.d.port)] + PRIVATE + [(a, ctx.d.port) for a in host_addresses()] + \
         [(a, 22) for a in host_addresses()]
-    code = NET.replace("TARGETS6", repr(PRIVATE6)).replace("TARGETS", repr(targets)).replace("UNIX", repr(socks))
+    code = NET.replace("@TARGETS6@", repr(PRIVATE6)).replace("@TARGETS@", repr(targets)).replace("@UNIX@", repr(socks))
     R = ctx.probe(kid, code, res, timeout=120)
     if R is not None:
         R["unix_paths"] = socks
@@ -388,6 +388,10 @@ def case_network(ctx, res):
 
 def case_network_none(ctx, res):
     """A kernel started with "network": "none": the same, and the model says so."""
+    for bad in ({"x": 1}, "open", 1):
+        r = ctx.call("POST", "/api/kernels", {"name": "python3", "network": bad})
+        res.check(r.status == 400 and "network" in ((r.json() or {}).get("message") or ""),
+                  "network %r: expected 400 naming it, got %s" % (bad, r.brief()))
     k = ctx.start("N", res, {"network": "none"})
     if k is None:
         return
