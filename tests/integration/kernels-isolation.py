@@ -13,11 +13,14 @@
   - the escape battery of execute.py (its Python and shell probes, and its checks, reused as
     they are) and try-syscall's probes of seccomp-battery.py, run from kernel code;
   - a kernel with "network": "none" has no network either;
+  - with --egress (root: private mount and network namespaces, egress-e2e.py's test origins and
+    allowlist policy): a kernel with "network": "default" reaches an allowed origin through the
+    in-sandbox bridge and is refused another; with "none" it reaches neither;
   - a kernel that fills its socket directory (/run/kernel) with files, a big file or a directory
     is ended with reason "misbehaved", its directory removed, no process left, the daemon serving.
 
     kernels-isolation.py --daemon build/src/sandbox-runnerd --build-root build [--run-as self]
-                         [--only NAME] [--verbose]"""
+                         [--egress] [--only NAME] [--verbose]"""
 
 import argparse
 import base64
@@ -49,6 +52,7 @@ def load(name, path):
 
 
 X = load("execute_battery", os.path.join(HERE, "execute.py"))               # the escape battery
+E = load("egress_e2e", os.path.join(HERE, "egress-e2e.py"))                 # its test origins
 SB = load("seccomp_battery", os.path.join(HERE, "seccomp-battery.py"))      # the syscall probes
 
 
@@ -685,6 +689,81 @@ def case_alive(ctx, res):
         res.eq("kernel %s's processes left" % name, left, [])
 
 
+# ---- the network policy of runs (--egress) ------------------------------------------------------
+
+EGRESS_INNER = "SR_KERNELS_EGRESS_INNER"
+EGRESS = r'''
+import json, os, socket, urllib.request, urllib.error
+R = {'proxy': sorted(k for k in os.environ if 'proxy' in k.lower())}
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=15) as r:
+            return {'status': r.status, 'body': r.read(4000).decode('latin-1')}
+    except urllib.error.HTTPError as e:
+        return {'status': e.code, 'body': e.read(2000).decode('latin-1')}
+    except Exception as e:
+        return {'error': '%s: %s' % (type(e).__name__, e)}
+def tcp(h, p):
+    try:
+        s = socket.socket()
+    except OSError as e:
+        return 'failed: socket(): %s' % e
+    s.settimeout(5)
+    try:
+        s.connect((h, p))
+        return 'connected'
+    except OSError as e:
+        return 'failed: %s' % e
+    finally:
+        s.close()
+R['allowed'] = get('http://allowed.test@M@-allowed')
+R['notlisted'] = get('http://notlisted.test@M@-notlisted')
+R['private'] = get('http://private.test@M@-private')
+R['direct'] = tcp('127.0.0.2', 80)
+'''
+
+
+def egress_probe(ctx, res, network):
+    k = ctx.start("G", res, {"network": network})
+    if k is None:
+        return None, None
+    m = "/kiso-%s" % secrets.token_hex(6)
+    R = ctx.probe(k.id, EGRESS.replace("@M@", m), res, timeout=90)
+    if R is not None:
+        res.note("kernel with network %r: %s" % (network, L.trunc(json.dumps(R), 1500)))
+        res.eq("direct connect to the origin 127.0.0.2:80", R["direct"].startswith("failed"), True)
+        res.eq("private.test (10.0.0.1) reached", E.HttpHandler.find(m + "-private"), [])
+        res.eq("notlisted.test reached upstream", E.HttpHandler.find(m + "-notlisted"), [])
+    delete(ctx, res, k)
+    return R, m
+
+
+def case_egress_default(ctx, res):
+    """"network": "default": the policy in force (the allowlist): allowed.test answers through the
+    bridge and the gateway, notlisted.test is refused (403), the origin is not reachable directly."""
+    R, m = egress_probe(ctx, res, "default")
+    if R is None:
+        return
+    res.eq("allowed.test: status", R["allowed"].get("status"), 200)
+    seen = E.HttpHandler.find(m + "-allowed")
+    res.eq("requests seen by allowed.test's origin", len(seen), 1)
+    res.eq("notlisted.test: status", R["notlisted"].get("status"), 403)
+    res.check(R["proxy"], "control: no proxy variable in the kernel's environment")
+
+
+def case_egress_none(ctx, res):
+    """"network": "none" under the same policy: nothing reaches any origin."""
+    R, m = egress_probe(ctx, res, "none")
+    if R is None:
+        return
+    res.check("status" not in R["allowed"], "allowed.test answered a kernel without network: %r" % R["allowed"])
+    res.eq("requests seen by allowed.test's origin", E.HttpHandler.find(m + "-allowed"), [])
+
+
+EGRESS_CASES = [("egress: network default follows the allowlist", case_egress_default),
+                ("egress: network none reaches nothing", case_egress_none)]
+
+
 CASES = [("setup", case_setup), ("files", case_files), ("tmp", case_tmp), ("processes", case_processes),
          ("daemon-api", case_daemon_api), ("network", case_network), ("network-none", case_network_none),
          ("environment", case_environment), ("credentials", case_credentials), ("host-uid", case_host_uid),
@@ -702,14 +781,24 @@ def main():
     ap.add_argument("--keep-tmp", action="store_true")
     T.add_run_as_option(ap)
     ap.add_argument("--only", help="run only cases whose name contains this (setup always runs)")
+    ap.add_argument("--egress", action="store_true", help="only the network policy cases, in namespaces of "
+                    "their own with egress-e2e.py's test origins (needs root)")
     args = ap.parse_args()
 
-    cases = [(n, f) for n, f in CASES if not args.only or args.only in n or n == "setup"]
+    servers, workdir, config = [], None, K.CONFIG
+    if args.egress:
+        if os.environ.get(EGRESS_INNER) != "1":
+            T.enter_namespaces(sys.argv[1:], EGRESS_INNER)
+        workdir = E.tempfile.mkdtemp(prefix="sr-kernels-egress.")
+        _, servers = E.setup_test_hosts(workdir)
+        config = E.CONFIG_TEXT + "[Kernels]\nEnable=yes\n"
+    cases = [(n, f) for n, f in (EGRESS_CASES if args.egress else CASES)
+             if not args.only or args.only in n or n == "setup"]
     out = sys.stdout
     tap = L.Tap(out)
     out.write("1..%d\n" % len(cases))
     run_as = T.resolve_run_as(args.run_as)
-    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=K.CONFIG)
+    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=config)
     if L.start_or_fail_all(d, cases, tap, Result, 500) is None:
         d.cleanup()
         return 1
@@ -739,6 +828,11 @@ def main():
         if tap.failed:
             L.write_log_tail(d, out)
         d.cleanup()
+        for srv in servers:
+            srv.shutdown()
+            srv.server_close()
+        if workdir:
+            E.shutil.rmtree(workdir, ignore_errors=True)
     return tap.summary(len(cases), time.monotonic() - t0)
 
 
