@@ -96,8 +96,10 @@ int kg_start_request_parse(json_object *body, const char *owner, KernelStartRequ
                 r.limits = v;
         }
         if (body && json_object_object_get_ex(body, "network", &v) && !json_object_is_type(v, json_type_null)) {
-                if (!json_object_is_type(v, json_type_object)) {
-                        *ret_why = "\"network\" must be an object";
+                /* "none" (no network at all) or "default" (the policy in force, as runs). */
+                if (!json_object_is_type(v, json_type_string) ||
+                    (!streq(json_object_get_string(v), "none") && !streq(json_object_get_string(v), "default"))) {
+                        *ret_why = "\"network\" must be \"none\" or \"default\"";
                         return -EBADMSG;
                 }
                 r.network = v;

@@ -34,6 +34,11 @@ struct KernelClient {
         void *userdata;
 };
 
+/* The kernel's directory (kernel-dir.c): its five sockets, the connection file and a spare; a few
+ * KiB of regular files. More, or anything but sockets and files, and the kernel is ended. */
+#define KERNEL_DIR_MAX_ENTRIES 7
+#define KERNEL_DIR_MAX_BYTES (8U * 1024)
+
 /* How many client messages wait for a kernel that is not ready yet; one more is refused (-EAGAIN). */
 #define KERNEL_PENDING_MAX 64
 
@@ -84,6 +89,7 @@ struct Kernel {
         sd_event_source *interrupt_timer;
         sd_event_source *idle_timer;
         sd_event_source *linger_timer;
+        sd_event_source *dir_watch;              /* inotify on dir (kernel-dir.c) */
         uint64_t n_bad_messages;
         /* A message from the kernel is being handled (a client's deliver() may delete the kernel):
          * kernel_free() then unlinks it and tears it down, and the memory goes afterwards. */
@@ -116,6 +122,12 @@ void kernel_touch(Kernel *k);
 void kernel_set_state(Kernel *k, KernelState s);
 void kernel_became_ready(Kernel *k);
 void kernel_end(Kernel *k, KernelEndReason reason);
+
+/* kernel-dir.c: watch the kernel's directory (once; stopped with the timers). Return: 0 or -errno. */
+int kernel_dir_watch(Kernel *k);
+/* kernel_dir_remove() - remove the directory; what is left (a process not dead yet still writes)
+ * is removed again every 100 ms until it is gone. */
+void kernel_dir_remove(Kernel *k);
 
 /* kernel-wire.c */
 int kernel_wire_connect(Kernel *k);

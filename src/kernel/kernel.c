@@ -48,6 +48,7 @@ static const char *const kernel_end_reason_table[_KERNEL_END_MAX] = {
         [KERNEL_END_OOM] = "oom",
         [KERNEL_END_CRASHED] = "crashed",
         [KERNEL_END_INTERRUPTED] = "interrupted",
+        [KERNEL_END_MISBEHAVED] = "misbehaved",
 };
 
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(kernel_end_reason, KernelEndReason);
@@ -102,6 +103,7 @@ static void kernel_stop_timers(Kernel *k) {
         k->ready_timer = sd_event_source_disable_unref(k->ready_timer);
         k->interrupt_timer = sd_event_source_disable_unref(k->interrupt_timer);
         k->idle_timer = sd_event_source_disable_unref(k->idle_timer);
+        k->dir_watch = sd_event_source_disable_unref(k->dir_watch);
 }
 
 static void kernel_destroy(Kernel *k) {
@@ -133,7 +135,7 @@ Kernel *kernel_free(Kernel *k) {
         kernel_drop_exec(k);
         kernel_uncount(k);
         if (k->dir)
-                (void) rm_rf_at(km->dir_fd, k->id);
+                kernel_dir_remove(k);
         if (k->prev)
                 k->prev->next = k->next;
         else if (km->kernels == k)
@@ -182,7 +184,7 @@ void kernel_end(Kernel *k, KernelEndReason reason) {
         kernel_drop_exec(k);
         kernel_uncount(k);
         if (k->dir)
-                (void) rm_rf_at(km->dir_fd, k->id);
+                kernel_dir_remove(k);
         k->dir = mfree(k->dir);
         /* Ended by itself (or culled): listed with its reason for a while, then forgotten. */
         if (sd_event_add_time_relative(km->event, &k->linger_timer, CLOCK_MONOTONIC, KERNEL_DEAD_LINGER_USEC,
@@ -409,7 +411,9 @@ int kernel_run(Kernel *k, char **ret_error) {
         if (k->network && json_object_is_type(k->network, json_type_string) &&
             streq(json_object_get_string(k->network), "none"))
                 execution_set_egress(e, NULL);
-        r = kernel_wire_connect(k);
+        r = kernel_dir_watch(k);
+        if (r >= 0)
+                r = kernel_wire_connect(k);
         if (r >= 0)
                 r = sd_event_add_time_relative(km->event, &k->nudge_timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC,
                                                on_nudge, k);

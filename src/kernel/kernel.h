@@ -40,6 +40,7 @@ typedef enum KernelEndReason {
         KERNEL_END_OOM,
         KERNEL_END_CRASHED,
         KERNEL_END_INTERRUPTED,          /* the daemon stopped and could not keep it */
+        KERNEL_END_MISBEHAVED,           /* it filled its socket directory (kernel-dir.c) */
         _KERNEL_END_MAX,
         _KERNEL_END_INVALID = -EINVAL,
 } KernelEndReason;
