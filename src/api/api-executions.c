@@ -3,7 +3,8 @@
  * The execution endpoints: POST /execute and /execute-shell (answered when the run ends), POST
  * /shell-executions (managed runs), and GET /shell-executions/{id}, .../logs (also followed) and
  * POST .../cancel. Owns the request's side of a run (the disconnect that cancels it, a log
- * follower); may call core/, execution/, workspace/ and the http/ transport.
+ * follower); may call core/, execution/, workspace/, kernel/ (kernel.h: whether a live kernel holds
+ * the workspace) and the http/ transport.
  */
 
 #include <errno.h>
@@ -23,6 +24,7 @@
 #include "execution/replay.h"
 #include "http/http-reply.h"
 #include "http/http-server.h"
+#include "kernel/kernel.h"
 #include "npu/npu-manager.h"
 #include "util/fd-util.h"
 #include "util/macro.h"
@@ -64,6 +66,20 @@ static void release_environment(void *hold) {
         env_hold_release(hold);
 }
 
+/* A live kernel holds its workspace's lease to its end: a run there is refused now (409), not
+ * queued behind the kernel. Return: true when the answer is sent. */
+static bool refuse_kernel_workspace(Manager *m, HttpRequest *req, const char *workspace_id) {
+        Kernel *k = workspace_id ? kernel_manager_find_by_workspace(m->kernels, workspace_id) : NULL;
+
+        if (!k)
+                return false;
+        http_reply_error(req, HTTP_ERROR_WORKSPACE_KERNEL,
+                         "Workspace '%s' is held by kernel '%s' while it lives; delete the kernel "
+                         "(DELETE /api/kernels/%s) or use another workspace.",
+                         workspace_id, kernel_id(k), kernel_id(k));
+        return true;
+}
+
 /* Validate and create an execution; on any refusal the reply is sent and NULL returned. */
 static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *body, ExecutionKind kind,
                                     const unsigned **ret_chips, size_t *ret_n_chips, char *const **ret_devices) {
@@ -90,6 +106,9 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                 http_reply_error(req, HTTP_ERROR_INVALID_REQUEST, "Invalid request: %s.", why ?: "bad field");
                 return NULL;
         }
+
+        if (refuse_kernel_workspace(m, req, er->workspace_id))
+                return NULL;
 
         r = manager_can_execute(m, &reason);
         if (r < 0) {

@@ -11,7 +11,8 @@
  * stays open. Only the size rule (MaxMessageBytes=, close 1009) closes it.
  * Kernel → client: every message delivered is encoded (jupyter_msg_to_ws()) and queued; what the
  * WebSocket does when the client does not read is in websocket.h (stop reading it, close 1008 past
- * the cap). When the kernel ends the socket is closed (1001, the reason as its text).
+ * the cap). When the kernel ends the socket is closed (1001, the reason as its text) once what was
+ * queued, the kernel's status: dead last, has been sent.
  */
 
 #include <errno.h>
@@ -126,8 +127,9 @@ static void on_kernel_closed(KernelClient *c, KernelEndReason reason, void *user
         /* The client is the kernel side's from here on: no detach. */
         ch->client = NULL;
         (void) snprintf(text, sizeof(text), "kernel ended: %s", kernel_end_reason_to_string(reason) ?: "unknown");
+        /* After what is queued, the kernel's status: dead last of all. */
         if (ch->ws)
-                websocket_close(ch->ws, WEBSOCKET_CLOSE_GOING_AWAY, text);
+                websocket_close_after_sent(ch->ws, WEBSOCKET_CLOSE_GOING_AWAY, text);
 }
 
 static const KernelClientOps kg_client_ops = {
@@ -178,11 +180,16 @@ void kg_channels(Manager *m, HttpRequest *req, const char *owner, json_object *b
         char accept[WS_ACCEPT_SIZE], id[65];
         const char *why = NULL;
         KgChannel *ch;
+        Kernel *k;
         int r;
 
-        /* An unknown kernel first: a client that asks for a dead kernel's socket learns it is gone. */
-        if (kg_param_kernel_id(params[0], lens[0], id) < 0 || !kernel_manager_find(m->kernels, owner, id))
+        /* An unknown kernel first: a client that asks for a dead kernel's socket learns it is gone
+         * (a dead kernel stays listed with its reason a while, but has no socket to open). */
+        if (kg_param_kernel_id(params[0], lens[0], id) < 0 || !(k = kernel_manager_find(m->kernels, owner, id)))
                 return kg_reply_error(req, 404, "Kernel does not exist: %.*s", (int) MIN(lens[0], (size_t) 64), params[0]);
+        if (kernel_state(k) == KERNEL_DEAD)
+                return kg_reply_error(req, 404, "Kernel %s has ended: %s.", id,
+                                      kernel_end_reason_to_string(kernel_end_reason(k)) ?: "unknown");
 
         r = ws_handshake_check(&h, accept, &why);
         if (r == -EPROTONOSUPPORT) {

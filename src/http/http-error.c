@@ -39,6 +39,7 @@ static const struct {
         [HTTP_ERROR_SANDBOX_UNAVAILABLE]           = { "sandbox_unavailable",           503 },
         [HTTP_ERROR_INTERNAL]                      = { "internal",                      500 },
         [HTTP_ERROR_WORKSPACE_BUSY]                = { "workspace_busy",                423 },
+        [HTTP_ERROR_WORKSPACE_KERNEL]              = { "workspace_busy",                409 },
         [HTTP_ERROR_INSUFFICIENT_STORAGE]          = { "insufficient_storage",          507 },
         [HTTP_ERROR_ENVIRONMENT_UNKNOWN]           = { "environment_unknown",           400 },
         [HTTP_ERROR_ENVIRONMENT_NOT_READY]         = { "environment_not_ready",         409 },

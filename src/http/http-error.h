@@ -35,6 +35,7 @@ typedef enum HttpError {
         HTTP_ERROR_SANDBOX_UNAVAILABLE,           /* 503 sandbox_unavailable */
         HTTP_ERROR_INTERNAL,                      /* 500 internal */
         HTTP_ERROR_WORKSPACE_BUSY,                /* 423 workspace_busy (POST /npu/jobs on a leased workspace) */
+        HTTP_ERROR_WORKSPACE_KERNEL,              /* 409 workspace_busy (an execution on a live kernel's workspace) */
         HTTP_ERROR_INSUFFICIENT_STORAGE,          /* 507 insufficient_storage */
         HTTP_ERROR_ENVIRONMENT_UNKNOWN,           /* 400 environment_unknown */
         HTTP_ERROR_ENVIRONMENT_NOT_READY,         /* 409 environment_not_ready */

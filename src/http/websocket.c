@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -33,6 +34,8 @@ struct WebSocket {
         void *userdata;
         char *client;
         uint16_t close_code;            /* what we asked to close with (0: nothing yet) */
+        uint16_t deferred_code;         /* websocket_close_after_sent(): closed once the queue is sent */
+        char deferred_reason[124];
         bool eof;                       /* the peer closed its side, or the socket failed */
         bool close_logged;
         bool finished;
@@ -172,6 +175,15 @@ static void ws_process(WebSocket *ws, bool can_read) {
         if (!ws->eof && wslay_event_want_write(ws->ctx)) {
                 r = wslay_event_send(ws->ctx);
                 if (r < 0)
+                        ws->eof = true;
+        }
+        /* A deferred close once the messages before it are out (wslay sends control frames
+         * first: queued at once, the close would overtake them and they would be lost). */
+        if (ws->deferred_code != 0 && ws->close_code == 0 && !ws->eof && websocket_queued_bytes(ws) == 0) {
+                ws->close_code = ws->deferred_code;
+                r = wslay_event_queue_close(ws->ctx, ws->deferred_code, (const uint8_t *) ws->deferred_reason,
+                                            strlen(ws->deferred_reason));
+                if ((r != 0 && r != WSLAY_ERR_NO_MORE_MSG) || wslay_event_send(ws->ctx) < 0)
                         ws->eof = true;
         }
         if (wslay_event_get_close_sent(ws->ctx))
@@ -325,7 +337,8 @@ uint64_t websocket_queued_bytes(const WebSocket *ws) {
 }
 
 bool websocket_is_closing(const WebSocket *ws) {
-        return ws->finished || ws->close_code != 0 || ws->eof || !wslay_event_get_read_enabled(ws->ctx);
+        return ws->finished || ws->close_code != 0 || ws->deferred_code != 0 || ws->eof ||
+               !wslay_event_get_read_enabled(ws->ctx);
 }
 
 const char *websocket_client(const WebSocket *ws) {
@@ -346,6 +359,17 @@ void websocket_close(WebSocket *ws, uint16_t code, const char *reason) {
         ws_kick(ws);
 }
 
+void websocket_close_after_sent(WebSocket *ws, uint16_t code, const char *reason) {
+        if (ws->finished || ws->close_code != 0 || ws->deferred_code != 0)
+                return;
+        if (ws->eof || websocket_queued_bytes(ws) == 0)
+                return websocket_close(ws, code, reason);
+        ws->deferred_code = code;
+        (void) snprintf(ws->deferred_reason, sizeof(ws->deferred_reason), "%s", reason ?: "");
+        ws_arm_close_timer(ws);
+        ws_kick(ws);
+}
+
 int websocket_send(WebSocket *ws, bool binary, const void *data, size_t size) {
         struct wslay_event_msg msg = {
                 .opcode = binary ? WSLAY_BINARY_FRAME : WSLAY_TEXT_FRAME,
@@ -355,7 +379,8 @@ int websocket_send(WebSocket *ws, bool binary, const void *data, size_t size) {
         uint64_t queued;
         int r;
 
-        if (ws->finished || ws->close_code != 0 || ws->eof || !wslay_event_get_write_enabled(ws->ctx))
+        if (ws->finished || ws->close_code != 0 || ws->deferred_code != 0 || ws->eof ||
+            !wslay_event_get_write_enabled(ws->ctx))
                 return -EPIPE;
         queued = websocket_queued_bytes(ws);
         if (queued > 0 && queued + size > ws->limits.max_queued_bytes) {

@@ -66,6 +66,10 @@ static inline void websocket_freep(WebSocket **ws) {
 int websocket_send(WebSocket *ws, bool binary, const void *data, size_t size);
 /* websocket_close() - start the close handshake with @code and @reason (at most 123 bytes). */
 void websocket_close(WebSocket *ws, uint16_t code, const char *reason);
+/* websocket_close_after_sent() - the same, once what is queued now has been sent (the last words a
+ * peer must read, such as a kernel's "status: dead"); nothing more can be queued meanwhile, and the
+ * close timeout bounds the wait. */
+void websocket_close_after_sent(WebSocket *ws, uint16_t code, const char *reason);
 /* Bytes waiting to be sent. */
 uint64_t websocket_queued_bytes(const WebSocket *ws);
 bool websocket_is_closing(const WebSocket *ws);

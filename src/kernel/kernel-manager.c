@@ -164,6 +164,15 @@ json_object *kernel_manager_list(KernelManager *km, const char *owner) {
         return STEAL(a);
 }
 
+Kernel *kernel_manager_find_by_workspace(KernelManager *km, const char *workspace_id) {
+        if (!km || !workspace_id)
+                return NULL;
+        for (Kernel *k = km->kernels; k; k = k->next)
+                if (k->state != KERNEL_DEAD && k->workspace_id && streq(k->workspace_id, workspace_id))
+                        return k;
+        return NULL;
+}
+
 unsigned kernel_manager_count(KernelManager *km) {
         return km->n_live;
 }

@@ -96,6 +96,9 @@ Kernel *kernel_manager_find(KernelManager *km, const char *owner, const char *id
 /* Kernels of @owner (NULL: all), as a JSON array of models. */
 json_object *kernel_manager_list(KernelManager *km, const char *owner);
 unsigned kernel_manager_count(KernelManager *km);
+/* The kernel, not yet ended, whose workspace is @workspace_id (it holds that workspace's write
+ * lease for its whole life, restarts included), or NULL. */
+Kernel *kernel_manager_find_by_workspace(KernelManager *km, const char *workspace_id);
 
 /* The model: id, name, last_activity (%Y-%m-%dT%H:%M:%S.%fZ), execution_state, connections,
  * workspaceId, limits, network, reason (once dead). */

@@ -26,6 +26,7 @@ struct Kernel {
         KernelManager *km;
         char id[37];
         char owner[64];
+        char workspace[80];
         KernelClient *clients;
         Kernel *next;
 };
@@ -114,6 +115,10 @@ int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel 
         km->next_id++;
         (void) snprintf(k->id, sizeof(k->id), "%08x-0000-4000-8000-%012x", km->next_id, km->next_id);
         (void) snprintf(k->owner, sizeof(k->owner), "%s", r->owner);
+        if (r->workspace_id)
+                (void) snprintf(k->workspace, sizeof(k->workspace), "%s", r->workspace_id);
+        else
+                (void) snprintf(k->workspace, sizeof(k->workspace), "kernel-%s", k->id);
         k->next = km->kernels;
         km->kernels = k;
         *ret = k;
@@ -123,6 +128,13 @@ int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel 
 Kernel *kernel_manager_find(KernelManager *km, const char *owner, const char *id) {
         for (Kernel *k = km->kernels; k; k = k->next)
                 if (streq(k->id, id) && (!owner || streq(k->owner, owner)))
+                        return k;
+        return NULL;
+}
+
+Kernel *kernel_manager_find_by_workspace(KernelManager *km, const char *workspace_id) {
+        for (Kernel *k = km ? km->kernels : NULL; k; k = k->next)
+                if (workspace_id && streq(k->workspace, workspace_id))
                         return k;
         return NULL;
 }
@@ -156,6 +168,10 @@ const char *kernel_id(Kernel *k) {
 
 KernelState kernel_state(Kernel *k) {
         return KERNEL_IDLE;
+}
+
+KernelEndReason kernel_end_reason(Kernel *k) {
+        return KERNEL_END_NONE;           /* the double's kernels are alive until deleted */
 }
 
 int kernel_interrupt(Kernel *k) {

@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -413,6 +414,39 @@ static void test_server_close(void **state) {
         teardown_t(&t);
 }
 
+/* What was queued before websocket_close_after_sent() reaches the peer, in order, before the close
+ * (wslay sends control frames first: a plain close would overtake a kernel's "status: dead"). */
+static void test_close_after_sent(void **state) {
+        size_t big_size = 3 * 1024 * 1024;
+        _cleanup_free_ uint8_t *big = malloc(big_size);
+        unsigned i_close = UINT_MAX;
+        T t;
+
+        assert_non_null(big);
+        memset(big, 'o', big_size);
+        setup_t(&t, NULL, NULL, 0);
+        assert_int_equal(websocket_send(t.ws, false, big, big_size), 0);
+        assert_int_equal(websocket_send(t.ws, false, "dead", 4), 0);
+        websocket_close_after_sent(t.ws, WEBSOCKET_CLOSE_GOING_AWAY, "kernel ended: oom");
+        assert_true(websocket_is_closing(t.ws));
+        /* Nothing more after the last words. */
+        assert_int_equal(websocket_send(t.ws, false, "late", 4), -EPIPE);
+        WAIT_UNTIL(&t, true, t.closed);
+        for (unsigned i = 0; i < t.n_got; i++)
+                if (t.got[i].opcode == WSLAY_CONNECTION_CLOSE)
+                        i_close = i;
+        assert_true(i_close != UINT_MAX);
+        assert_int_equal(t.got[i_close].status, 1001);
+        assert_true(i_close >= 2);
+        assert_int_equal(t.got[0].opcode, WSLAY_TEXT_FRAME);
+        assert_int_equal(t.got[0].size, big_size);
+        assert_int_equal(t.got[1].opcode, WSLAY_TEXT_FRAME);
+        assert_int_equal(t.got[1].size, 4);
+        assert_memory_equal(t.got[1].data, "dead", 4);
+        assert_int_equal(t.closed_code, 1001);
+        teardown_t(&t);
+}
+
 static void test_gigabyte_header(void **state) {
         static const uint8_t zeros[4096];
         const Msg *c;
@@ -539,6 +573,7 @@ int main(void) {
                 cmocka_unit_test(test_server_pings),
                 cmocka_unit_test(test_close_handshake),
                 cmocka_unit_test(test_server_close),
+                cmocka_unit_test(test_close_after_sent),
                 cmocka_unit_test(test_gigabyte_header),
                 cmocka_unit_test(test_over_max_fragmented),
                 cmocka_unit_test(test_exactly_max),
