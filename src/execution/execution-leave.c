@@ -8,6 +8,7 @@
  */
 
 #include <errno.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "execution/execution-internal.h"
@@ -25,6 +26,13 @@ const char *execution_scope_unit(const Execution *e) {
 
 pid_t execution_keeper_pid(const Execution *e) {
         return e->keeper_gone ? 0 : e->proc.keeper_pid;
+}
+
+int execution_context_kill_unit(ExecutionContext *c, const char *unit) {
+        /* Only ours: a name of our runs' scopes, as the polkit rule allows anyway. */
+        if (!c->scopes || !unit || strncmp(unit, SCOPE_PREFIX, strlen(SCOPE_PREFIX)) != 0)
+                return -EOPNOTSUPP;
+        return scope_kill_by_name(c->scopes, unit);
 }
 
 int execution_leave(Execution *e) {

@@ -128,6 +128,9 @@ void execution_set_detachable(Execution *e);
 const char *execution_scope_unit(const Execution *e);
 pid_t execution_keeper_pid(const Execution *e);
 int execution_leave(Execution *e);
+/* execution_context_kill_unit() - SIGKILL every process of our run's scope @unit (one a previous
+ * daemon left). Return: 0, -EOPNOTSUPP (no scopes here, not one of ours), or -errno. */
+int execution_context_kill_unit(ExecutionContext *c, const char *unit);
 
 /* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
 void execution_set_managed(Execution *e);

@@ -22,7 +22,6 @@
 #include "execution/execution.h"
 #include "kernel/kernel-adopt.h"
 #include "kernel/kernel-internal.h"
-#include "sandbox/scope.h"
 #include "util/fd-util.h"
 #include "util/fs-util.h"
 #include "util/io-util.h"
@@ -176,8 +175,7 @@ void kernel_adopted_kill(Kernel *k) {
         if (!a)
                 return;
         (void) syscall(SYS_pidfd_send_signal, a->keeper_pidfd, SIGKILL, NULL, 0);
-        if (k->manager->exec->scopes)
-                (void) scope_kill_by_name(k->manager->exec->scopes, a->unit);
+        (void) execution_context_kill_unit(k->manager->exec, a->unit);
 }
 
 void kernel_adopted_drop(Kernel *k, bool keep) {
@@ -393,8 +391,8 @@ static void adopt_one(KernelManager *km, const char *name) {
         /* What may be left of it goes (a scope we cannot watch), and it is listed as interrupted. */
         if (!k->dir && asprintf(&k->dir, "%s/%s", km->dir, k->id) < 0)
                 k->dir = NULL;
-        if (rec_str(o, "unit") && km->exec->scopes)
-                (void) scope_kill_by_name(km->exec->scopes, rec_str(o, "unit"));
+        if (rec_str(o, "unit"))
+                (void) execution_context_kill_unit(km->exec, rec_str(o, "unit"));
         kernel_end(k, KERNEL_END_INTERRUPTED);
 }
 
