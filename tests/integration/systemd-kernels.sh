@@ -13,6 +13,7 @@
 #  - the daemon does not idle-exit while the kernel lives;
 #  - `systemctl restart sandbox-runner.service`: a new daemon (another MainPID) re-adopts the
 #    kernel: the same scope and keeper, the same id answers x == 42 over a new WebSocket;
+#  - the daemon killed with SIGKILL: the next one re-adopts the kernel too;
 #  - DELETE: 204, then no scope, no process of the kernel, no directory or record;
 #  - with no kernel left the daemon idle-exits again;
 # and at the end that the host is as it was.
@@ -30,7 +31,7 @@ BUILD=${1:-${MESON_BUILD_ROOT:-}}
 IDLE_SEC=3
 RUNTIME=/run/sandbox-runner
 
-tap_plan 17
+tap_plan 18
 box_test_init kernels
 
 # -----------------------------------------------------------------------------------------
@@ -272,6 +273,30 @@ t "systemctl restart sandbox-runner.service: a new daemon; the kernel's scope an
 t "the new daemon re-adopts the kernel (same id, idle after kernel_info; journal)" step_readopted
 t "the same kernel answers x == 42 over a new WebSocket" step_state_kept
 t "the kernel's record (key included) is 0600, beside its directory" step_record_private
+
+step_crash() {
+        local main1 main i s pids
+        main1=$(bx systemctl show -p MainPID --value sandbox-runner.service)
+        bx systemctl kill -s SIGKILL sandbox-runner.service || return 1
+        # Restart=on-failure brings it back; a request would too (socket activation).
+        for ((i = 0; i < 100; i++)); do
+                main=$(bx systemctl show -p MainPID --value sandbox-runner.service)
+                s=$(bx systemctl is-active sandbox-runner.service)
+                [[ "$s" == active && "$main" != 0 && "$main" != "$main1" ]] && break
+                sleep 0.2
+        done
+        pids=$(scope_pids "$UNIT")
+        echo "SIGKILL: MainPID $main1 -> $main ($s, NRestarts=$(bx systemctl show -p NRestarts --value sandbox-runner.service)); processes: $pids"
+        [[ "$s" == active && "$main" != "$main1" ]] || return 1
+        [[ "$pids" == "$PIDS1" ]] || { echo "before: $PIDS1"; return 1; }
+        kg wait-idle "$KID" || return 1
+        jtest 'd["http"] == 200 and d["model"]["execution_state"] == "idle"' <<<"$RES" || { echo "$RES"; return 1; }
+        kg exec "$KID" 'x + 1' || return 1
+        echo "x + 1: $RES"
+        jtest 'd["reply"] == "ok" and d["results"] == ["43"]' <<<"$RES"
+}
+
+t "the daemon killed (SIGKILL): restarted by systemd, it re-adopts the kernel again (x + 1 == 43)" step_crash
 
 # -----------------------------------------------------------------------------------------
 # DELETE leaves nothing; then the daemon may idle-exit
