@@ -14,6 +14,7 @@
 #  - `systemctl restart sandbox-runner.service`: a new daemon (another MainPID) re-adopts the
 #    kernel: the same scope and keeper, the same id answers x == 42 over a new WebSocket;
 #  - the daemon killed with SIGKILL: the next one re-adopts the kernel too;
+#  - a re-adopted kernel restarted (POST .../restart): a new run in a new scope, state cleared;
 #  - DELETE: 204, then no scope, no process of the kernel, no directory or record;
 #  - with no kernel left the daemon idle-exits again;
 # and at the end that the host is as it was.
@@ -31,7 +32,7 @@ BUILD=${1:-${MESON_BUILD_ROOT:-}}
 IDLE_SEC=3
 RUNTIME=/run/sandbox-runner
 
-tap_plan 18
+tap_plan 19
 box_test_init kernels
 
 # -----------------------------------------------------------------------------------------
@@ -131,6 +132,11 @@ elif cmd == "wait-idle":
     print(json.dumps({"http": st, "model": m}))
 elif cmd == "exec":
     print(json.dumps(execute(sys.argv[2], sys.argv[3])))
+elif cmd == "restart":
+    st, m = call("POST", "/api/kernels/%s/restart" % sys.argv[2])
+    if st == 200:
+        st, m = wait_idle(sys.argv[2])
+    print(json.dumps({"http": st, "model": m}))
 elif cmd == "delete":
     st, m = call("DELETE", "/api/kernels/" + sys.argv[2])
     st2, _ = call("GET", "/api/kernels/" + sys.argv[2])
@@ -156,6 +162,7 @@ timed T_PROVISION t "project installed in the box, [Kernels] Enable=yes, IdleExi
 # A kernel in its scope
 
 KID=
+KID2=
 UNIT=
 MAIN1=
 
@@ -176,6 +183,12 @@ step_create() {
         KID=$(jprint 'd["model"]["id"]' <<<"$RES")
         kg exec "$KID" 'x = 42' || return 1
         echo "x = 42: $RES"
+        jtest 'd["reply"] == "ok"' <<<"$RES" || return 1
+        # A second kernel, restarted once re-adopted (below).
+        kg create || return 1
+        jtest 'd["http"] == 200 and d["model"]["execution_state"] == "idle"' <<<"$RES" || { echo "$RES"; return 1; }
+        KID2=$(jprint 'd["model"]["id"]' <<<"$RES")
+        kg exec "$KID2" 'x = 2' || return 1
         jtest 'd["reply"] == "ok"' <<<"$RES"
 }
 
@@ -307,13 +320,16 @@ step_delete() {
         echo "$RES"
         jtest 'd["http"] == 204 and d["then"] == 404' <<<"$RES" || return 1
         scope_gone "$UNIT" 10 || return 1
+        kg delete "$KID2" || return 1
+        jtest 'd["http"] == 204 and d["then"] == 404' <<<"$RES" || { echo "second kernel: $RES"; return 1; }
+        scope_gone "${SCOPE_PREFIX}kernel-$KID2-2.scope" 10 || return 1
         for ((i = 0; i < 50; i++)); do
                 left=$(bx sh -c "ps -u '$SERVICE_USER' -o pid=,args= | grep -e ipykernel -e bwrap | grep -v grep")
                 [[ -z "$left" ]] && break
                 sleep 0.2
         done
         [[ -z "$left" ]] || { echo "processes left: $left"; return 1; }
-        if bx test -e "$RUNTIME/kernels/$KID" || bx test -e "$RUNTIME/kernels/$KID.json"; then
+        if [[ -n "$(bx ls -A "$RUNTIME/kernels")" ]]; then
                 echo "left: $(bx ls -la "$RUNTIME/kernels")"; return 1
         fi
 }
@@ -329,6 +345,20 @@ step_idle_after() {
         [[ "$s" == inactive ]]
 }
 
+step_restart_adopted() {
+        local old=${SCOPE_PREFIX}kernel-$KID2-1.scope new=${SCOPE_PREFIX}kernel-$KID2-2.scope
+        kg restart "$KID2" || return 1
+        echo "$RES"
+        jtest 'd["http"] == 200 and d["model"]["execution_state"] == "idle"' <<<"$RES" || return 1
+        kg exec "$KID2" 'x' || return 1
+        echo "x after the restart: $RES"
+        jtest 'd["reply"] == "error" and d["errors"] == ["NameError"]' <<<"$RES" || return 1
+        scope_gone "$old" 10 || return 1
+        echo "$new: $(bx systemctl is-active "$new")"
+        [[ "$(bx systemctl is-active "$new")" == active ]]
+}
+
+t "POST .../restart of a re-adopted kernel: its old scope goes, a new run in a new scope, state cleared" step_restart_adopted
 t "DELETE: 204 then 404; no scope, no process, no directory or record left" step_delete
 t "with no kernel left the daemon idle-exits" step_idle_after
 
