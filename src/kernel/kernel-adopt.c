@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct KernelAdopted {
         char *unit;                      /* the scope the previous daemon started for its run */
         pid_t keeper_pid, sandbox_pid;
         int keeper_pidfd;
+        int sandbox_pidfd;               /* the sandbox's pid 1: its exit is the pid namespace's end */
         int lease_fd;                    /* the workspace's write lease, taken again */
         sd_event_source *keeper_source;
         sd_event_source *lifetime_timer;
@@ -122,6 +124,7 @@ void kernel_record_end(Kernel *k) {
 /* ---- leaving, at the daemon's stop ---------------------------------------------------------- */
 
 int kernel_leave(Kernel *k) {
+        _cleanup_free_ char *name = NULL;
         const char *unit;
         pid_t keeper, sandbox;
         int r;
@@ -140,10 +143,11 @@ int kernel_leave(Kernel *k) {
                 return -EOPNOTSUPP;
         if (!unit || keeper <= 0)
                 return -EOPNOTSUPP;
-        log_struct(LOG_NOTICE,
-                   "SANDBOX_KERNEL_ID=%s", k->id,
-                   "SANDBOX_UNIT=%s", unit,
-                   "MESSAGE=Kernel '%s' left running in %s for the next daemon to re-adopt.", k->id, unit);
+        /* Ours: leaving frees the run's scope object, and with it the name. */
+        name = strdup(unit);
+        if (!name)
+                return -EOPNOTSUPP;
+        unit = name;
         r = record_write_live(k, unit, keeper, sandbox);
         if (r < 0)
                 return -EOPNOTSUPP;
@@ -157,6 +161,10 @@ int kernel_leave(Kernel *k) {
         }
         if (k->adopted)
                 kernel_adopted_drop(k, true);
+        log_struct(LOG_NOTICE,
+                   "SANDBOX_KERNEL_ID=%s", k->id,
+                   "SANDBOX_UNIT=%s", unit,
+                   "MESSAGE=Kernel '%s' left running in %s for the next daemon to re-adopt.", k->id, unit);
         /* Its directory stays (the sockets, the connection file); its clients are closed. */
         k->dir = mfree(k->dir);
         kernel_free(k);
@@ -174,8 +182,20 @@ void kernel_adopted_kill(Kernel *k) {
 
         if (!a)
                 return;
+        (void) syscall(SYS_pidfd_send_signal, a->sandbox_pidfd, SIGKILL, NULL, 0);
         (void) syscall(SYS_pidfd_send_signal, a->keeper_pidfd, SIGKILL, NULL, 0);
         (void) execution_context_kill_unit(k->manager->exec, a->unit);
+}
+
+/* After the kill, before the lease goes: the sandbox's pid 1 exits only once every process of
+ * its pid namespace has, so nothing of it can still write to the workspace. Bounded: a run's
+ * end waits for the same (execution_wait_init()), here without a loop to come back to. */
+static void wait_sandbox_gone(KernelAdopted *a) {
+        struct pollfd p = { .fd = a->sandbox_pidfd, .events = POLLIN };
+
+        if (a->sandbox_pidfd >= 0 && poll(&p, 1, 2000) == 0)
+                log_warning("The sandbox's pid 1 (%d) of %s did not exit within 2 s of SIGKILL.", (int) a->sandbox_pid,
+                            a->unit);
 }
 
 void kernel_adopted_drop(Kernel *k, bool keep) {
@@ -184,12 +204,15 @@ void kernel_adopted_drop(Kernel *k, bool keep) {
         if (!a)
                 return;
         k->adopted = a;
-        if (!keep)
+        if (!keep) {
                 kernel_adopted_kill(k);
+                wait_sandbox_gone(a);
+        }
         k->adopted = NULL;
         a->keeper_source = sd_event_source_disable_unref(a->keeper_source);
         a->lifetime_timer = sd_event_source_disable_unref(a->lifetime_timer);
         safe_close(a->keeper_pidfd);
+        safe_close(a->sandbox_pidfd);
         safe_close(a->lease_fd);
         free(a->unit);
         free(a);
@@ -202,7 +225,8 @@ static int on_keeper_exit(sd_event_source *s, int fd, uint32_t revents, void *us
         /* Our child only after a re-exec; otherwise pid 1 reaps it. */
         (void) waitid(P_PIDFD, (id_t) fd, &si, WEXITED | WNOHANG);
         log_debug("Kernel '%s': the keeper of its re-adopted sandbox exited.", k->id);
-        kernel_adopted_drop(k, true);
+        /* Whatever of the sandbox may be left goes before the lease (and a restart's next run). */
+        kernel_adopted_drop(k, false);
         kernel_run_ended(k, KERNEL_END_CRASHED);
         return 0;
 }
@@ -311,7 +335,7 @@ static int adopt_run(Kernel *k, json_object *o) {
         a = calloc(1, sizeof(*a));
         if (!a)
                 return -ENOMEM;
-        *a = (KernelAdopted) { .keeper_pidfd = -EBADF, .lease_fd = -EBADF };
+        *a = (KernelAdopted) { .keeper_pidfd = -EBADF, .sandbox_pidfd = -EBADF, .lease_fd = -EBADF };
         k->adopted = a;
         a->unit = strdup(unit);
         a->keeper_pid = (pid_t) rec_u64(o, "keeperPid");
@@ -325,7 +349,11 @@ static int adopt_run(Kernel *k, json_object *o) {
                 a->keeper_pidfd = safe_close(a->keeper_pidfd);   /* the pid was reused meanwhile */
         if (a->keeper_pidfd < 0)
                 return log_notice_errno(-ESRCH, "Kernel '%s': its sandbox (%s) is gone.", k->id, unit);
-        if (!pid_in_unit(a->sandbox_pid, unit))
+        if (pid_in_unit(a->sandbox_pid, unit))
+                a->sandbox_pidfd = (int) syscall(SYS_pidfd_open, a->sandbox_pid, 0);
+        if (a->sandbox_pidfd >= 0 && !pid_in_unit(a->sandbox_pid, unit))
+                a->sandbox_pidfd = safe_close(a->sandbox_pidfd);
+        if (a->sandbox_pidfd < 0)
                 a->sandbox_pid = 0;   /* no SIGINT fallback then; interrupt_request still works */
         ws_fd = workspace_open(km->exec->workspaces_fd, k->workspace_id);
         a->lease_fd = ws_fd >= 0 ? workspace_lease_try(ws_fd) : ws_fd;
