@@ -360,8 +360,10 @@ static int supervise(pid_t pid, int program_w, bool detachable) {
                 };
                 if (poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
                         break;
+                bool gated = program_w >= 0;   /* before 'G': the end of the pipe kills */
+
                 if (p[0].revents && !handle_control(pid, &program_w, detachable)) {
-                        if (!detachable || program_w >= 0)
+                        if (!detachable || gated)
                                 break;
                         control = false;
                         (void) close(KEEPER_FD_CONTROL);
