@@ -69,13 +69,7 @@ static Execution *prepare_execution(Manager *m, HttpRequest *req, json_object *b
                                     const unsigned **ret_chips, size_t *ret_n_chips, char *const **ret_devices) {
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_free_ char *why = NULL;
-        ExecutionMaxima max = {
-                .default_timeout_usec = m->config.default_timeout_usec,
-                .max_timeout_usec = m->config.max_timeout_usec,
-                .memory_max = m->config.memory_max,
-                .tasks_max = m->config.tasks_max,
-                .cpu_quota_percent = m->config.cpu_quota_percent,
-        };
+        ExecutionMaxima max = execution_maxima_from_config(&m->config);
         const char *reason;
         EnvHold *hold = NULL;
         Execution *e;

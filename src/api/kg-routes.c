@@ -69,8 +69,8 @@ bool kg_api_path(const char *path) {
 }
 
 uint64_t kg_max_message_bytes(const Manager *m) {
-        /* FIXME: [Kernels] MaxMessageBytes= once the kernel side's configuration section is in. */
-        return WEBSOCKET_MAX_MESSAGE_DEFAULT;
+        /* [Kernels] MaxMessageBytes= (at least 64K, config_validate()); the default where unset. */
+        return m->config.kernels_max_message_bytes ?: WEBSOCKET_MAX_MESSAGE_DEFAULT;
 }
 
 const char *kg_status_reason(unsigned status) {

@@ -47,17 +47,7 @@ static SdpEnvWait *wait_free(SdpEnvWait *w) {
         return NULL;
 }
 
-static bool streq_ptr(const char *a, const char *b) {
-        return a && b && streq(a, b);
-}
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
 
 /* The setup entry of @name: its phase, live revision and error. */
 static void setup_state(Manager *m, const char *name, char phase[static 16], unsigned *ret_revision,
@@ -73,13 +63,13 @@ static void setup_state(Manager *m, const char *name, char phase[static 16], uns
         for (size_t i = 0; i < json_object_array_length(a); i++) {
                 json_object *e = json_object_array_get_idx(a, i);
 
-                if (!streq_ptr(get_str(e, "name"), name))
+                if (!streq_ptr(json_get_string(e, "name"), name))
                         continue;
-                (void) snprintf(phase, 16, "%s", get_str(e, "phase") ?: "pending");
+                (void) snprintf(phase, 16, "%s", json_get_string(e, "phase") ?: "pending");
                 if (json_object_object_get_ex(e, "revision", &v))
                         *ret_revision = (unsigned) json_object_get_int64(v);
-                if (get_str(e, "error"))
-                        *ret_error = strdup(get_str(e, "error"));
+                if (json_get_string(e, "error"))
+                        *ret_error = strdup(json_get_string(e, "error"));
         }
 }
 
@@ -98,7 +88,7 @@ static void wait_answer(SdpEnvWait *w) {
 
                         if (json_object_object_get_ex(rec, "revision", &v) &&
                             (unsigned) json_object_get_int64(v) == w->target)
-                                o = sdp_env_revision_json(w->m, w->name, e ? get_str(e, "kind") : NULL, rec);
+                                o = sdp_env_revision_json(w->m, w->name, e ? json_get_string(e, "kind") : NULL, rec);
                 }
         }
         if (!o)
@@ -199,7 +189,7 @@ static json_object *definition(Manager *m, const char *name, unsigned *ret_live,
         if (!def || env_manager_show_json(m->environments, name, &show, &refusal, &why) < 0)
                 return NULL;
         *ret_live = json_object_object_get_ex(show, "revision", &v) ? (unsigned) json_object_get_int64(v) : 0;
-        *ret_kind = streq_ptr(get_str(show, "kind"), "r") ? "r" : streq_ptr(get_str(show, "kind"), "conda") ?
+        *ret_kind = streq_ptr(json_get_string(show, "kind"), "r") ? "r" : streq_ptr(json_get_string(show, "kind"), "conda") ?
                     "conda" : "python";
         if (json_object_object_get_ex(show, "displayName", &v))
                 json_object_object_add(def, "displayName", json_object_get(v));
@@ -228,7 +218,7 @@ static unsigned drop_dist(json_object *def, const char *dist) {
                 }
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *x = json_object_array_get_idx(a, i);
-                        const char *s = k == 0 ? json_object_get_string(x) : get_str(x, "file") ?: get_str(x, "path");
+                        const char *s = k == 0 ? json_object_get_string(x) : json_get_string(x, "file") ?: json_get_string(x, "path");
                         const char *base = s && strrchr(s, '/') ? strrchr(s, '/') + 1 : s;
                         char d[128];
 
@@ -260,7 +250,7 @@ static bool string_array(json_object *body, const char *key, bool required, json
 
 void sdp_environment_create(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *def = NULL, *taken = NULL;
-        const char *display = get_str(body, "name"), *language = get_str(body, "language"), *base_id;
+        const char *display = json_get_string(body, "name"), *language = json_get_string(body, "language"), *base_id;
         char name[SDP_ENV_ID_MAX], base[SDP_ENV_ID_MAX];
 
         if (!m->environments)
@@ -285,7 +275,7 @@ void sdp_environment_create(Manager *m, HttpRequest *req, json_object *body, con
         def = json_object_new_object();
         if (!def)
                 return sdp_reply_error(req, 500, "Out of memory");
-        base_id = get_str(body, "baseEnvironmentId");
+        base_id = json_get_string(body, "baseEnvironmentId");
         if (base_id && !sdp_env_name(base_id, base))
                 return sdp_reply_error(req, 400, "Unknown base environment %s", base_id);
         if (base_id && !streq(base, "python-base") && !streq(base, "r-base")) {
@@ -333,8 +323,8 @@ void sdp_environment_delete(Manager *m, HttpRequest *req, json_object *body, con
 
 void sdp_environment_install(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(json_object_putp) json_object *e = NULL, *def = NULL;
-        const char *manager = get_str(body, "manager"), *index = get_str(body, "indexUrl"), *kind = NULL;
-        const char *key = get_str(body, "runnerWorkspaceKey");
+        const char *manager = json_get_string(body, "manager"), *index = json_get_string(body, "indexUrl"), *kind = NULL;
+        const char *key = json_get_string(body, "runnerWorkspaceKey");
         json_object *packages, *channels, *a;
         char name[SDP_ENV_ID_MAX], ws[129];
         unsigned live = 0;

@@ -31,17 +31,7 @@
 #include "util/string-util.h"
 #include "util/time-util.h"
 
-static bool streq_ptr(const char *a, const char *b) {
-        return a && b && streq(a, b);
-}
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
 
 static int64_t get_int(json_object *o, const char *key) {
         json_object *v;
@@ -69,7 +59,7 @@ json_object *sdp_env_entry(Manager *m, const char *name) {
                 return NULL;
         for (size_t i = 0; i < json_object_array_length(a); i++) {
                 e = json_object_array_get_idx(a, i);
-                if (streq_ptr(get_str(e, "name"), name))
+                if (streq_ptr(json_get_string(e, "name"), name))
                         return json_object_get(e);
         }
         return NULL;
@@ -143,7 +133,7 @@ static void wheel_distribution(json_object *o, const char *file) {
  * filename, manager:"pip", sourcePath, version?} (we keep its file name only: sourcePath too). */
 static json_object *local_wheel(Manager *m, json_object *w) {
         json_object *o = json_object_new_object(), *content = json_object_new_object();
-        const char *sha = get_str(w, "sha256") ?: "", *file = get_str(w, "file") ?: "";
+        const char *sha = json_get_string(w, "sha256") ?: "", *file = json_get_string(w, "file") ?: "";
         int64_t size = env_manager_wheel_size(m->environments, sha, file);
 
         if (!o || !content) {
@@ -172,7 +162,7 @@ static void add_string(json_object *a, const char *fmt, const char *x, const cha
  * distribution, "<manager>:<specifier>" per requirement of the definition, and per client wheel
  * "pip:wheel:" and {distribution, path, sha256, version}. */
 static json_object *packages_json(json_object *rec, json_object *wheels) {
-        const char *manager = streq_ptr(get_str(rec, "kind"), "conda") ? "conda" : "pip";
+        const char *manager = streq_ptr(json_get_string(rec, "kind"), "conda") ? "conda" : "pip";
         json_object *a = json_object_new_array(), *v;
 
         if (!a)
@@ -180,7 +170,7 @@ static json_object *packages_json(json_object *rec, json_object *wheels) {
         if (json_object_object_get_ex(rec, "packages", &v))
                 for (size_t i = 0; i < json_object_array_length(v); i++) {
                         json_object *p = json_object_array_get_idx(v, i);
-                        add_string(a, "%s=%s", get_str(p, "name") ?: "", get_str(p, "version") ?: "");
+                        add_string(a, "%s=%s", json_get_string(p, "name") ?: "", json_get_string(p, "version") ?: "");
                 }
         if (json_object_object_get_ex(rec, "requested", &v))
                 for (size_t i = 0; i < json_object_array_length(v); i++)
@@ -237,7 +227,7 @@ static char *snapshot_text(json_object *rev) {
 static json_object *revision_base(Manager *m, const char *name, const char *kind, json_object *rec) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *v, *wheels = NULL;
-        const char *language = language_of(get_str(rec, "kind") ?: kind);
+        const char *language = language_of(json_get_string(rec, "kind") ?: kind);
         char rid[SDP_ENV_REVISION_ID_MAX], id[SDP_ENV_ID_MAX], hash[65], when[32], platform[80];
         struct sha256_ctx ctx;
         struct utsname u;
@@ -250,7 +240,7 @@ static json_object *revision_base(Manager *m, const char *name, const char *kind
         json_object_object_add(o, "id", json_object_new_string(rid));
         json_object_object_add(o, "environmentId", json_object_new_string(id));
         json_object_object_add(o, "language", json_object_new_string(language));
-        json_object_object_add(o, "languageVersion", language_version(get_str(rec, "provisioner"), language));
+        json_object_object_add(o, "languageVersion", language_version(json_get_string(rec, "provisioner"), language));
         if (json_object_object_get_ex(rec, "wheels", &v) && json_object_array_length(v) > 0 &&
             (wheels = json_object_new_array()))
                 for (size_t i = 0; i < json_object_array_length(v); i++)
@@ -273,7 +263,7 @@ static json_object *revision_base(Manager *m, const char *name, const char *kind
                 strcpy(u.machine, "unknown");
         (void) snprintf(platform, sizeof(platform), "linux-%s", u.machine);
         json_object_object_add(o, "platform", json_object_new_string(platform));
-        json_object_object_add(o, "provisioner", json_object_new_string(get_str(rec, "provisioner") ?: "sandbox-runner"));
+        json_object_object_add(o, "provisioner", json_object_new_string(json_get_string(rec, "provisioner") ?: "sandbox-runner"));
         json_object_object_add(o, "runnerVersion", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "createdAt", json_object_new_string(sdp_iso_time((uint64_t) get_int(rec, "createdAt"), when)));
         if (wheels)
@@ -302,7 +292,7 @@ json_object *sdp_env_revision_json(Manager *m, const char *name, const char *kin
 json_object *sdp_env_environment_json(Manager *m, json_object *e) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_(json_object_putp) json_object *recs = NULL;
-        const char *name = get_str(e, "name") ?: "";
+        const char *name = json_get_string(e, "name") ?: "";
         char id[SDP_ENV_ID_MAX], rid[SDP_ENV_REVISION_ID_MAX], when[32];
         json_object *base;
         uint64_t created = now_usec(CLOCK_REALTIME) / 1000, updated = created;
@@ -320,11 +310,11 @@ json_object *sdp_env_environment_json(Manager *m, json_object *e) {
         sdp_env_id(name, id);
         json_object_object_add(o, "id", json_object_new_string(id));
         /* Their name: the display name it was created with, else ours. */
-        json_object_object_add(o, "name", json_object_new_string(get_str(e, "displayName") ?: name));
+        json_object_object_add(o, "name", json_object_new_string(json_get_string(e, "displayName") ?: name));
         json_object_object_add(o, "kind", json_object_new_string(
                                        json_object_object_get_ex(e, "base", &base) && json_object_get_boolean(base) ?
                                        "starter" : "task"));
-        json_object_object_add(o, "language", json_object_new_string(language_of(get_str(e, "kind"))));
+        json_object_object_add(o, "language", json_object_new_string(language_of(json_get_string(e, "kind"))));
         if (live > 0) {
                 sdp_env_revision_id(name, (unsigned) live, rid);
                 json_object_object_add(o, "currentRevisionId", json_object_new_string(rid));
@@ -363,7 +353,7 @@ static json_object *revisions(Manager *m, const char *only, json_object **ret_re
         }
         for (size_t i = 0; i < json_object_array_length(a); i++) {
                 json_object *e = json_object_array_get_idx(a, i);
-                const char *name = get_str(e, "name");
+                const char *name = json_get_string(e, "name");
                 _cleanup_(json_object_putp) json_object *recs = name ? sdp_env_records(m, name) : NULL;
 
                 for (size_t j = 0; recs && j < json_object_array_length(recs); j++) {
@@ -373,11 +363,11 @@ static json_object *revisions(Manager *m, const char *only, json_object **ret_re
                         sdp_env_revision_id(name, (unsigned) get_int(rec, "revision"), rid);
                         if (only && streq(rid, only)) {
                                 *ret_rec = json_object_get(rec);
-                                *ret_rev = revision_base(m, name, get_str(e, "kind"), rec);
+                                *ret_rev = revision_base(m, name, json_get_string(e, "kind"), rec);
                                 return out;
                         }
                         if (!only)
-                                json_object_array_add(out, sdp_env_revision_json(m, name, get_str(e, "kind"), rec));
+                                json_object_array_add(out, sdp_env_revision_json(m, name, json_get_string(e, "kind"), rec));
                 }
         }
         return out;
@@ -432,9 +422,9 @@ static json_object *setup_json(Manager *m) {
         if (setup && json_object_object_get_ex(setup, "setup", &a))
                 for (size_t i = 0; i < json_object_array_length(a); i++) {
                         json_object *e = json_object_array_get_idx(a, i);
-                        if (streq_ptr(get_str(e, "name"), "python-base")) {
-                                phase = get_str(e, "phase") ?: phase;
-                                error = get_str(e, "error");
+                        if (streq_ptr(json_get_string(e, "name"), "python-base")) {
+                                phase = json_get_string(e, "phase") ?: phase;
+                                error = json_get_string(e, "error");
                         }
                 }
         if (!base) {
@@ -460,7 +450,7 @@ static json_object *setup_json(Manager *m) {
         if (base && json_object_object_get_ex(base, "packages", &a))
                 for (size_t i = 0; i < json_object_array_length(a); i++)
                         json_object_array_add(starter, json_object_new_string(
-                                                      get_str(json_object_array_get_idx(a, i), "name") ?: ""));
+                                                      json_get_string(json_object_array_get_idx(a, i), "name") ?: ""));
         json_object_object_add(o, "starterPackages", starter);
         json_object_object_add(o, "provisioner", json_object_new_string("sandbox-runner"));
         json_object_object_add(o, "offline", json_object_new_boolean(m->config.env_offline));
@@ -496,7 +486,7 @@ void sdp_environment_setup_post(Manager *m, HttpRequest *req, json_object *body,
                 /* A base environment's first request queues its build (env_manager_acquire()). */
                 if (env_manager_acquire(m->environments, "python-base", &h, &refusal, &why) >= 0)
                         env_hold_release(h);
-        } else if (streq_ptr(get_str(base, "state"), "failed"))
+        } else if (streq_ptr(json_get_string(base, "state"), "failed"))
                 (void) env_manager_retry(m->environments, "python-base", &ignored, &refusal, &why);
         o = setup_json(m);
         if (!o)
@@ -598,7 +588,7 @@ bool sdp_env_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, SdpKind 
                 base = sdp_env_entry(m, name);
         }
         /* Only an environment that has revisions is asked for one (nothing is queued from here). */
-        if (!base || !streq_ptr(get_str(base, "name"), name) || get_int(base, "revision") <= 0 ||
+        if (!base || !streq_ptr(json_get_string(base, "name"), name) || get_int(base, "revision") <= 0 ||
             !acquire(m, req, name, rid, &h)) {
                 if (!http_request_replied(req))
                         sdp_reply_error(req, 400, "Unknown environment revision; select a current environment");

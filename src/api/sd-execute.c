@@ -102,13 +102,6 @@ static int get_quantity(json_object *body, const char *key, uint64_t *ret) {
         return 0;
 }
 
-static const char *get_string(json_object *body, const char *key) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(body, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
 
 static bool blank(const char *s) {
         if (!s)
@@ -465,8 +458,8 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         const char *mode, *reason;
         uint64_t ignored;
 
-        p.id = get_string(body, "executionId");
-        p.code = get_string(body, "code");
+        p.id = json_get_string(body, "executionId");
+        p.code = json_get_string(body, "code");
         if (blank(p.id) || strlen(p.id) > 160) {
                 sdp_reply_error(req, 400, "executionId must be a non-blank string of at most 160 characters");
                 return false;
@@ -477,17 +470,17 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         }
         /* The pair (permissionEpoch.sessionId, agentId) owns a managed run and orders the
          * others: both required, as their queue requires them. */
-        p.agent = get_string(body, "agentId");
+        p.agent = json_get_string(body, "agentId");
         if (blank(p.agent)) {
                 sdp_reply_error(req, 400, "Agent ID is required");
                 return false;
         }
-        p.language = kind != SDP_KIND_EXECUTE ? "shell" : get_string(body, "language") ?: "python";
+        p.language = kind != SDP_KIND_EXECUTE ? "shell" : json_get_string(body, "language") ?: "python";
         if (kind == SDP_KIND_EXECUTE && !streq(p.language, "python") && !streq(p.language, "r")) {
                 sdp_reply_error(req, 400, "language must be python or r");
                 return false;
         }
-        mode = get_string(body, "kernelMode");
+        mode = json_get_string(body, "kernelMode");
         if (mode && streq(mode, "persistent")) {
                 sdp_reply_error(req, 400, "Runner executions must be ephemeral; persistent runtimes are no "
                                 "longer supported. Use managed Shell Execution for background tasks");
@@ -515,7 +508,7 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "permissionEpoch must be an object");
                 return false;
         }
-        p.session = get_string(epoch, "sessionId");
+        p.session = json_get_string(epoch, "sessionId");
         if (blank(p.session)) {
                 sdp_reply_error(req, 400, "Session ID is required");
                 return false;
@@ -528,19 +521,19 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 return false;
         if (!sdp_npu_devices_parse(m, req, body, &p))
                 return false;
-        p.skills = get_string(body, "skillPackagesRoot");
+        p.skills = json_get_string(body, "skillPackagesRoot");
         if (json_object_object_get_ex(body, "skillPackagesRoot", &v) && !json_object_is_type(v, json_type_null) &&
             !p.skills) {
                 sdp_reply_error(req, 400, "skillPackagesRoot must be a string");
                 return false;
         }
-        p.environment_id = get_string(body, "environmentId");
+        p.environment_id = json_get_string(body, "environmentId");
         if (p.environment_id && kind == SDP_KIND_EXECUTE) {
                 sdp_reply_error(req, 400, "environmentId is for shell runs; send environmentRevisionId");
                 return false;
         }
-        p.epoch_revision = get_string(epoch, "environmentRevisionId");
-        p.key = get_string(body, "runnerWorkspaceKey");
+        p.epoch_revision = json_get_string(epoch, "environmentRevisionId");
+        p.key = json_get_string(body, "runnerWorkspaceKey");
         if (!p.key) {
                 sdp_reply_error(req, 400, "Runner workspace must be inside the runner's own workspaces: "
                                 "this runner shares no filesystem with the API; send runnerWorkspaceKey");
@@ -550,12 +543,12 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
                 sdp_reply_error(req, 400, "Invalid runner workspace key");
                 return false;
         }
-        p.cwd = get_string(body, "cwd");
+        p.cwd = json_get_string(body, "cwd");
         if (json_object_object_get_ex(body, "cwd", &v) && !p.cwd) {
                 sdp_reply_error(req, 400, "cwd must be a string");
                 return false;
         }
-        p.revision = get_string(body, "environmentRevisionId");
+        p.revision = json_get_string(body, "environmentRevisionId");
         if (manager_can_execute(m, &reason) < 0) {
                 sdp_reply_error(req, 400, "Executions are refused: %s", reason);
                 return false;
@@ -565,6 +558,31 @@ bool sdp_request_check(Manager *m, HttpRequest *req, json_object *body, SdpKind 
         return true;
 }
 
+Execution *sdp_execution_new(Manager *m, HttpRequest *req, const SdpRequest *p, ExecutionRequest **er,
+                             EnvHold **hold, const char *skills_dir) {
+        EgressEpoch *egress = NULL;
+        Execution *e;
+        int r;
+
+        if (!sdp_network_prepare(m, req, p, &egress))
+                return NULL;
+        r = execution_new(&m->exec, STEAL(*er), &e);
+        if (r < 0) {
+                egress_epoch_release(egress);
+                sdp_reply_error(req, 500, "Out of memory");
+                return NULL;
+        }
+        /* Always the request's own policy: never the one in force on our own API. */
+        execution_set_egress(e, egress);
+        sdp_env_attach(e, STEAL(*hold));
+        if (skills_dir && sdp_skills_attach(m, e, skills_dir, p->ws) < 0) {
+                execution_free(e);
+                sdp_reply_error(req, 500, "Out of memory");
+                return NULL;
+        }
+        return e;
+}
+
 static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kind) {
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object();
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
@@ -572,15 +590,8 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
         _cleanup_free_ char *why = NULL, *skills_dir = NULL;
         char rkey[REPLAY_ID_MAX + 1];
         json_object *env;
-        ExecutionMaxima max = {
-                .default_timeout_usec = m->config.default_timeout_usec,
-                .max_timeout_usec = m->config.max_timeout_usec,
-                .memory_max = m->config.memory_max,
-                .tasks_max = m->config.tasks_max,
-                .cpu_quota_percent = m->config.cpu_quota_percent,
-        };
+        ExecutionMaxima max = execution_maxima_from_config(&m->config);
         _cleanup_(hold_releasep) EnvHold *hold = NULL;
-        EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
         int r;
@@ -664,21 +675,9 @@ static void execute(Manager *m, HttpRequest *req, json_object *body, SdpKind kin
             (p.net.allowlist && p.net.revision && !run->network_revision))
                 return sdp_reply_error(req, 500, "Out of memory");
 
-        if (!sdp_network_prepare(m, req, &p, &egress))
-                return;
-        r = execution_new(&m->exec, STEAL(er), &e);
-        if (r < 0) {
-                egress_epoch_release(egress);
-                return sdp_reply_error(req, 500, "Out of memory");
-        }
-        /* Always the request's own policy: never the one in force on our own API. */
-        execution_set_egress(e, egress);
-        sdp_env_attach(e, STEAL(hold));
-        if (skills_dir && sdp_skills_attach(m, e, skills_dir, p.ws) < 0) {
-                execution_free(e);
-                return sdp_reply_error(req, 500, "Out of memory");
-        }
-        run_enqueue(m, req, STEAL(run), e, &p);
+        e = sdp_execution_new(m, req, &p, &er, &hold, skills_dir);
+        if (e)
+                run_enqueue(m, req, STEAL(run), e, &p);
 }
 
 void sdp_execute(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {

@@ -21,6 +21,7 @@ typedef struct EgressEpoch EgressEpoch;
 typedef struct EnvHold EnvHold;
 struct NpuClaim;
 typedef struct Execution Execution;
+typedef struct ExecutionRequest ExecutionRequest;
 
 /* Their JSON limit for request bodies (notes §1). */
 #define SDP_JSON_BODY_MAX UINT64_C(2000000)
@@ -89,6 +90,14 @@ json_object *sdp_result_json(Manager *m, json_object *ours, const char *language
 int sdp_network_acquire(Manager *m, const SdpNetwork *n, EgressEpoch **ret, char **ret_error);
 /* sdp_network_prepare() - the same for request @p, the error answered. Return: false once sent. */
 bool sdp_network_prepare(Manager *m, HttpRequest *req, const SdpRequest *p, EgressEpoch **ret);
+
+/*
+ * sdp_execution_new() - the execution of request @p from our parsed request @er (taken): the
+ * gateway of its own network policy, the environment of @hold (taken) and the skill package
+ * @skills_dir (or NULL) bound. Return: the execution, or NULL once the error is answered.
+ */
+Execution *sdp_execution_new(Manager *m, HttpRequest *req, const SdpRequest *p, ExecutionRequest **er,
+                             EnvHold **hold, const char *skills_dir);
 /* sdp_network_check() - the permission @epoch's network and @body's sandboxEgressProxy into @ret.
  * Return: false once the 400 is sent. */
 bool sdp_network_check(HttpRequest *req, json_object *body, json_object *epoch, SdpNetwork *ret);

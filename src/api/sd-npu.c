@@ -38,13 +38,6 @@
 
 #define SDP_NPU_LOG_MAX (256U * 1024U)   /* the log an NpuJob carries: its first 256 KiB */
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v;
-
-        if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
 
 static bool broker_ready(Manager *m, HttpRequest *req) {
         if (m->broker)
@@ -149,9 +142,9 @@ static json_object *job_json(Manager *m, const NpuJob *j, bool summary) {
         if (j->error || j->state == NPU_JOB_INTERRUPTED)
                 json_object_object_add(o, "error", json_object_new_string(
                                                j->error ?: "interrupted: the runner restarted while the job was active"));
-        if (get_str(x, "environmentRevisionId"))
-                json_object_object_add(o, "environmentRevisionId", json_object_new_string(get_str(x, "environmentRevisionId")));
-        json_object_object_add(o, "workspaceRoot", json_object_new_string(summary ? "" : get_str(x, "workspaceRoot") ?: ""));
+        if (json_get_string(x, "environmentRevisionId"))
+                json_object_object_add(o, "environmentRevisionId", json_object_new_string(json_get_string(x, "environmentRevisionId")));
+        json_object_object_add(o, "workspaceRoot", json_object_new_string(summary ? "" : json_get_string(x, "workspaceRoot") ?: ""));
         return STEAL(o);
 }
 
@@ -166,9 +159,9 @@ static json_object *workloads_json(Manager *m) {
 
                 if (!d)
                         continue;
-                json_object_object_add(d, "id", json_object_new_string(get_str(w, "id") ?: ""));
-                json_object_object_add(d, "label", json_object_new_string(get_str(w, "id") ?: ""));
-                json_object_object_add(d, "description", json_object_new_string(get_str(w, "description") ?: ""));
+                json_object_object_add(d, "id", json_object_new_string(json_get_string(w, "id") ?: ""));
+                json_object_object_add(d, "label", json_object_new_string(json_get_string(w, "id") ?: ""));
+                json_object_object_add(d, "description", json_object_new_string(json_get_string(w, "description") ?: ""));
                 json_object_object_add(d, "phase", json_object_new_string("available"));
                 if (json_object_object_get_ex(w, "inputs", &v) && json_object_array_length(v) > 0)
                         json_object_object_add(d, "requiredInputs", json_object_get(v));
@@ -295,7 +288,7 @@ json_object *sdp_npu_inventory(Manager *m) {
         }
         /* Our chips are probed at start-up and each again before it is used (refresh=1 is that
          * same inventory: a card's state shows in health and sandboxUsable). */
-        phase = get_str(ours, "phase") ?: "";
+        phase = json_get_string(ours, "phase") ?: "";
         json_object_object_add(o, "supported", json_object_new_boolean(!streq(phase, "failed")));
         if (json_object_object_get_ex(ours, "chips", &chips))
                 for (size_t i = 0; i < json_object_array_length(chips); i++) {
@@ -306,15 +299,15 @@ json_object *sdp_npu_inventory(Manager *m) {
                                 continue;
                         json_object_object_add(d, "hostIndex", json_object_object_get_ex(c, "id", &v) ?
                                                json_object_get(v) : json_object_new_int(0));
-                        json_object_object_add(d, "chipName", json_object_new_string(get_str(c, "name") ?: ""));
-                        json_object_object_add(d, "health", json_object_new_string(get_str(c, "health") ?: "UNKNOWN"));
+                        json_object_object_add(d, "chipName", json_object_new_string(json_get_string(c, "name") ?: ""));
+                        json_object_object_add(d, "health", json_object_new_string(json_get_string(c, "health") ?: "UNKNOWN"));
                         json_object_object_add(d, "sandboxUsable", json_object_new_boolean(usable));
-                        if (!usable && get_str(c, "reason"))
-                                json_object_object_add(d, "sandboxUnusableReason", json_object_new_string(get_str(c, "reason")));
+                        if (!usable && json_get_string(c, "reason"))
+                                json_object_object_add(d, "sandboxUnusableReason", json_object_new_string(json_get_string(c, "reason")));
                         json_object_array_add(devices, d);
                 }
-        if (get_str(ours, "error"))
-                json_object_object_add(o, "error", json_object_new_string(get_str(ours, "error")));
+        if (json_get_string(ours, "error"))
+                json_object_object_add(o, "error", json_object_new_string(json_get_string(ours, "error")));
         return STEAL(o);
 }
 
@@ -424,8 +417,8 @@ void sdp_npu_job_create(Manager *m, HttpRequest *req, json_object *body, const c
         _cleanup_(json_object_putp) json_object *ours = json_object_new_object(), *x = json_object_new_object();
         _cleanup_(npu_job_freep) NpuJob *j = NULL;
         _cleanup_free_ char *why = NULL;
-        const char *key = get_str(body, "runnerWorkspaceKey"), *rev = get_str(body, "environmentRevisionId");
-        const char *session = get_str(body, "sessionId"), *workload = get_str(body, "workloadId");
+        const char *key = json_get_string(body, "runnerWorkspaceKey"), *rev = json_get_string(body, "environmentRevisionId");
+        const char *session = json_get_string(body, "sessionId"), *workload = json_get_string(body, "workloadId");
         char id[NPU_JOB_ID_LEN + 1], ws[129];
         json_object *inputs = NULL;
         int r;
@@ -469,7 +462,7 @@ void sdp_npu_job_create(Manager *m, HttpRequest *req, json_object *body, const c
         json_object_object_add(x, "inputs", inputs && json_object_is_type(inputs, json_type_object) ?
                                json_object_get(inputs) : json_object_new_object());
         json_object_object_add(x, "environmentRevisionId", json_object_new_string(rev));
-        json_object_object_add(x, "workspaceRoot", json_object_new_string(get_str(body, "workspaceRoot") ?: ""));
+        json_object_object_add(x, "workspaceRoot", json_object_new_string(json_get_string(body, "workspaceRoot") ?: ""));
         r = extras_write(m, id, x);
         if (r < 0)
                 log_warning_errno(r, "Failed to keep the ScienceDiscovery fields of NPU job %s, ignoring: %m", id);
@@ -511,7 +504,7 @@ void sdp_npu_job_result(Manager *m, HttpRequest *req, json_object *body, const c
 void sdp_npu_job_cancel(Manager *m, HttpRequest *req, json_object *body, const char **params, size_t *lens) {
         _cleanup_(npu_job_freep) NpuJob *j = NULL, *now = NULL;
 
-        if (!broker_ready(m, req) || !(j = owned_job(m, req, params[0], lens[0], get_str(body, "sessionId"))))
+        if (!broker_ready(m, req) || !(j = owned_job(m, req, params[0], lens[0], json_get_string(body, "sessionId"))))
                 return;
         (void) npu_broker_cancel(m->broker, j->id, j->session_id);
         if (npu_jobs_load(npu_broker_jobs_fd(m->broker), j->id, &now) < 0)

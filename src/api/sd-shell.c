@@ -98,12 +98,6 @@ static uint64_t get_u64(json_object *o, const char *key) {
         return json_object_object_get_ex(o, key, &v) ? (uint64_t) json_object_get_int64(v) : 0;
 }
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v;
-
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ?
-                json_object_get_string(v) : NULL;
-}
 
 /* The budget the run's logs had (their maxOutputBytes or ours, the smaller; 0: none). */
 static uint64_t log_limit(json_object *rec) {
@@ -121,7 +115,7 @@ static char *quota_error(json_object *rec) {
 
         if (!json_object_object_get_ex(rec, "workspaceQuota", &q) ||
             asprintf(&s, "Workspace exceeded the %" PRIu64 " byte execution quota (%s)", get_u64(q, "limitBytes"),
-                     get_str(rec, "workspaceId") ?: "") < 0)
+                     json_get_string(rec, "workspaceId") ?: "") < 0)
                 return NULL;
         return s;
 }
@@ -141,7 +135,7 @@ static bool log_truncated(json_object *rec) {
 /* Their ManagedExecution from our record @rec. */
 static json_object *managed_json(Manager *m, json_object *rec, const char *id, const char *session, const char *agent) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        const char *state = get_str(rec, "state") ?: "running", *status = get_str(rec, "status") ?: "";
+        const char *state = json_get_string(rec, "state") ?: "running", *status = json_get_string(rec, "status") ?: "";
         uint64_t created = get_u64(rec, "createdAt");
         const char *theirs;
         char when[32];
@@ -174,7 +168,7 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
 
                 json_object_object_add(o, "error", json_object_new_string(why ?: status));
         } else if (!streq(status, "exited"))
-                json_object_object_add(o, "error", json_object_new_string(get_str(rec, "error") ?: status));
+                json_object_object_add(o, "error", json_object_new_string(json_get_string(rec, "error") ?: status));
         json_object_object_add(o, "logTruncated", json_object_new_boolean(log_truncated(rec)));
         if (!streq(theirs, "unknown")) {
                 /* Their output budget over both streams, with their marker, as the log's budget. */
@@ -278,20 +272,15 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
         _cleanup_(execution_request_freep) ExecutionRequest *er = NULL;
         _cleanup_free_ char *why = NULL, *skills_dir = NULL;
         json_object *argv;
-        ExecutionMaxima max = {
-                .default_timeout_usec = m->config.max_timeout_usec,
-                .max_timeout_usec = m->config.max_timeout_usec,
-                .memory_max = m->config.memory_max,
-                .tasks_max = m->config.tasks_max,
-                .cpu_quota_percent = m->config.cpu_quota_percent,
-        };
+        /* A wait budget is not a process lifetime: our maximum is the default of a managed run. */
+        ExecutionMaxima max = execution_maxima_from_config(&m->config);
         char id[129];
         _cleanup_(hold_releasep) EnvHold *hold = NULL;
-        EgressEpoch *egress = NULL;
         SdpRequest p;
         Execution *e;
         int r;
 
+        max.default_timeout_usec = max.max_timeout_usec;
         if (!ours)
                 return sdp_reply_error(req, 500, "Out of memory");
         if (!sdp_request_check(m, req, body, SDP_KIND_MANAGED, &p))
@@ -331,19 +320,9 @@ void sdp_shell_create(Manager *m, HttpRequest *req, json_object *body, const cha
                 return sdp_reply_error(req, 500, "Out of memory");
         if (r < 0)
                 return sdp_reply_error(req, 400, "Invalid request: %s", why ?: "bad field");
-        if (!sdp_network_prepare(m, req, &p, &egress))
+        e = sdp_execution_new(m, req, &p, &er, &hold, skills_dir);
+        if (!e)
                 return;
-        r = execution_new(&m->exec, STEAL(er), &e);
-        if (r < 0) {
-                egress_epoch_release(egress);
-                return sdp_reply_error(req, 500, "Out of memory");
-        }
-        execution_set_egress(e, egress);
-        sdp_env_attach(e, STEAL(hold));
-        if (skills_dir && sdp_skills_attach(m, e, skills_dir, p.ws) < 0) {
-                execution_free(e);
-                return sdp_reply_error(req, 500, "Out of memory");
-        }
         /* Their maxOutputBytes is the logs' budget, their maxWorkspaceBytes the quota: each
          * where it is smaller than ours. */
         execution_cap_limits(e, p.max_workspace, p.max_output);

@@ -102,15 +102,9 @@ static int base64_strict_decode(const char *s, size_t n, uint8_t **ret, size_t *
         return 0;
 }
 
-static const char *get_str(json_object *o, const char *key) {
-        json_object *v;
-
-        return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string) ?
-               json_object_get_string(v) : NULL;
-}
 
 static int compare_by(json_object *const *a, json_object *const *b, const char *key) {
-        const char *x = get_str(*a, key), *y = get_str(*b, key);
+        const char *x = json_get_string(*a, key), *y = json_get_string(*b, key);
 
         /* Code-unit order of their ids and paths: bytewise for the ASCII ids, and for UTF-8 paths
          * the same as UTF-16 outside the astral planes. */
@@ -139,10 +133,10 @@ static int bundle_id(json_object *skills, char ret[static 65]) {
 
                 if (!o || !json_object_object_get_ex(k, "revision", &rev))
                         return json_object_put(o), -ENOMEM;
-                json_object_object_add(o, "hash", json_object_new_string(get_str(k, "hash")));
-                json_object_object_add(o, "id", json_object_new_string(get_str(k, "id")));
+                json_object_object_add(o, "hash", json_object_new_string(json_get_string(k, "hash")));
+                json_object_object_add(o, "id", json_object_new_string(json_get_string(k, "id")));
                 json_object_object_add(o, "revision", json_object_new_int64(json_object_get_int64(rev)));
-                json_object_object_add(o, "version", json_object_new_string(get_str(k, "version")));
+                json_object_object_add(o, "version", json_object_new_string(json_get_string(k, "version")));
                 json_object_array_add(a, o);
         }
         json_object_array_sort(a, compare_ids);
@@ -240,8 +234,8 @@ static int file_verify(int root, const char *sid, json_object *f, const SdpSkill
         char hex[65];
         int r;
 
-        if (!json_object_object_get_ex(f, "size", &sz) || !get_str(f, "path") || !get_str(f, "hash") ||
-            asprintf(&p, "%s/%s", sid, get_str(f, "path")) < 0)
+        if (!json_object_object_get_ex(f, "size", &sz) || !json_get_string(f, "path") || !json_get_string(f, "hash") ||
+            asprintf(&p, "%s/%s", sid, json_get_string(f, "path")) < 0)
                 return -EIO;
         r = ws_file_open_read(root, p, SDP_SKILLS_BODY_MAX, &fd, &st);
         if (r < 0 || (st.st_mode & 07777) != 0444 || (uint64_t) st.st_size != (uint64_t) json_object_get_int64(sz))
@@ -254,7 +248,7 @@ static int file_verify(int root, const char *sid, json_object *f, const SdpSkill
                 return -EIO;
         for (size_t b = 0; b < 32; b++)
                 (void) snprintf(hex + 2 * b, 3, "%02x", d[b]);
-        return streq(hex, get_str(f, "hash")) ? 0 : -EIO;
+        return streq(hex, json_get_string(f, "hash")) ? 0 : -EIO;
 }
 
 int sdp_skills_verify(const char *state_dir, const char *id, const SdpSkillSig *cached, size_t n_cached,
@@ -292,7 +286,7 @@ int sdp_skills_verify(const char *state_dir, const char *id, const SdpSkillSig *
                 return -EIO;
         for (size_t i = 0; i < json_object_array_length(skills); i++) {
                 json_object *k = json_object_array_get_idx(skills, i), *files;
-                const char *sid = get_str(k, "id");
+                const char *sid = json_get_string(k, "id");
 
                 if (!skill_id_valid(sid) || !json_object_object_get_ex(k, "files", &files) ||
                     !json_object_is_type(files, json_type_array) || json_object_array_length(files) > SKILL_FILES_MAX)
@@ -358,7 +352,7 @@ static int write_skill(int tmp_fd, const char *sid, json_object *files, json_obj
                 _cleanup_free_ char *p = NULL;
                 int r;
 
-                if (asprintf(&p, "%s/%s", sid, get_str(f, "path")) < 0)
+                if (asprintf(&p, "%s/%s", sid, json_get_string(f, "path")) < 0)
                         return -ENOMEM;
                 r = ws_writer_begin(tmp_fd, p, UINT64_MAX, true, &w);
                 if (r >= 0)
@@ -409,7 +403,7 @@ static const char *bundle_check(json_object *skills, json_object *decoded, char 
                 return "skills must list 1 to 64 skills";
         for (size_t i = 0; i < n; i++) {
                 json_object *k = json_object_array_get_idx(skills, i), *files, *rev, *bytes;
-                const char *sid = get_str(k, "id");
+                const char *sid = json_get_string(k, "id");
                 PackageHash h;
                 bool skill_md = false;
                 char hex[65];
@@ -417,12 +411,12 @@ static const char *bundle_check(json_object *skills, json_object *decoded, char 
                 if (!json_object_is_type(k, json_type_object) || !skill_id_valid(sid))
                         return "Each skill needs an id of lowercase letters, digits and single dashes";
                 for (size_t j = 0; j < i; j++)
-                        if (streq(sid, get_str(json_object_array_get_idx(skills, j), "id")))
+                        if (streq(sid, json_get_string(json_object_array_get_idx(skills, j), "id")))
                                 return "Duplicate skill id";
                 if (!json_object_object_get_ex(k, "revision", &rev) || !json_object_is_type(rev, json_type_int) ||
                     json_object_get_int64(rev) < 1)
                         return "Each skill needs an integer revision of at least 1";
-                if (!get_str(k, "version") || !hex64_valid(get_str(k, "hash")))
+                if (!json_get_string(k, "version") || !hex64_valid(json_get_string(k, "hash")))
                         return "Each skill needs a version and a 64 hex hash";
                 if (!json_object_object_get_ex(k, "files", &files) || !json_object_is_type(files, json_type_array) ||
                     json_object_array_length(files) == 0 || json_object_array_length(files) > SKILL_FILES_MAX)
@@ -434,15 +428,15 @@ static const char *bundle_check(json_object *skills, json_object *decoded, char 
                 sha256_init(&h.ctx);
                 for (size_t j = 0; j < json_object_array_length(files); j++) {
                         json_object *f = json_object_array_get_idx(files, j), *sz, *c;
-                        const char *path = get_str(f, "path"), *content = get_str(f, "content");
+                        const char *path = json_get_string(f, "path"), *content = json_get_string(f, "content");
                         _cleanup_free_ uint8_t *data = NULL;
                         struct sha256_ctx fh;
                         size_t size;
 
-                        if (!sdp_path_valid(path) || !content || !hex64_valid(get_str(f, "hash")) ||
+                        if (!sdp_path_valid(path) || !content || !hex64_valid(json_get_string(f, "hash")) ||
                             !json_object_object_get_ex(f, "size", &sz) || !json_object_is_type(sz, json_type_int))
                                 return "Each skill file needs a valid path, base64 content, size and hash";
-                        if (j > 0 && streq(path, get_str(json_object_array_get_idx(files, j - 1), "path")))
+                        if (j > 0 && streq(path, json_get_string(json_object_array_get_idx(files, j - 1), "path")))
                                 return "Duplicate skill file path";
                         if (base64_strict_decode(content, strlen(content), &data, &size) < 0)
                                 return "Skill file content must be base64";
@@ -453,7 +447,7 @@ static const char *bundle_check(json_object *skills, json_object *decoded, char 
                         sha256_init(&fh);
                         sha256_update(&fh, size, data);
                         sha256_hex(&fh, hex);
-                        if (!streq(hex, get_str(f, "hash"))) {
+                        if (!streq(hex, json_get_string(f, "hash"))) {
                                 (void) snprintf(why, 256, "Skill file hash mismatch: %.64s/%.128s", sid, path);
                                 return why;
                         }
@@ -467,7 +461,7 @@ static const char *bundle_check(json_object *skills, json_object *decoded, char 
                 if (!skill_md)
                         return "Each skill package requires SKILL.md";
                 sha256_hex(&h.ctx, hex);
-                if (!streq(hex, get_str(k, "hash"))) {
+                if (!streq(hex, json_get_string(k, "hash"))) {
                         (void) snprintf(why, 256, "Skill package hash mismatch: %.64s", sid);
                         return why;
                 }
@@ -490,11 +484,11 @@ static json_object *bundle_record(const char *id, json_object *skills) {
 
                 if (!o)
                         break;
-                json_object_object_add(o, "id", json_object_new_string(get_str(k, "id")));
+                json_object_object_add(o, "id", json_object_new_string(json_get_string(k, "id")));
                 if (json_object_object_get_ex(k, "revision", &v))
                         json_object_object_add(o, "revision", json_object_get(v));
-                json_object_object_add(o, "version", json_object_new_string(get_str(k, "version")));
-                json_object_object_add(o, "hash", json_object_new_string(get_str(k, "hash")));
+                json_object_object_add(o, "version", json_object_new_string(json_get_string(k, "version")));
+                json_object_object_add(o, "hash", json_object_new_string(json_get_string(k, "hash")));
                 fl = json_object_new_array();
                 (void) json_object_object_get_ex(k, "files", &files);
                 for (size_t j = 0; fl && j < json_object_array_length(files); j++) {
@@ -502,10 +496,10 @@ static json_object *bundle_record(const char *id, json_object *skills) {
 
                         if (!e)
                                 break;
-                        json_object_object_add(e, "path", json_object_new_string(get_str(f, "path")));
+                        json_object_object_add(e, "path", json_object_new_string(json_get_string(f, "path")));
                         if (json_object_object_get_ex(f, "size", &v))
                                 json_object_object_add(e, "size", json_object_get(v));
-                        json_object_object_add(e, "hash", json_object_new_string(get_str(f, "hash")));
+                        json_object_object_add(e, "hash", json_object_new_string(json_get_string(f, "hash")));
                         json_object_array_add(fl, e);
                 }
                 json_object_object_add(o, "files", fl);
@@ -553,7 +547,7 @@ void sdp_skills_post(Manager *m, HttpRequest *req, json_object *body, const char
                 json_object *k = json_object_array_get_idx(skills, i), *files;
 
                 (void) json_object_object_get_ex(k, "files", &files);
-                r = write_skill(tmp_fd, get_str(k, "id"), files, json_object_array_get_idx(decoded, i));
+                r = write_skill(tmp_fd, json_get_string(k, "id"), files, json_object_array_get_idx(decoded, i));
         }
         rec = r >= 0 ? bundle_record(id, skills) : NULL;
         if (r >= 0)

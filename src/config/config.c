@@ -69,6 +69,7 @@ int config_init(Config *c) {
                 .kernels_tasks_max = 256,
                 .kernels_cpu_quota_percent = 100,
                 .kernels_max_message_bytes = 16ULL << 20,
+                .kernels_max_output_bytes = 64ULL << 20,
         };
 
         c->bwrap = strdup(BWRAP_DEFAULT);
@@ -456,6 +457,7 @@ static const ConfigKey config_keys[] = {
         K("Kernels", "TasksMax", cp_u64, kernels_tasks_max),
         K("Kernels", "CPUQuota", cp_percent, kernels_cpu_quota_percent),
         K("Kernels", "MaxMessageBytes", cp_bytes, kernels_max_message_bytes),
+        K("Kernels", "MaxOutputBytes", cp_bytes, kernels_max_output_bytes),
 };
 #undef K
 

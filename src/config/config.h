@@ -97,6 +97,7 @@ typedef struct Config {
         uint64_t kernels_tasks_max;     /* per kernel, 0 = no limit */
         unsigned kernels_cpu_quota_percent;  /* per kernel, 0 = no limit */
         uint64_t kernels_max_message_bytes;  /* one inbound WebSocket message */
+        uint64_t kernels_max_output_bytes;   /* one execution's iopub output, then a marker; 0 = no budget */
 } Config;
 
 /* config_init() - fill in the embedded defaults. Return: 0 or -ENOMEM. */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "execution/execution-request.h"
 #include "sandbox/sandbox-argv.h"
 #include "util/macro.h"
@@ -503,4 +504,14 @@ int execution_request_parse(json_object *body, ExecutionKind kind, const Executi
 
         *ret = STEAL(r);
         return 0;
+}
+
+ExecutionMaxima execution_maxima_from_config(const Config *c) {
+        return (ExecutionMaxima) {
+                .default_timeout_usec = c->default_timeout_usec,
+                .max_timeout_usec = c->max_timeout_usec,
+                .memory_max = c->memory_max,
+                .tasks_max = c->tasks_max,
+                .cpu_quota_percent = c->cpu_quota_percent,
+        };
 }

@@ -23,6 +23,11 @@ typedef struct ExecutionMaxima {
         unsigned cpu_quota_percent;     /* 0 = no cap */
 } ExecutionMaxima;
 
+struct Config;
+/* The maxima of the configuration @c ([Execution] DefaultTimeoutSec=, MaxTimeoutSec=, MemoryMax=,
+ * TasksMax=, CPUQuota=). */
+ExecutionMaxima execution_maxima_from_config(const struct Config *c);
+
 #define EXECUTION_ARGV_MAX 4096
 #define EXECUTION_ARG_BYTES_MAX (128 * 1024 - 1)
 #define EXECUTION_ENV_MAX 256

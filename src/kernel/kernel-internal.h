@@ -8,6 +8,7 @@
 
 #include "kernel/jupyter-msg.h"
 #include "kernel/kernel-connection.h"
+#include "kernel/kernel-output.h"
 #include "kernel/kernel-routes.h"
 #include "kernel/kernel-zmq.h"
 #include "kernel/kernel.h"
@@ -69,6 +70,7 @@ struct Kernel {
         KernelAdopted *adopted;                  /* its sandbox is a previous daemon's (kernel-adopt.h) */
         KernelSocket *sockets[_JUPYTER_CHANNEL_MAX];
         JupyterDigestHistory *digests;
+        KernelOutput *output;                    /* per-request budget ([Kernels] MaxOutputBytes=) */
         KernelRoutes *routes;
         KernelClient *clients;
         unsigned n_clients;

@@ -8,15 +8,18 @@
  */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <zmq.h>
 
+#include "config/config.h"
 #include "kernel/kernel-internal.h"
 #include "util/json-util.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/string-util.h"
 
 static JupyterChannel socket_channel(Kernel *k, KernelSocket *s) {
         for (JupyterChannel c = 0; c < _JUPYTER_CHANNEL_MAX; c++)
@@ -44,8 +47,42 @@ static void fan_out(Kernel *k, const JupyterMsg *m) {
         }
 }
 
+/* Output past the request's budget ([Kernels] MaxOutputBytes=): the marker once, then nothing.
+ * Return: the message to fan out (@m or the marker in *@ret_marker), or NULL to drop it. */
+static const JupyterMsg *output_budget(Kernel *k, const JupyterMsg *m, JupyterMsg **ret_marker) {
+        _cleanup_free_ char *parent = NULL;
+        uint64_t delivered = 0;
+        int r;
+
+        if (!k->output && kernel_output_new(k->manager->config->kernels_max_output_bytes, &k->output) < 0) {
+                log_oom();
+                return m;       /* no budget rather than a hole in the output */
+        }
+        r = kernel_output_judge(k->output, m, k->session, ret_marker, &delivered);
+        if (r < 0) {
+                log_oom();
+                return m;
+        }
+        if (r == KERNEL_OUTPUT_DROP)
+                return NULL;
+        if (r == KERNEL_OUTPUT_PASS)
+                return m;
+        /* The request's msg_id is a client's string, echoed by the kernel. */
+        parent = str_escape_log(jupyter_msg_parent_id(m), 128);
+        log_struct(LOG_INFO,
+                   "SANDBOX_KERNEL_ID=%s", k->id,
+                   "JUPYTER_MSG_ID=%s", parent ?: "?",
+                   "SANDBOX_KERNEL_OUTPUT_BYTES=%" PRIu64, delivered,
+                   "MESSAGE=Kernel '%s': the output of request '%s' passed MaxOutputBytes=%" PRIu64
+                   " after %" PRIu64 " bytes; truncated with a marker.", k->id, parent ?: "?",
+                   k->manager->config->kernels_max_output_bytes, delivered);
+        return *ret_marker;
+}
+
 static void on_iopub(Kernel *k, const JupyterMsg *m) {
+        _cleanup_jupyter_msg_ JupyterMsg *marker = NULL;
         const char *type = jupyter_msg_type(m);
+        const JupyterMsg *out;
         json_object *v;
 
         k->iopub_heard = true;
@@ -58,7 +95,9 @@ static void on_iopub(Kernel *k, const JupyterMsg *m) {
                 else if (streq(s, "idle"))
                         kernel_set_state(k, KERNEL_IDLE);
         }
-        fan_out(k, m);
+        out = output_budget(k, m, &marker);
+        if (out)
+                fan_out(k, out);
         if (!k->ready && k->info_replied && k->state != KERNEL_DEAD)
                 kernel_became_ready(k);
 }

@@ -109,6 +109,7 @@ static void kernel_stop_timers(Kernel *k) {
 
 static void kernel_destroy(Kernel *k) {
         jupyter_digest_history_free(k->digests);
+        kernel_output_free(k->output);
         kernel_routes_free(k->routes);
         json_object_put(k->env);
         json_object_put(k->limits);

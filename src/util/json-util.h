@@ -13,6 +13,16 @@ SR_DEFINE_FREE_FUNC(json_object *, json_object_put);
 
 /* json_new_u64() - an unsigned count as a JSON number; past INT64_MAX (never, in practice) it is
  * clamped to INT64_MAX, as API.md's integers are signed 64-bit. */
+/* json_get_string() - the string at @key of the object @o (NULL: none), or NULL when it is absent or
+ * not a string. */
+static inline const char *json_get_string(json_object *o, const char *key) {
+        json_object *v;
+
+        if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+                return NULL;
+        return json_object_get_string(v);
+}
+
 static inline json_object *json_new_u64(uint64_t v) {
         return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t) v);
 }

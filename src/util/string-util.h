@@ -44,3 +44,8 @@ bool str_token_valid(const char *s, size_t max, const char *first_charset, const
  */
 int set_message(char **ret_message, int error, const char *fmt, ...) __attribute__((__format__(printf, 3, 4)));
 int set_messagev(char **ret_message, int error, const char *fmt, va_list ap) __attribute__((__format__(printf, 3, 0)));
+
+/* streq_ptr() - both strings are there and equal (NULL never equals anything, NULL included). */
+static inline bool streq_ptr(const char *a, const char *b) {
+        return a && b && __builtin_strcmp(a, b) == 0;
+}

@@ -22,7 +22,6 @@ package); DELETE; /environment-setup; an R run through starter-r (our r-base, bu
 use).  Prints TAP, exits 1 on any failure.  Bounded: < 280 s; traffic only to 127.0.0.1.
 """
 
-import argparse
 import base64
 import hashlib
 import json
@@ -37,7 +36,7 @@ sys.path.insert(0, HERE)
 import execute_lib as L                                                    # noqa: E402
 import sd_lib as S                                                      # noqa: E402
 import testlib as T                                                        # noqa: E402
-from execute_lib import Result, now, trunc                                 # noqa: E402
+from execute_lib import now, trunc                                 # noqa: E402
 
 BUDGET = 270.0
 SETUP = 150.0           # a setup's answer under load
@@ -308,42 +307,27 @@ def c_delete(ctx, res):
     expect(res, ctx.sd("DELETE", "/environments/starter-python"), 400, "a starter")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    args = ap.parse_args()
 
-    budget = L.Budget(BUDGET)
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(CASES))
-    run_as = T.resolve_run_as(args.run_as)
-    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
-    wh = os.path.join(d.tmp, "wh")
-    envs = S.build_wheelhouse(wh)
+def prepare(st):
+    d = st.d
+    st.wh = os.path.join(d.tmp, "wh")
+    envs = S.build_wheelhouse(st.wh)
     with open(d.conf, "w") as f:
         f.write(L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K").replace("Bootstrap=\n", "") + envs)
-    T.chown_tree(d.tmp, run_as)
-    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
-    if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
-        d.cleanup()
-        return 1
+    T.chown_tree(d.tmp, st.run_as)
+
+
+def make_ctx(st):
     global CTX
-    ctx = CTX = S.Ctx(d, args.verbose)
+    ctx = CTX = S.Ctx(st.d, st.args.verbose)
     ctx.shared = {}
-    with open(os.path.join(wh, "client", "srtest_gamma-0.1-py3-none-any.whl"), "rb") as f:
+    with open(os.path.join(st.wh, "client", "srtest_gamma-0.1-py3-none-any.whl"), "rb") as f:
         ctx.wheel_bytes = f.read()
-    try:
-        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
-    finally:
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.terminate()
-        d.cleanup()
-    return tap.summary(len(CASES), budget.elapsed())
+    return ctx
+
+
+def main():
+    return S.test_main(__doc__, CASES, BUDGET, make_ctx, prepare=prepare)
 
 
 if __name__ == "__main__":

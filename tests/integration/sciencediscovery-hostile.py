@@ -14,13 +14,11 @@ every case the daemon still runs and both listeners answer GET /health.  Prints 
 any failure.  Bounded (< 90 s); traffic only to 127.0.0.1.
 """
 
-import argparse
 import hashlib
 import json
 import os
 import sys
 import time
-import traceback
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -343,52 +341,29 @@ def c_keys(ctx, res):
     res.eq("workspaces", sorted(os.listdir(os.path.dirname(workspace_dir(ctx)))), before)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    args = ap.parse_args()
 
-    budget = L.Budget(BUDGET)
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(CASES))
-    run_as = T.resolve_run_as(args.run_as)
-    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG)
-    if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
-        d.cleanup()
-        return 1
-    ctx = Ctx(d)
+def make_ctx(st):
+    ctx = Ctx(st.d)
     # The workspace the cases use exists (an upload made it).
     ctx.c.request("PUT", "/remote-workspace/file?workspace=%s&path=seed.txt" % urllib.parse.quote(KEY, safe=""),
                   raw=b"seed", content_type="application/octet-stream")
-    try:
-        for name, fn in CASES:
-            res = Result(name)
-            t0 = now()
-            if budget.left() <= 0:
-                res.fail("not run: the time budget is exhausted")
-            else:
-                try:
-                    fn(ctx, res)
-                except Exception:                                        # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
-                else:
-                    for port in (d.port, d.sd_port):
-                        st, _, _ = H.health(port)
-                        res.check(st == 200, "GET /health on port %d after the case: %r" % (port, st))
-            res.note("(%.2fs)" % (now() - t0))
-            tap.emit(res, verbose=args.verbose)
-    finally:
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.terminate()
-        d.cleanup()
-    return tap.summary(len(CASES), budget.elapsed())
+    return ctx
+
+
+def main():
+    d = []
+
+    def after_case(res):
+        # Both listeners still answer after each hostile case.
+        for port in (d[0].port, d[0].sd_port):
+            st, _, _ = H.health(port)
+            res.check(st == 200, "GET /health on port %d after the case: %r" % (port, st))
+
+    def remember(st):
+        d.append(st.d)
+        return make_ctx(st)
+
+    return S.test_main(__doc__, CASES, BUDGET, remember, config=CONFIG, after_case=after_case)
 
 
 if __name__ == "__main__":

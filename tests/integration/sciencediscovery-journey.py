@@ -30,7 +30,6 @@ offline from tests/helpers/make-wheelhouse.py's wheels.  Needs root (namespaces,
 Prints TAP (one point a step), exits 1 on any failure.  Bounded: < 240 s.
 """
 
-import argparse
 import email.utils
 import hashlib
 import importlib.util
@@ -38,11 +37,8 @@ import json
 import os
 import re
 import secrets
-import shutil
 import sys
-import tempfile
 import time
-import traceback
 import uuid
 
 sys.dont_write_bytecode = True     # nothing written into the source tree
@@ -150,7 +146,7 @@ def s_health(j, res):
     res.eq("npuBroker workloads", [w.get("id") for w in (h.get("npuBroker") or {}).get("workloads", [])],
            ["fold", "escape"])
     res.eq("scientificEnvs.available", (h.get("scientificEnvs") or {}).get("available"), True)
-    res.eq("sandboxNetwork", h.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist"]})
+    res.eq("sandboxNetwork", h.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist", "open"]})
     skew = abs(email.utils.parsedate_to_datetime(r.header("date")).timestamp() - time.time())
     res.check(skew < 5, "the Date header their client corrects its clock from is %.1f s off" % skew)
     expect(res, j.sd("GET", "/status", auth=False), 401, "the probe without the token", S.UNAUTHORIZED)
@@ -476,71 +472,31 @@ def s_native(j, res):
         res.eq("activeExecutions", r.json().get("activeExecutions"), [])
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    args = ap.parse_args()
-    if os.environ.get(INNER_ENV) != "1":
-        argv = ["--daemon", os.path.abspath(args.daemon), "--run-as", args.run_as]
-        argv += ["--verbose"] if args.verbose else []
-        argv += ["--keep-tmp"] if args.keep_tmp else []
-        T.enter_namespaces(argv, INNER_ENV)
 
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(STEPS))
-    out.flush()
-    budget = L.Budget(BUDGET)
-    workdir = tempfile.mkdtemp(prefix="sr-sd-journey.")
-    d = servers = None
-    try:
-        dns, servers = E.setup_test_hosts(workdir)
-        run_as = T.resolve_run_as(args.run_as)
-        d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as)
-        # The FAKE Ascend host of npu.py (no NPU exists here) and its broker's allowlist.
-        nctx = N.Ctx(d, budget, os.path.join(d.tmp, "ascend"))
-        nctx.inodes = N.build_host(nctx.root)
-        N.build_broker(nctx)
-        npu_section = N.config_text(nctx).split("[Environments]")[0]
-        with open(d.conf, "w") as f:
-            f.write(CONFIG + npu_section + S.build_wheelhouse(os.path.join(d.tmp, "wh")))
-        T.chown_tree(d.tmp, run_as)
-        out.write("# daemon runs as uid %s; FAKE Ascend host under %s\n" % (T.run_as_uid(run_as), nctx.root))
-        if L.start_or_fail_all(d, STEPS, tap, Result, 300) is None:
-            return 1
-        N.wait_probed(nctx, Result("probe"))
-        j = Journey(d, args.verbose, nctx, dns)
-        out.write("# runnerWorkspaceKey %s\n" % j.key)
-        for name, fn in STEPS:
-            res = Result(name)
-            t0 = now()
-            if budget.left() <= 0:
-                res.fail("not run: the time budget is exhausted")
-            elif not d.alive():
-                res.fail("the daemon is not running (exit status %r)" % d.proc.poll())
-            else:
-                try:
-                    fn(j, res)
-                except Exception:                                  # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
-            res.note("(%.2fs)" % (now() - t0))
-            tap.emit(res, verbose=args.verbose)
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.terminate()
-    finally:
-        for s in servers or ():
-            s.shutdown()
-            s.server_close()
-        if d is not None:
-            d.cleanup()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return tap.summary(len(STEPS), budget.elapsed())
+def prepare(st):
+    st.dns, servers = E.setup_test_hosts(st.workdir)
+    st.cleanups.append(lambda: [(s.shutdown(), s.server_close()) for s in servers])
+    d = st.d
+    # The FAKE Ascend host of npu.py (no NPU exists here) and its broker's allowlist.
+    st.nctx = N.Ctx(d, L.Budget(BUDGET), os.path.join(d.tmp, "ascend"))
+    st.nctx.inodes = N.build_host(st.nctx.root)
+    N.build_broker(st.nctx)
+    npu_section = N.config_text(st.nctx).split("[Environments]")[0]
+    with open(d.conf, "w") as f:
+        f.write(CONFIG + npu_section + S.build_wheelhouse(os.path.join(d.tmp, "wh")))
+    T.chown_tree(d.tmp, st.run_as)
+    return "FAKE Ascend host under %s" % st.nctx.root
+
+
+def make_ctx(st):
+    N.wait_probed(st.nctx, Result("probe"))
+    j = Journey(st.d, st.args.verbose, st.nctx, st.dns)
+    sys.stdout.write("# runnerWorkspaceKey %s\n" % j.key)
+    return j
+
+
+def main():
+    return S.test_main(__doc__, STEPS, BUDGET, make_ctx, prepare=prepare, inner_env=INNER_ENV)
 
 
 if __name__ == "__main__":

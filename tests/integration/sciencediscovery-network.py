@@ -35,16 +35,13 @@ runs keep the policy in force (none).  Prints TAP, exits 1 on any failure.  Need
 otherwise).  Bounded: < 100 s.
 """
 
-import argparse
 import base64
 import importlib.util
 import json
 import os
 import select
-import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -55,7 +52,7 @@ sys.path.insert(0, HERE)
 import execute_lib as L                                                    # noqa: E402
 import sd_lib as S                                                      # noqa: E402
 import testlib as T                                                        # noqa: E402
-from execute_lib import Result, now, trunc                                 # noqa: E402
+from execute_lib import trunc                                 # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("egress_e2e", os.path.join(HERE, "egress-e2e.py"))
 E = importlib.util.module_from_spec(_spec)
@@ -487,49 +484,22 @@ def c_open_off(ctx, res):
         d2.cleanup()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    args = ap.parse_args()
-    if os.environ.get(INNER_ENV) != "1":
-        argv = ["--daemon", os.path.abspath(args.daemon), "--run-as", args.run_as]
-        argv += ["--verbose"] if args.verbose else []
-        argv += ["--keep-tmp"] if args.keep_tmp else []
-        T.enter_namespaces(argv, INNER_ENV)
 
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(CASES))
-    out.flush()
-    budget = L.Budget(BUDGET)
-    workdir = tempfile.mkdtemp(prefix="sr-sd-network.")
-    d = None
-    try:
-        dns, servers = E.setup_test_hosts(workdir)
-        run_as = T.resolve_run_as(args.run_as)
-        d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG)
-        out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
-        if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
-            return 1
-        ctx = S.Ctx(d, args.verbose)
-        ctx.dns = dns
-        ctx.upstream = UpstreamProxy()
-        ctx.d_args = (os.path.abspath(args.daemon), run_as)
-        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.terminate()
-        for s in servers:
-            s.shutdown()
-            s.server_close()
-    finally:
-        if d is not None:
-            d.cleanup()
-        shutil.rmtree(workdir, ignore_errors=True)
-    return tap.summary(len(CASES), budget.elapsed())
+def prepare(st):
+    st.dns, servers = E.setup_test_hosts(st.workdir)
+    st.cleanups.append(lambda: [(s.shutdown(), s.server_close()) for s in servers])
+
+
+def make_ctx(st):
+    ctx = S.Ctx(st.d, st.args.verbose)
+    ctx.dns = st.dns
+    ctx.upstream = UpstreamProxy()
+    ctx.d_args = (os.path.abspath(st.args.daemon), st.run_as)
+    return ctx
+
+
+def main():
+    return S.test_main(__doc__, CASES, BUDGET, make_ctx, config=CONFIG, prepare=prepare, inner_env=INNER_ENV)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ network).  Prints TAP, exits 1 on any failure.  Needs root (mknod): not a skip, 
 otherwise.  Bounded: < 150 s; traffic only to 127.0.0.1.
 """
 
-import argparse
 import os
 import sys
 
@@ -32,7 +31,7 @@ import execute_lib as L                                                    # noq
 import npu as N                                                            # noqa: E402
 import sd_lib as S                                                      # noqa: E402
 import testlib as T                                                        # noqa: E402
-from execute_lib import Result, now, trunc                                 # noqa: E402
+from execute_lib import Result, trunc                                 # noqa: E402
 
 BUDGET = 140.0
 SESSION = "sd-npu-session-1"
@@ -245,51 +244,31 @@ def c_npu_devices(ctx, res):
             res.check(((j.get("result") or {}).get("stdout") or "").startswith("davinci0 "), "managed: %s" % j)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    args = ap.parse_args()
 
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(CASES))
-    out.flush()
-    if os.geteuid() != 0:
-        # mknod needs root: the fake host cannot be built otherwise. Not a skip: a failure.
-        for name, _ in CASES:
-            r = Result(name)
-            r.fail("this test builds fake device nodes with mknod and must run as root")
-            tap.emit(r)
-        return 1
-    budget = L.Budget(BUDGET)
-    run_as = T.resolve_run_as(args.run_as)
-    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config="")
-    nctx = N.Ctx(d, budget, os.path.join(d.tmp, "ascend"))
-    nctx.inodes = N.build_host(nctx.root)
-    N.build_broker(nctx)
-    nctx.claim([1])
+def prepare(st):
+    d = st.d
+    st.nctx = N.Ctx(d, L.Budget(BUDGET), os.path.join(d.tmp, "ascend"))
+    st.nctx.inodes = N.build_host(st.nctx.root)
+    N.build_broker(st.nctx)
+    st.nctx.claim([1])
     with open(d.conf, "w") as f:
-        f.write(N.config_text(nctx))
-    T.chown_tree(d.tmp, run_as)
-    out.write("# daemon runs as uid %s; FAKE Ascend host under %s\n" % (T.run_as_uid(run_as), nctx.root))
-    if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
-        d.cleanup()
-        return 1
-    ctx = S.Ctx(d, args.verbose)
-    ctx.npu = nctx
+        f.write(N.config_text(st.nctx))
+    T.chown_tree(d.tmp, st.run_as)
+    return "FAKE Ascend host under %s" % st.nctx.root
+
+
+def make_ctx(st):
+    ctx = S.Ctx(st.d, st.args.verbose)
+    ctx.npu = st.nctx
     ctx.shared = {}
-    try:
-        N.wait_probed(nctx, Result("probe"))
-        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
-    finally:
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.terminate()
-        d.cleanup()
-    return tap.summary(len(CASES), budget.elapsed())
+    N.wait_probed(st.nctx, Result("probe"))
+    return ctx
+
+
+def main():
+    # mknod needs root: the fake host cannot be built otherwise.
+    return S.test_main(__doc__, CASES, BUDGET, make_ctx, config="", prepare=prepare,
+                       need_root="this test builds fake device nodes with mknod and must run as root")
 
 
 if __name__ == "__main__":

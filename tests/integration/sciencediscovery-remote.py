@@ -20,7 +20,6 @@ package changed on disk is no longer served).  Prints TAP; exits 1 on any failur
 (< 200 s); traffic only to 127.0.0.1.
 """
 
-import argparse
 import hashlib
 import os
 import secrets
@@ -34,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
 import sd_lib as S                                                         # noqa: E402
 import testlib as T                                                        # noqa: E402
-from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
+from execute_lib import now                      # noqa: E402
 
 BUDGET = 200.0
 UNAUTHORIZED = {"error": "Unauthorized"}
@@ -595,36 +594,12 @@ def c_skill_retention(ctx, res):
            sorted(others[2:] + [r.json().get("id")]))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    args = ap.parse_args()
 
-    budget = L.Budget(BUDGET)
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(CASES))
-    run_as = T.resolve_run_as(args.run_as)
+def main():
     # MaxWorkspaceBytes=8M: their maxWorkspaceBytes, the cap of a PUT body (below MaxUploadFileBytes).
-    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
-                   config=L.CONFIG_TEXT.replace("[Quota]\n", "[Quota]\nMaxWorkspaceBytes=8M\n")
-                   + "\n[ScienceDiscovery]\nMaxExports=3\nMaxSkillPackages=3\n")
-    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
-    if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
-        d.cleanup()
-        return 1
-    ctx = Ctx(d)
-    try:
-        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
-    finally:
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.terminate()
-        d.cleanup()
-    return tap.summary(len(CASES), budget.elapsed())
+    return S.test_main(__doc__, CASES, BUDGET, lambda st: Ctx(st.d),
+                       config=L.CONFIG_TEXT.replace("[Quota]\n", "[Quota]\nMaxWorkspaceBytes=8M\n")
+                       + "\n[ScienceDiscovery]\nMaxExports=3\nMaxSkillPackages=3\n")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ still answering on the other listener (and neither listener taking the other's r
 signature).  Prints TAP, exits 1 on any failure.  Bounded: < 90 s; traffic only to 127.0.0.1.
 """
 
-import argparse
 import email.utils
 import hashlib
 import json
@@ -34,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L                                                    # noqa: E402
 import sd_lib as S                                                         # noqa: E402
 import testlib as T                                                        # noqa: E402
-from execute_lib import HttpError, Result, now, trunc                      # noqa: E402
+from execute_lib import HttpError, now, trunc                      # noqa: E402
 from sd_lib import (BAD_SIGNATURE, ISO, RUN_TIMEOUT, UNAUTHORIZED, Ctx, shell_path,  # noqa: E402
                     shell_submit, shell_wait)
 
@@ -75,7 +74,7 @@ def c_health(ctx, res):
     res.check(isinstance((j.get("npuBroker") or {}).get("enabled"), bool), "npuBroker.enabled is not a bool")
     res.eq("npuBroker.workloads", (j.get("npuBroker") or {}).get("workloads"), [])
     res.check(isinstance((j.get("scientificEnvs") or {}).get("available"), bool), "scientificEnvs.available")
-    res.eq("sandboxNetwork", j.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist"]})
+    res.eq("sandboxNetwork", j.get("sandboxNetwork"), {"available": True, "modes": ["none", "domain-allowlist", "open"]})
     res.check(j.get("workerConcurrency", 0) is None, "workerConcurrency is not null")
 
 
@@ -720,36 +719,11 @@ def c_reexec(ctx, res):
         res.eq("its stdout", r.json().get("stdout"), "42\n")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    args = ap.parse_args()
 
-    budget = L.Budget(BUDGET)
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(CASES))
-    run_as = T.resolve_run_as(args.run_as)
+def main():
     # Logs of managed runs are kept up to MaxOutputBytes: room for the 20 KB of the logs case.
-    d = S.SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
-               config=L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K"))
-    out.write("# daemon runs as uid %s\n" % T.run_as_uid(run_as))
-    if L.start_or_fail_all(d, CASES, tap, Result, 300) is None:
-        d.cleanup()
-        return 1
-    out.write("# ScienceDiscovery listener on 127.0.0.1:%d\n" % d.sd_port)
-    ctx = Ctx(d, args.verbose)
-    try:
-        S.run_cases(ctx, d, CASES, tap, budget, args.verbose)
-    finally:
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.terminate()
-        d.cleanup()
-    return tap.summary(len(CASES), budget.elapsed())
+    return S.test_main(__doc__, CASES, BUDGET, lambda st: Ctx(st.d, st.args.verbose),
+                       config=L.CONFIG_TEXT.replace("MaxOutputBytes=4K", "MaxOutputBytes=64K"))
 
 
 if __name__ == "__main__":

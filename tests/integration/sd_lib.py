@@ -5,6 +5,7 @@ second, and a client that signs and sends as their API server does (bearer token
 signature = hex HMAC-SHA256 keyed with the token over "<ms>\\n<sha256 hex of the body>"), with
 chunked streaming uploads as their client sends them.  Traffic only to 127.0.0.1."""
 
+import argparse
 import base64
 import hashlib
 import hmac
@@ -12,7 +13,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import socket
+import sys
+import tempfile
 import time
 import traceback
 import urllib.parse
@@ -429,9 +433,10 @@ def build_wheelhouse(top):
             % os.path.join(top, "wheelhouse"))
 
 
-def run_cases(ctx, d, cases, tap, budget, verbose):
+def run_cases(ctx, d, cases, tap, budget, verbose, after_case=None):
     """Run each (name, fn) of @cases against @ctx (its daemon @d) and emit a TAP line for each: a
-    case fails when it raises or leaves the daemon dead; none runs once @budget is spent."""
+    case fails when it raises or leaves the daemon dead (or when after_case(res), run while the
+    daemon lives, finds it wrong); none runs once @budget is spent."""
     for name, fn in cases:
         res = L.Result(name)
         t0 = now()
@@ -446,5 +451,72 @@ def run_cases(ctx, d, cases, tap, budget, verbose):
                 res.fail("test error:\n" + traceback.format_exc())
             if not d.alive():
                 res.fail("the daemon died (exit status %r); log tail:\n%s" % (d.proc.poll(), d.log_tail(2000)))
+            elif after_case:
+                after_case(res)
         res.note("(%.2fs)" % (now() - t0))
         tap.emit(res, verbose=verbose)
+
+
+class Setup:
+    """What a dialect test's prepare() gets: the daemon not started yet (@d: write its
+    configuration to d.conf), the options, whom it runs as, a scratch directory, and where to
+    register what must be undone at the end (cleanups: callables, run last first)."""
+
+    def __init__(self, d, args, run_as, workdir):
+        self.d, self.args, self.run_as, self.workdir = d, args, run_as, workdir
+        self.cleanups = []
+
+
+def test_main(doc, cases, budget_s, make_ctx, config=None, prepare=None, inner_env=None, after_case=None,
+              need_root=None):
+    """The main() of every dialect test: the options (--daemon, --verbose, --keep-tmp, --run-as),
+    re-run inside private namespaces first when @inner_env names the marker variable, the TAP
+    plan, the daemon with @config (default execute_lib's) on both listeners, prepare(setup) (may
+    return a note for the log) before it starts, ctx = make_ctx(setup), the cases (run_cases), the
+    daemon's log tail on failure, and everything stopped and removed. @need_root: why the test must
+    run as root (then it fails every case otherwise: not a skip)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--keep-tmp", action="store_true")
+    T.add_run_as_option(ap)
+    args = ap.parse_args()
+    if inner_env and os.environ.get(inner_env) != "1":
+        argv = ["--daemon", os.path.abspath(args.daemon), "--run-as", args.run_as]
+        argv += ["--verbose"] if args.verbose else []
+        argv += ["--keep-tmp"] if args.keep_tmp else []
+        T.enter_namespaces(argv, inner_env)
+
+    out = sys.stdout
+    tap = L.Tap(out)
+    out.write("1..%d\n" % len(cases))
+    out.flush()
+    if need_root and os.geteuid() != 0:
+        for name, _ in cases:
+            r = L.Result(name)
+            r.fail(need_root)
+            tap.emit(r)
+        return 1
+    budget = L.Budget(budget_s)
+    run_as = T.resolve_run_as(args.run_as)
+    workdir = tempfile.mkdtemp(prefix="sr-sd-test.")
+    d = SdDaemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as,
+                 config=L.CONFIG_TEXT if config is None else config)
+    setup = Setup(d, args, run_as, workdir)
+    try:
+        note = prepare(setup) if prepare else None
+        out.write("# daemon runs as uid %s%s\n" % (T.run_as_uid(run_as), "; " + note if note else ""))
+        if L.start_or_fail_all(d, cases, tap, L.Result, 300) is None:
+            return 1
+        out.write("# ScienceDiscovery listener on 127.0.0.1:%d\n" % d.sd_port)
+        ctx = make_ctx(setup)
+        run_cases(ctx, d, cases, tap, budget, args.verbose, after_case)
+        if tap.failed:
+            L.write_log_tail(d, out)
+        d.terminate()
+    finally:
+        for fn in reversed(setup.cleanups):
+            fn()
+        d.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return tap.summary(len(cases), budget.elapsed())

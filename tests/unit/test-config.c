@@ -468,6 +468,7 @@ static void test_error_bad_values(void **state) {
                 { "Kernels", "MemoryMax", "2 G" },
                 { "Kernels", "CPUQuota", "50" },
                 { "Kernels", "MaxMessageBytes", "huge" },
+                { "Kernels", "MaxOutputBytes", "-1" },
                 /* percentages */
                 { "Execution", "CPUQuota", "100" },
                 { "Execution", "CPUQuota", "%" },
@@ -814,9 +815,11 @@ static void test_kernels(void **state) {
         assert_int_equal(c->kernels_tasks_max, 256);
         assert_int_equal(c->kernels_cpu_quota_percent, 100);
         assert_int_equal(c->kernels_max_message_bytes, 16ULL << 20);
+        assert_int_equal(c->kernels_max_output_bytes, 64ULL << 20);
 
         assert_parse_ok(c, "[Kernels]\nEnable=yes\nMaxKernels=3\nIdleTimeoutSec=10min\nMaxLifetimeSec=0\n"
-                           "Prespawn=2\nMemoryMax=512M\nTasksMax=64\nCPUQuota=50%\nMaxMessageBytes=10M\n");
+                           "Prespawn=2\nMemoryMax=512M\nTasksMax=64\nCPUQuota=50%\nMaxMessageBytes=10M\n"
+                           "MaxOutputBytes=1K\n");
         assert_true(c->kernels_enable);
         assert_int_equal(c->kernels_max, 3);
         assert_int_equal(c->kernels_idle_timeout_usec, 600 * USEC_PER_SEC);
@@ -826,6 +829,7 @@ static void test_kernels(void **state) {
         assert_int_equal(c->kernels_tasks_max, 64);
         assert_int_equal(c->kernels_cpu_quota_percent, 50);
         assert_int_equal(c->kernels_max_message_bytes, 10ULL << 20);
+        assert_int_equal(c->kernels_max_output_bytes, 1024);
         assert_int_equal(config_verify(c, &error), 0);
 
         assert_parse_ok(c, "[Kernels]\nMemoryMax=1M\n");
@@ -843,7 +847,8 @@ static void test_kernels(void **state) {
         assert_non_null(strstr(error, "IdleTimeoutSec="));
         free(error);
         error = NULL;
-        assert_parse_ok(c, "[Kernels]\nIdleTimeoutSec=0\n");
+        assert_parse_ok(c, "[Kernels]\nIdleTimeoutSec=0\nMaxOutputBytes=0\n");
+        assert_int_equal(c->kernels_max_output_bytes, 0);
         assert_int_equal(config_verify(c, &error), 0);
 }
 
