@@ -116,6 +116,7 @@ struct Execution {
 
         /* Managed runs: logs on disk (resumable by offset), a record written at start. */
         bool managed;
+        bool detachable;                  /* execution_set_detachable(): may outlive the daemon */
         int log_fds[_RECORD_STREAM_MAX];
         uint64_t log_bytes[_RECORD_STREAM_MAX];
         bool log_truncated[_RECORD_STREAM_MAX];

@@ -482,6 +482,8 @@ int execution_launch(Execution *e) {
                 .code_fd = e->req->code ? f.files.code_fd : -1,
                 .info_fd = f.info_w,
                 .start_now = !e->early,
+                /* Only a scope outlives the daemon (its own cgroups and rlimits do not). */
+                .detachable = e->detachable && c->limits == LIMITS_SYSTEMD_SCOPE,
         };
         limits = (SandboxLimits) {
                 .fsize = e->workspace_limit > 0 ? e->workspace_limit + 1 : 0,

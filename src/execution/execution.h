@@ -115,6 +115,23 @@ void execution_cap_limits(Execution *e, uint64_t workspace_bytes, uint64_t outpu
  */
 int execution_cap_retention(Execution *e, uint64_t bytes);
 
+/*
+ * Runs that may outlive the daemon (a kernel's; execution-leave.c). execution_set_detachable() -
+ * before start: in a systemd scope, the sandbox is left running when the daemon goes away
+ * (execution_leave(), or a crash), for the next daemon to re-adopt. execution_scope_unit() - the
+ * scope of such a run while it runs (else NULL: it cannot be left). execution_keeper_pid() - its
+ * keeper's pid (0 once gone). execution_leave() - close our ends without killing anything and
+ * free @e (no callback, no record, no snapshot; the lease goes with our descriptor).
+ * Return: 0, or -EOPNOTSUPP (not detachable, no scope, not running: nothing was done).
+ */
+void execution_set_detachable(Execution *e);
+const char *execution_scope_unit(const Execution *e);
+pid_t execution_keeper_pid(const Execution *e);
+int execution_leave(Execution *e);
+/* execution_context_kill_unit() - SIGKILL every process of our run's scope @unit (one a previous
+ * daemon left). Return: 0, -EOPNOTSUPP (no scopes here, not one of ours), or -errno. */
+int execution_context_kill_unit(ExecutionContext *c, const char *unit);
+
 /* execution_set_managed() - before start: a managed run (logs on disk, a durable record). */
 void execution_set_managed(Execution *e);
 bool execution_is_managed(const Execution *e);

@@ -32,6 +32,10 @@ enum {
         KEEPER_JOB_EARLY     = 1U << 0,
         /* Start bwrap at once, ungated (no scope to wait for). Neither flag: wait for 'G'. */
         KEEPER_JOB_START_NOW = 1U << 1,
+        /* The sandbox may outlive the daemon (a kernel in a systemd scope): once the job is taken
+         * the keeper no longer dies with the daemon, and the end of the control pipe leaves bwrap
+         * running (only 'K' kills it); the next daemon re-adopts the scope (src/kernel/kernel-adopt.c). */
+        KEEPER_JOB_DETACHABLE = 1U << 2,
 };
 
 typedef struct KeeperJob {

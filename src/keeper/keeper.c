@@ -304,10 +304,13 @@ static pid_t spawn_bwrap(const KeeperJob *job, char **args, int program_r) {
 
 /* A byte from the daemon: 'K' (or the end of the pipe) kills bwrap; 'G' (early start) lets the
  * sandbox's pid 1 go on. Return: false once the control pipe is gone. */
-static bool handle_control(pid_t pid, int *program_w) {
+static bool handle_control(pid_t pid, int *program_w, bool detachable) {
         char c;
         ssize_t k = read(KEEPER_FD_CONTROL, &c, 1);
 
+        /* Detachable: the daemon went away (a restart), the sandbox stays for the next one. */
+        if (k <= 0 && detachable && *program_w < 0)
+                return false;
         if (k <= 0 || c == 'K') {
                 (void) kill(pid, SIGKILL);
                 /* The pid 1 waits for its program, and is not yet bound to bwrap's
@@ -344,19 +347,28 @@ static bool handle_exit(pid_t pid, int *program_w) {
         return true;
 }
 
-/* Until bwrap has exited (reported) or the daemon is gone (bwrap killed). Return: the exit status. */
-static int supervise(pid_t pid, int program_w) {
+/* Until bwrap has exited (reported) or the daemon is gone (bwrap killed, unless @detachable: then
+ * until bwrap has exited, with nobody to report to). Return: the exit status. */
+static int supervise(pid_t pid, int program_w, bool detachable) {
         int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+        bool control = true;
 
         for (;;) {
                 struct pollfd p[2] = {
-                        { .fd = KEEPER_FD_CONTROL, .events = POLLIN },
+                        { .fd = control ? KEEPER_FD_CONTROL : -1, .events = POLLIN },
                         { .fd = pidfd, .events = POLLIN },
                 };
                 if (poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
                         break;
-                if (p[0].revents && !handle_control(pid, &program_w))
-                        break;
+                bool gated = program_w >= 0;   /* before 'G': the end of the pipe kills */
+
+                if (p[0].revents && !handle_control(pid, &program_w, detachable)) {
+                        if (!detachable || gated)
+                                break;
+                        control = false;
+                        (void) close(KEEPER_FD_CONTROL);
+                        (void) close(KEEPER_FD_REPORT);
+                }
                 if ((pidfd < 0 || p[1].revents) && handle_exit(pid, &program_w))
                         return EXIT_SUCCESS;
         }
@@ -382,6 +394,9 @@ int main(int argc, char *argv[]) {
         if (r < 0)
                 return EXIT_SETUP;
         early = job.flags & KEEPER_JOB_EARLY;
+        /* A detachable sandbox outlives the daemon: no parent-death signal from now on. */
+        if ((job.flags & KEEPER_JOB_DETACHABLE) && prctl(PR_SET_PDEATHSIG, 0) < 0)
+                return EXIT_SETUP;
         if (early && open_program_pipe(program) < 0)
                 return EXIT_SETUP;
 
@@ -407,5 +422,5 @@ int main(int argc, char *argv[]) {
         program[0] = safe_close(program[0]);
 
         report('S', (int) pid);
-        return supervise(pid, program[1]);
+        return supervise(pid, program[1], job.flags & KEEPER_JOB_DETACHABLE);
 }

@@ -14,6 +14,7 @@
 #include "kernel/kernel.h"
 
 typedef struct Execution Execution;
+typedef struct KernelAdopted KernelAdopted;
 
 /* How long a kernel may take to answer its first kernel_info_request, and the nudge's period. */
 #define KERNEL_READY_TIMEOUT_USEC (60 * USEC_PER_SEC)
@@ -72,6 +73,7 @@ struct Kernel {
         unsigned generation;                     /* runs so far: the execution id's suffix */
 
         Execution *exec;
+        KernelAdopted *adopted;                  /* its sandbox is a previous daemon's (kernel-adopt.h) */
         KernelSocket *sockets[_JUPYTER_CHANNEL_MAX];
         JupyterDigestHistory *digests;
         KernelOutput *output;                    /* per-request budget ([Kernels] MaxOutputBytes=) */
@@ -122,6 +124,11 @@ void kernel_touch(Kernel *k);
 void kernel_set_state(Kernel *k, KernelState s);
 void kernel_became_ready(Kernel *k);
 void kernel_end(Kernel *k, KernelEndReason reason);
+/* kernel_await_ready() - connect to the kernel's sockets and nudge it with kernel_info until it
+ * answers (then kernel_became_ready()), ending it after KERNEL_READY_TIMEOUT_USEC. */
+int kernel_await_ready(Kernel *k);
+/* kernel_run_ended() - the kernel's sandbox is gone: the next run of a restart, else its end. */
+void kernel_run_ended(Kernel *k, KernelEndReason reason);
 
 /* kernel-dir.c: watch the kernel's directory (once; stopped with the timers). Return: 0 or -errno. */
 int kernel_dir_watch(Kernel *k);

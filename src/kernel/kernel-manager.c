@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "execution/execution-context.h"
+#include "kernel/kernel-adopt.h"
 #include "kernel/kernel-internal.h"
 #include "util/fs-util.h"
 #include "util/json-util.h"
@@ -64,7 +65,7 @@ json_object *kernel_manager_specs(KernelManager *km) {
         return STEAL(o);
 }
 
-/* What a previous daemon left: this version cannot take its kernels back, so their directories go. */
+/* What a previous daemon left and no record re-adopted (kernel_adopt_all() ran first): it goes. */
 static void remove_stale(KernelManager *km) {
         _cleanup_close_ int fd = fcntl(km->dir_fd, F_DUPFD_CLOEXEC, 3);
         DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -74,7 +75,8 @@ static void remove_stale(KernelManager *km) {
                 return;
         fd = -EBADF;   /* the DIR's now */
         while ((de = readdir(d)))
-                if (jupyter_uuid_valid(de->d_name) && rm_rf_at(km->dir_fd, de->d_name) >= 0)
+                if (jupyter_uuid_valid(de->d_name) && !kernel_manager_find(km, NULL, de->d_name) &&
+                    rm_rf_at(km->dir_fd, de->d_name) >= 0)
                         log_debug("Removed the directory of kernel '%s' of a previous daemon.", de->d_name);
         closedir(d);
 }
@@ -117,6 +119,7 @@ int kernel_manager_new(const KernelManagerParams *p, KernelManager **ret) {
                 kernel_manager_free(km);
                 return r;
         }
+        kernel_adopt_all(km);
         remove_stale(km);
         *ret = km;
         return 0;
@@ -126,8 +129,12 @@ void kernel_manager_stop(KernelManager *km) {
         if (!km)
                 return;
         km->stopping = true;
-        for (Kernel *k = km->kernels; k; k = k->next)
-                kernel_end(k, KERNEL_END_INTERRUPTED);
+        /* Kept for the next daemon where they run in a scope, else ended (interrupted). */
+        for (Kernel *k = km->kernels, *next; k; k = next) {
+                next = k->next;
+                if (kernel_leave(k) < 0)
+                        kernel_end(k, KERNEL_END_INTERRUPTED);
+        }
 }
 
 KernelManager *kernel_manager_free(KernelManager *km) {

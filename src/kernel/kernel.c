@@ -20,6 +20,7 @@
 
 #include "config/config.h"
 #include "execution/execution.h"
+#include "kernel/kernel-adopt.h"
 #include "kernel/kernel-internal.h"
 #include "util/fs-util.h"
 #include "util/io-util.h"
@@ -92,6 +93,8 @@ static void kernel_uncount(Kernel *k) {
 static void kernel_drop_exec(Kernel *k) {
         Execution *e = STEAL(k->exec);
 
+        if (k->adopted)
+                kernel_adopted_drop(k, false);
         if (!e)
                 return;
         execution_cancel(e, EXECUTION_STATUS_CANCELLED);
@@ -183,6 +186,7 @@ void kernel_end(Kernel *k, KernelEndReason reason) {
         kernel_wire_close(k);
         kernel_drop_exec(k);
         kernel_uncount(k);
+        kernel_record_end(k);
         if (k->dir)
                 kernel_dir_remove(k);
         k->dir = mfree(k->dir);
@@ -245,6 +249,7 @@ void kernel_became_ready(Kernel *k) {
         kernel_touch(k);
         kernel_arm_idle(k);
         kernel_wire_flush_pending(k);
+        kernel_record_write(k);
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_KERNEL_STARTED,
                    "SANDBOX_KERNEL_ID=%s", k->id,
@@ -316,16 +321,10 @@ static void remove_sockets(Kernel *k) {
         }
 }
 
-static void on_exec_done(Execution *e, void *userdata) {
-        Kernel *k = userdata;
-        ExecutionStatus status = execution_status(e);
-        const char *failure = NULL;
+void kernel_run_ended(Kernel *k, KernelEndReason reason) {
         _cleanup_free_ char *error = NULL;
 
-        k->exec = NULL;    /* the executions free it once it has lingered */
         kernel_wire_close(k);
-        if (status == EXECUTION_STATUS_FAILED && execution_failure(e, &failure) < 0 && failure)
-                log_warning("Kernel '%s': its sandbox could not run: %s", k->id, failure);
         if (k->restarting && k->state != KERNEL_DEAD) {
                 k->restarting = false;
                 remove_sockets(k);
@@ -335,7 +334,38 @@ static void on_exec_done(Execution *e, void *userdata) {
                 kernel_end(k, KERNEL_END_CRASHED);
                 return;
         }
-        kernel_end(k, reason_of(status));
+        kernel_end(k, reason);
+}
+
+static void on_exec_done(Execution *e, void *userdata) {
+        Kernel *k = userdata;
+        ExecutionStatus status = execution_status(e);
+        const char *failure = NULL;
+
+        k->exec = NULL;    /* the executions free it once it has lingered */
+        if (status == EXECUTION_STATUS_FAILED && execution_failure(e, &failure) < 0 && failure)
+                log_warning("Kernel '%s': its sandbox could not run: %s", k->id, failure);
+        kernel_run_ended(k, reason_of(status));
+}
+
+int kernel_await_ready(Kernel *k) {
+        int r;
+
+        /* The socket directory holds only what the kernel needs (kernel-dir.c). */
+        r = kernel_dir_watch(k);
+        if (r >= 0)
+                r = kernel_wire_connect(k);
+        if (r >= 0)
+                r = sd_event_add_time_relative(k->manager->event, &k->nudge_timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC,
+                                               on_nudge, k);
+        if (r >= 0)
+                r = sd_event_add_time_relative(k->manager->event, &k->ready_timer, CLOCK_MONOTONIC,
+                                               KERNEL_READY_TIMEOUT_USEC, USEC_PER_SEC, on_ready_timeout, k);
+        if (r < 0) {
+                kernel_wire_close(k);
+                kernel_stop_timers(k);
+        }
+        return r;
 }
 
 /* The body of a run, as /execute would take it: the kernelspec's argv, the env, the limits. */
@@ -411,18 +441,10 @@ int kernel_run(Kernel *k, char **ret_error) {
         if (k->network && json_object_is_type(k->network, json_type_string) &&
             streq(json_object_get_string(k->network), "none"))
                 execution_set_egress(e, NULL);
-        r = kernel_dir_watch(k);
-        if (r >= 0)
-                r = kernel_wire_connect(k);
-        if (r >= 0)
-                r = sd_event_add_time_relative(km->event, &k->nudge_timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC,
-                                               on_nudge, k);
-        if (r >= 0)
-                r = sd_event_add_time_relative(km->event, &k->ready_timer, CLOCK_MONOTONIC, KERNEL_READY_TIMEOUT_USEC,
-                                               USEC_PER_SEC, on_ready_timeout, k);
+        /* Kept across a daemon restart where it runs in a systemd scope (kernel-adopt.h). */
+        execution_set_detachable(e);
+        r = kernel_await_ready(k);
         if (r < 0) {
-                kernel_wire_close(k);
-                kernel_stop_timers(k);
                 execution_free(e);
                 return r;
         }
@@ -458,7 +480,7 @@ static void signal_children(pid_t pid, int sig, unsigned depth) {
 }
 
 static void kernel_sigint(Kernel *k) {
-        pid_t pid = k->exec ? execution_sandbox_pid(k->exec) : 0;
+        pid_t pid = k->exec ? execution_sandbox_pid(k->exec) : k->adopted ? kernel_adopted_sandbox_pid(k) : 0;
 
         if (pid <= 0)
                 return;
@@ -516,6 +538,12 @@ int kernel_restart(Kernel *k) {
         k->ready_timer = sd_event_source_disable_unref(k->ready_timer);
         k->interrupt_timer = sd_event_source_disable_unref(k->interrupt_timer);
         k->ready = false;
+        if (k->adopted) {
+                /* Re-adopted: its sandbox is killed; its keeper's exit starts the next run. */
+                k->restarting = true;
+                kernel_adopted_kill(k);
+                return 0;
+        }
         if (!k->exec) {
                 /* Between two runs (cannot happen while alive, but be safe): start one now. */
                 _cleanup_free_ char *error = NULL;

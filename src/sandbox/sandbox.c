@@ -562,7 +562,8 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
         _cleanup_close_ int argv_fd = -EBADF;
         KeeperJob job = {
                 .magic = KEEPER_JOB_MAGIC,
-                .flags = fds->start_now ? KEEPER_JOB_START_NOW : fds->info_fd >= 0 ? KEEPER_JOB_EARLY : 0,
+                .flags = (fds->start_now ? KEEPER_JOB_START_NOW : fds->info_fd >= 0 ? KEEPER_JOB_EARLY : 0) |
+                         (fds->detachable ? KEEPER_JOB_DETACHABLE : 0),
                 .fsize = limits->fsize,
                 .as = limits->as,
                 .nofile = limits->nofile,

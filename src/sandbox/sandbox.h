@@ -63,6 +63,8 @@ typedef struct SandboxFds {
         int info_fd;
         /* Without a scope to wait for: the keeper starts bwrap at once, no 'G', no gate. */
         bool start_now;
+        /* The sandbox may outlive the daemon (KEEPER_JOB_DETACHABLE): only 'K' kills it. */
+        bool detachable;
 } SandboxFds;
 
 /* The files a sandbox gets (SandboxFds), owned: sandbox_files_done() closes them. */

@@ -373,6 +373,38 @@ def case_delete(ctx, res):
     ctx.kernel = None
 
 
+def case_restart_interrupted(ctx, res):
+    """Started by hand (no systemd scope to outlive it): a restart ends the kernel as interrupted,
+    and the next daemon lists it so (docs/kernels.md, "Daemon restarts")."""
+    r = ctx.call("POST", "/api/kernels", {"name": "python3"})
+    if not res.check(r.status == 201, "POST: %s" % r.brief()):
+        return
+    kid = r.json()["id"]
+    o = run_code(ctx, kid, "y = 1")
+    res.check(o.reply and o.reply.get("status") == "ok", "y = 1: %r" % o.reply)
+    rc, took = ctx.d.terminate(grace=15)
+    res.note("SIGTERM: exit status %r after %.2fs" % (rc, took))
+    res.eq("exit status after SIGTERM", rc, 0)
+    time.sleep(0.5)
+    left = [p for p in L.all_pids() if any(kid.encode() in a for a in (L.cmdline(p) or []))]
+    res.eq("kernel processes left after the daemon stopped", left, [])
+    try:
+        ctx.d.start()
+    except (L.DaemonError, OSError) as e:
+        res.fail("restart failed: %s" % e)
+        return
+    r = ctx.call("GET", "/api/kernels/" + kid)
+    res.eq("GET after the restart", r.status, 200)
+    m = r.json() or {}
+    res.eq("state after the restart", (m.get("execution_state"), m.get("reason")), ("dead", "interrupted"))
+    listed = [k.get("id") for k in (ctx.call("GET", "/api/kernels").json() or [])]
+    res.check(kid in listed, "the interrupted kernel is listed: %r" % listed)
+    kdir = os.path.join(ctx.d.run, "kernels")
+    res.eq("its directory and record", sorted(n for n in os.listdir(kdir) if n.startswith(kid)), [])
+    res.eq("DELETE", ctx.call("DELETE", "/api/kernels/" + kid).status, 204)
+    res.eq("GET after DELETE", ctx.call("GET", "/api/kernels/" + kid).status, 404)
+
+
 CASES = [
     ("auth", case_auth),
     ("kernelspecs", case_kernelspecs),
@@ -385,6 +417,7 @@ CASES = [
     ("upgrade-refused", case_upgrade_refused),
     ("execute-and-ctl", case_execute_and_ctl),
     ("delete", case_delete),
+    ("restart-interrupted", case_restart_interrupted),
 ]
 
 

@@ -42,6 +42,7 @@ typedef struct Fixture {
         SandboxProcess proc;
         int info_fd;            /* read end */
         pid_t bwrap_pid, init_pid;
+        bool detachable;        /* spawn(): a detachable job (a kernel's, in a scope) */
 } Fixture;
 
 static int setup(void **state) {
@@ -140,6 +141,7 @@ static void spawn(Fixture *f, const char *script, bool start_now) {
         SandboxFds fds = {
                 .stdin_fd = stdin_fd, .seccomp_fd = seccomp_fd, .passwd_fd = -1, .group_fd = -1,
                 .hosts_fd = -1, .code_fd = -1, .info_fd = info[1], .start_now = start_now,
+                .detachable = f->detachable,
         };
         assert_int_equal(sandbox_keeper_start(SR_KEEPER_PATH, &keeper), 0);
         assert_true(sandbox_keeper_alive(&keeper));
@@ -310,6 +312,65 @@ static void test_start_now_reports_after_the_sandbox_is_gone(void **state) {
         assert_int_equal(errno, ESRCH);
         f->proc.control_fd = safe_close(f->proc.control_fd);
         reap_all();
+}
+
+/* Detachable (a kernel's sandbox in a scope): the end of the control pipe (the daemon went away)
+ * leaves the sandbox running; once it ends by itself, the keeper reaps it and exits, reporting to
+ * nobody. */
+static void test_detachable_outlives_the_control_pipe(void **state) {
+        Fixture *f = *state;
+        int status;
+
+        f->detachable = true;
+        spawn(f, "sleep 1; touch /workspace/ran", false);
+        read_init_pid(f);
+        assert_int_equal(write(f->proc.control_fd, "G", 1), 1);
+        f->proc.control_fd = safe_close(f->proc.control_fd);
+        f->proc.report_fd = safe_close(f->proc.report_fd);
+        (void) nanosleep(&(struct timespec) { .tv_nsec = 300 * 1000 * 1000 }, NULL);
+        assert_int_equal(kill(f->init_pid, 0), 0);
+        assert_int_equal(kill(f->proc.keeper_pid, 0), 0);
+        assert_int_equal(waitpid(f->proc.keeper_pid, &status, 0), f->proc.keeper_pid);
+        f->proc.keeper_pid = 0;
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_true(ran(f));
+        assert_int_equal(kill(f->init_pid, 0), -1);
+        reap_all();
+}
+
+/* Detachable, and yet 'K' kills it as any other (before 'G': nothing runs), and the end of the
+ * control pipe before 'G' (a daemon gone before the scope existed) too. */
+static void test_detachable_killed_by_k(void **state) {
+        Fixture *f = *state;
+        char line[64];
+
+        f->detachable = true;
+        spawn_early(f);
+        assert_waiting(f);
+        assert_int_equal(write(f->proc.control_fd, "K", 1), 1);
+        read_line(f->proc.report_fd, line, sizeof(line));
+        assert_int_equal(line[0], 'X');
+        f->proc.control_fd = safe_close(f->proc.control_fd);
+        reap_all();
+        assert_false(ran(f));
+}
+
+static void test_detachable_released_before_go(void **state) {
+        Fixture *f = *state;
+        char line[64];
+
+        f->detachable = true;
+        spawn_early(f);
+        assert_waiting(f);
+        f->proc.control_fd = safe_close(f->proc.control_fd);
+        /* As without the flag: bwrap killed, no report, the keeper gone. */
+        assert_int_equal(waitpid(f->proc.keeper_pid, NULL, 0), f->proc.keeper_pid);
+        f->proc.keeper_pid = 0;
+        assert_int_equal(read(f->proc.report_fd, line, sizeof(line)), 0);
+        reap_all();
+        assert_false(ran(f));
+        assert_int_equal(kill(f->init_pid, 0), -1);
 }
 
 /* The signal that killed @pid (a child of ours), or its exit status. */
@@ -723,6 +784,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_kill_before_go, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_go_after_the_sandbox_died, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_start_now_reports_after_the_sandbox_is_gone, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_detachable_outlives_the_control_pipe, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_detachable_killed_by_k, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_detachable_released_before_go, setup, teardown),
                 cmocka_unit_test(test_unused_keeper_exits),
                 cmocka_unit_test(test_keeper_inherits_only_its_socket),
                 cmocka_unit_test(test_keeper_refuses_bad_jobs),
