@@ -13,6 +13,9 @@
 #include "kernel/kernel.h"
 
 typedef struct Execution Execution;
+typedef struct PoolReaper PoolReaper;
+
+#define KERNEL_SPEC_DEFAULT "python3"
 
 /* How long a kernel may take to answer its first kernel_info_request, and the nudge's period. */
 #define KERNEL_READY_TIMEOUT_USEC (60 * USEC_PER_SEC)
@@ -59,6 +62,8 @@ struct Kernel {
         bool iopub_heard;
         bool info_replied;                       /* a kernel_info_reply came since the start */
         bool restarting;                         /* the run ends for a restart: a new one follows */
+        bool prespawned;                         /* started by the pool, not handed out: hidden */
+        bool pool_released;                      /* ... and no longer in it (ended) */
         uint64_t created_usec;                   /* CLOCK_MONOTONIC */
         uint64_t last_activity_usec;             /* CLOCK_REALTIME */
         uint64_t last_activity_mono;
@@ -102,6 +107,12 @@ struct KernelManager {
         Kernel *kernels;
         unsigned n_live;                         /* counted at request time, against MaxKernels= */
         bool stopping;
+        /* Prespawn= (kernel-pool.c): kernels in the pool (starting or ready), its refill. */
+        unsigned n_pool;
+        sd_event_source *pool_defer;
+        sd_event_source *pool_backoff_timer;
+        uint64_t pool_backoff_usec;
+        PoolReaper *pool_reapers;
 };
 
 /* kernel.c */
@@ -113,6 +124,16 @@ void kernel_touch(Kernel *k);
 void kernel_set_state(Kernel *k, KernelState s);
 void kernel_became_ready(Kernel *k);
 void kernel_end(Kernel *k, KernelEndReason reason);
+void kernel_arm_idle(Kernel *k);
+
+/* kernel-pool.c: Prespawn=. take() hands out a kernel of the pool when @r asks nothing it lacks
+ * (NULL: none); release() is called as a kernel ends, before its run is dropped. */
+Kernel *kernel_pool_take(KernelManager *km, const KernelStartRequest *r);
+void kernel_pool_ready(Kernel *k);
+/* kernel_pool_schedule() - refill from the loop (a defer source: after what runs now). */
+void kernel_pool_schedule(KernelManager *km);
+void kernel_pool_release(Kernel *k);
+void kernel_pool_free(KernelManager *km);
 
 /* kernel-wire.c */
 int kernel_wire_connect(Kernel *k);

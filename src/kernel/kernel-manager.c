@@ -25,8 +25,6 @@
 #include "util/time-util.h"
 #include "workspace/workspace.h"
 
-#define KERNEL_SPEC_DEFAULT "python3"
-
 /* The kernelspecs: the host's python3 with Debian's ipykernel. */
 static json_object *spec_python3(void) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *spec = json_object_new_object();
@@ -118,6 +116,7 @@ int kernel_manager_new(const KernelManagerParams *p, KernelManager **ret) {
                 return r;
         }
         remove_stale(km);
+        kernel_pool_schedule(km);   /* Prespawn=: once the loop runs */
         *ret = km;
         return 0;
 }
@@ -126,6 +125,7 @@ void kernel_manager_stop(KernelManager *km) {
         if (!km)
                 return;
         km->stopping = true;
+        kernel_pool_drain(km);    /* reason deleted, their workspaces removed */
         for (Kernel *k = km->kernels; k; k = k->next)
                 kernel_end(k, KERNEL_END_INTERRUPTED);
 }
@@ -137,6 +137,7 @@ KernelManager *kernel_manager_free(KernelManager *km) {
                 kernel_end(km->kernels, KERNEL_END_INTERRUPTED);
                 kernel_free(km->kernels);
         }
+        kernel_pool_free(km);
         if (km->zmq)
                 (void) zmq_ctx_term(km->zmq);
         safe_close(km->dir_fd);
@@ -148,7 +149,7 @@ Kernel *kernel_manager_find(KernelManager *km, const char *owner, const char *id
         if (!id)
                 return NULL;
         for (Kernel *k = km->kernels; k; k = k->next)
-                if (streq(k->id, id) && (!owner || !k->owner || streq(owner, k->owner)))
+                if (!k->prespawned && streq(k->id, id) && (!owner || !k->owner || streq(owner, k->owner)))
                         return k;
         return NULL;
 }
@@ -159,7 +160,7 @@ json_object *kernel_manager_list(KernelManager *km, const char *owner) {
         if (!a)
                 return NULL;
         for (Kernel *k = km->kernels; k; k = k->next)
-                if ((!owner || !k->owner || streq(owner, k->owner)) && json_array_add(a, kernel_model(k)) < 0)
+                if (!k->prespawned && (!owner || !k->owner || streq(owner, k->owner)) && json_array_add(a, kernel_model(k)) < 0)
                         return NULL;
         return STEAL(a);
 }
@@ -296,6 +297,14 @@ int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel 
                                           km->n_live, max) < 0)
                         *ret_error = NULL;
                 return -EUSERS;
+        }
+        /* A prespawned kernel, if one fits: its busy reference is the counted kernel's now. */
+        k = kernel_pool_take(km, r);
+        if (k) {
+                k->counted = true;
+                km->n_live++;
+                *ret = k;
+                return 0;
         }
         q = kernel_new(km, r, &k, ret_error);
         if (q < 0)

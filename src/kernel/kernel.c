@@ -129,6 +129,7 @@ Kernel *kernel_free(Kernel *k) {
         kernel_stop_timers(k);
         k->linger_timer = sd_event_source_disable_unref(k->linger_timer);
         kernel_wire_close(k);
+        kernel_pool_release(k);
         kernel_drop_exec(k);
         kernel_uncount(k);
         if (k->dir)
@@ -178,6 +179,7 @@ void kernel_end(Kernel *k, KernelEndReason reason) {
         kernel_broadcast_status(k, "dead");
         kernel_clients_closed(k);
         kernel_wire_close(k);
+        kernel_pool_release(k);
         kernel_drop_exec(k);
         kernel_uncount(k);
         if (k->dir)
@@ -219,7 +221,7 @@ static int on_idle_check(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void kernel_arm_idle(Kernel *k) {
+void kernel_arm_idle(Kernel *k) {
         uint64_t timeout = k->manager->config->kernels_idle_timeout_usec;
 
         if (timeout == 0 || k->idle_timer)
@@ -240,7 +242,10 @@ void kernel_became_ready(Kernel *k) {
         if (k->state == KERNEL_STARTING || k->state == KERNEL_RESTARTING)
                 kernel_set_state(k, KERNEL_IDLE);
         kernel_touch(k);
-        kernel_arm_idle(k);
+        if (k->prespawned)
+                kernel_pool_ready(k);     /* idle from its hand-out on */
+        else
+                kernel_arm_idle(k);
         kernel_wire_flush_pending(k);
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_KERNEL_STARTED,

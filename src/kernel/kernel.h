@@ -95,6 +95,11 @@ Kernel *kernel_manager_find(KernelManager *km, const char *owner, const char *id
 /* Kernels of @owner (NULL: all), as a JSON array of models. */
 json_object *kernel_manager_list(KernelManager *km, const char *owner);
 unsigned kernel_manager_count(KernelManager *km);
+/* Prespawn= (kernel-pool.c): prespawned kernels ready to be handed out (and, in @ret_starting,
+ * those still starting); kernel_pool_drain() ends them all (reason deleted, their workspaces
+ * removed) and refills from the loop: the network policy changed. NULL @km: nothing. */
+unsigned kernel_manager_prespawned(KernelManager *km, unsigned *ret_starting);
+void kernel_pool_drain(KernelManager *km);
 
 /* The model: id, name, last_activity (%Y-%m-%dT%H:%M:%S.%fZ), execution_state, connections,
  * workspaceId, limits, network, reason (once dead). */
