@@ -14,6 +14,7 @@
 
 typedef struct Execution Execution;
 typedef struct PoolReaper PoolReaper;
+struct EnvManager;
 
 #define KERNEL_SPEC_DEFAULT "python3"
 
@@ -54,6 +55,8 @@ struct Kernel {
         uint64_t memory_max, tasks_max;
         unsigned cpu_quota_percent;
         char *dir;                               /* host path: <runtime>/kernels/<id> */
+        char *environment;                       /* a managed environment's kernel (NULL: python3) */
+        bool r_kernel;                           /* ... IRkernel's */
 
         KernelState state;
         KernelEndReason reason;
@@ -97,6 +100,7 @@ struct Kernel {
 struct KernelManager {
         sd_event *event;
         ExecutionContext *exec;
+        struct EnvManager *environments;         /* NULL: only python3 */
         const Config *config;
         char *dir;                               /* <runtime>/kernels */
         int dir_fd;
@@ -114,6 +118,22 @@ struct KernelManager {
         uint64_t pool_backoff_usec;
         PoolReaper *pool_reapers;
 };
+
+/* kernel-specs.c: what POST's name (and our "environment") ask for. @ret->spec is @name or the
+ * environment's name (valid while @ret is), @ret->environment is the caller's to free (NULL:
+ * python3). Return: 0, -ENOENT (unknown spec, environment not ready or without a kernel),
+ * -EINVAL (a spec of another environment than the one named). */
+typedef struct KernelSpecChoice {
+        const char *spec;
+        char *environment;
+        bool r;
+} KernelSpecChoice;
+int kernel_spec_resolve(KernelManager *km, const char *name, const char *environment, KernelSpecChoice *ret,
+                        char **ret_error);
+/* The kernelspec's argv, "{connection_file}" where the file goes. */
+char *const *kernel_spec_argv(bool r);
+/* Before the run starts: a hold on the kernel's environment, given to @e (as runs naming it). */
+int kernel_use_environment(Kernel *k, Execution *e, char **ret_error);
 
 /* kernel.c */
 int kernel_new(KernelManager *km, const KernelStartRequest *r, Kernel **ret, char **ret_error);

@@ -25,43 +25,6 @@
 #include "util/time-util.h"
 #include "workspace/workspace.h"
 
-/* The kernelspecs: the host's python3 with Debian's ipykernel. */
-static json_object *spec_python3(void) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *spec = json_object_new_object();
-
-        if (!o || !spec ||
-            json_add(spec, "argv", json_strv_new((char *[]) { (char *) "python3", (char *) "-m",
-                                                              (char *) "ipykernel_launcher", (char *) "-f",
-                                                              (char *) "{connection_file}", NULL })) < 0 ||
-            json_add(spec, "display_name", json_object_new_string("Python 3 (ipykernel)")) < 0 ||
-            json_add(spec, "language", json_object_new_string("python")) < 0 ||
-            json_add(spec, "interrupt_mode", json_object_new_string("message")) < 0 ||
-            json_add(spec, "env", json_object_new_object()) < 0 ||
-            json_add(spec, "metadata", json_object_new_object()) < 0 ||
-            json_add(o, "name", json_object_new_string(KERNEL_SPEC_DEFAULT)) < 0 ||
-            json_add(o, "spec", STEAL(spec)) < 0 ||
-            json_add(o, "resources", json_object_new_object()) < 0)
-                return NULL;
-        return STEAL(o);
-}
-
-json_object *kernel_manager_spec(KernelManager *km, const char *name) {
-        if (!name || !streq(name, KERNEL_SPEC_DEFAULT))
-                return NULL;
-        return spec_python3();
-}
-
-json_object *kernel_manager_specs(KernelManager *km) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *specs = json_object_new_object();
-
-        if (!o || !specs ||
-            json_add(specs, KERNEL_SPEC_DEFAULT, spec_python3()) < 0 ||
-            json_add(o, "default", json_object_new_string(KERNEL_SPEC_DEFAULT)) < 0 ||
-            json_add(o, "kernelspecs", STEAL(specs)) < 0)
-                return NULL;
-        return STEAL(o);
-}
-
 /* What a previous daemon left: this version cannot take its kernels back, so their directories go. */
 static void remove_stale(KernelManager *km) {
         _cleanup_close_ int fd = fcntl(km->dir_fd, F_DUPFD_CLOEXEC, 3);
@@ -87,6 +50,7 @@ int kernel_manager_new(const KernelManagerParams *p, KernelManager **ret) {
         *km = (KernelManager) {
                 .event = p->event,
                 .exec = p->exec,
+                .environments = p->environments,
                 .config = p->config,
                 .dir_fd = -EBADF,
                 .busy_ref = p->busy_ref,
@@ -282,6 +246,8 @@ fail:
 
 int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel **ret, char **ret_error) {
         unsigned max = km->config->kernels_max;
+        KernelSpecChoice choice = {};
+        KernelStartRequest req;
         Kernel *k = NULL;
         int q;
 
@@ -289,26 +255,34 @@ int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel 
                 *ret_error = NULL;
         if (km->stopping)
                 return set_error(ret_error, -ESHUTDOWN, "%s", "the runner is stopping");
-        if (r->spec && !streq(r->spec, KERNEL_SPEC_DEFAULT))
-                return set_error(ret_error, -ENOENT, "no such kernel: '%.64s'", r->spec);
+        q = kernel_spec_resolve(km, r->spec, r->environment, &choice, ret_error);
+        if (q < 0)
+                return q;
         /* Counted now, in the one thread: two requests racing never pass the cap together. */
         if (max > 0 && km->n_live >= max) {
+                free(choice.environment);
                 if (ret_error && asprintf(ret_error, "Resource Limit: %u kernels run already (MaxKernels=%u)",
                                           km->n_live, max) < 0)
                         *ret_error = NULL;
                 return -EUSERS;
         }
         /* A prespawned kernel, if one fits: its busy reference is the counted kernel's now. */
-        k = kernel_pool_take(km, r);
+        k = choice.environment ? NULL : kernel_pool_take(km, r);
         if (k) {
                 k->counted = true;
                 km->n_live++;
                 *ret = k;
                 return 0;
         }
-        q = kernel_new(km, r, &k, ret_error);
-        if (q < 0)
+        req = *r;
+        req.spec = choice.spec;
+        q = kernel_new(km, &req, &k, ret_error);
+        if (q < 0) {
+                free(choice.environment);
                 return q;
+        }
+        k->environment = STEAL(choice.environment);
+        k->r_kernel = choice.r;
         k->counted = true;
         km->n_live++;
         km->busy_ref(km->userdata);

@@ -53,6 +53,7 @@ typedef struct KernelManagerParams {
         sd_event *event;
         ExecutionContext *exec;          /* the runs' context (filled, alive as long as the manager) */
         const Config *config;            /* [Kernels] */
+        struct EnvManager *environments; /* managed environments' kernelspecs (NULL: python3 only) */
         const char *runtime_dir;         /* kernels' directories: <runtime_dir>/kernels/<id> */
         /* Kernels alive keep the owner from idle-exiting. */
         void (*busy_ref)(void *userdata);
@@ -84,6 +85,7 @@ typedef struct KernelStartRequest {
         const char *workspace_id;
         json_object *limits;
         json_object *network;
+        const char *environment;         /* ours: a managed environment's kernel, as runs name one */
 } KernelStartRequest;
 
 /* Starts a kernel (or hands out a prespawned one). Returns at once with the kernel in STARTING
