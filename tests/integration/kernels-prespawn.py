@@ -6,7 +6,8 @@ listing; POST /api/kernels {"name": "python3"} gets one (201, execution_state id
 kernel-<id> workspace) and the pool refills; a request asking what the pool lacks (limits, a
 KERNEL_* environment) gets a cold kernel; no kernel is ever handed out twice; the cap counts the
 clients' kernels only; PUT /api/network-policy drains the pool (reason deleted, workspaces
-removed) and it refills; at stop the pool's kernels end and their workspaces go. Also: the
+removed) and it refills; r-base's IRkernel as kernelspecs ir and r-base (and POST
+{"environment": "r-base"}); at stop the pool's kernels end and their workspaces go. Also: the
 default Python has the document libraries agents use (python3-docx, python3-openpyxl,
 python3-reportlab, matplotlib).
 
@@ -27,9 +28,10 @@ from testlib import Result      # noqa: E402
 
 import websocket                # Debian's python3-websocket  # noqa: E402
 
-BUDGET = 540
+BUDGET = 560
 PRESPAWN, CAP = 2, 3
-CONFIG = L.CONFIG_TEXT + """\
+# r-base (a site library with Debian's IRkernel, built in seconds) for the environment kernelspecs
+CONFIG = L.CONFIG_TEXT.replace("Bootstrap=\n", "Bootstrap=r-base\n") + """\
 [Kernels]
 Enable=yes
 Prespawn=%d
@@ -171,6 +173,39 @@ def case_document_libraries(ctx, res):
     res.eq("DELETE", ctx.delete(j["id"]).status, 204)
 
 
+def case_environment_kernels(ctx, res):
+    deadline, state = time.monotonic() + 240, None
+    while time.monotonic() < deadline:
+        state = (ctx.call("GET", "/environments/r-base", scheme="Bearer").json() or {}).get("state")
+        if state in ("ready", "failed"):
+            break
+        time.sleep(1)
+    if not res.eq("r-base", state, "ready"):
+        return
+    specs = (ctx.call("GET", "/api/kernelspecs").json() or {}).get("kernelspecs") or {}
+    res.check({"python3", "r-base", "ir"} <= set(specs), "kernelspecs: %s" % sorted(specs))
+    res.eq("ir's language", ((specs.get("ir") or {}).get("spec") or {}).get("language"), "R")
+    res.eq("GET /api/kernelspecs/ir", ctx.call("GET", "/api/kernelspecs/ir").status, 200)
+    pool = ctx.pool_workspaces()
+    for body, name in (({"name": "ir"}, "ir"), ({"environment": "r-base"}, "r-base")):
+        r, j = ctx.create(body)
+        if not res.eq("POST %s" % json.dumps(body), r.status, 201):
+            res.note(r.brief())
+            continue
+        res.eq("its name", j.get("name"), name)
+        res.eq("its environment", j.get("environment"), "r-base")
+        res.check(("kernel-" + j["id"]) not in pool, "not a prespawned kernel")
+        reply, out = ctx.run(j["id"], "x <- 6 * 7\ncat(x, R.home(), sep = ' ')", timeout=120)
+        res.eq("execute_reply", (reply or {}).get("status"), "ok")
+        res.eq("R answers from the environment", out.strip().split(" ")[0], "42")
+        res.eq("DELETE", ctx.delete(j["id"]).status, 204)
+    for body in ({"name": "ir", "environment": "python-base"}, {"environment": "no-such-env"},
+                 {"name": "no-such-spec"}, {"environment": 7}):
+        r, _ = ctx.create(body)
+        res.eq("POST %s" % json.dumps(body), r.status, 400)
+    res.eq("kernels.count afterwards", ctx.kernels_health().get("count"), len(ctx.live))
+
+
 def case_not_matching(ctx, res):
     ctx.wait_pool()
     pool = ctx.pool_workspaces()
@@ -256,6 +291,7 @@ CASES = [
     ("pool-ready", case_pool_ready),
     ("hand-out", case_hand_out),
     ("document-libraries", case_document_libraries),
+    ("environment-kernels", case_environment_kernels),
     ("not-matching", case_not_matching),
     ("never-reused", case_never_reused),
     ("cap", case_cap),
