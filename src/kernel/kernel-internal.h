@@ -149,6 +149,9 @@ void kernel_arm_idle(Kernel *k);
 /* kernel-pool.c: Prespawn=. take() hands out a kernel of the pool when @r asks nothing it lacks
  * (NULL: none); release() is called as a kernel ends, before its run is dropped. */
 Kernel *kernel_pool_take(KernelManager *km, const KernelStartRequest *r);
+/* Whether a prespawned kernel can serve @r: the default spec, no workspaceId, environment, env
+ * variable, limits (or {}), or network other than "default". */
+bool kernel_pool_request_fits(const KernelStartRequest *r);
 void kernel_pool_ready(Kernel *k);
 /* kernel_pool_schedule() - refill from the loop (a defer source: after what runs now). */
 void kernel_pool_schedule(KernelManager *km);

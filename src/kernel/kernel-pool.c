@@ -193,11 +193,11 @@ void kernel_pool_release(Kernel *k) {
                 kernel_pool_schedule(km);
 }
 
-static bool request_matches(const KernelStartRequest *r) {
+bool kernel_pool_request_fits(const KernelStartRequest *r) {
         const char *net = r->network && json_object_is_type(r->network, json_type_string) ?
                           json_object_get_string(r->network) : NULL;
 
-        if (r->workspace_id || (r->spec && !streq(r->spec, KERNEL_SPEC_DEFAULT)))
+        if (r->workspace_id || r->environment || (r->spec && !streq(r->spec, KERNEL_SPEC_DEFAULT)))
                 return false;
         if (r->env && (!json_object_is_type(r->env, json_type_object) || json_object_object_length(r->env) > 0))
                 return false;
@@ -213,7 +213,7 @@ Kernel *kernel_pool_take(KernelManager *km, const KernelStartRequest *r) {
         uint64_t lifetime = km->config->kernels_max_lifetime_usec, now = now_usec(CLOCK_MONOTONIC);
         Kernel *best = NULL;
 
-        if (km->n_pool == 0 || !request_matches(r))
+        if (km->n_pool == 0 || !kernel_pool_request_fits(r))
                 return NULL;
         /* A ready one first (the answer says idle), else the one furthest along; never one that has
          * spent half its lifetime waiting (MaxLifetimeSec= counts from its start). */
