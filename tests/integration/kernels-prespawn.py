@@ -6,8 +6,8 @@ listing; POST /api/kernels {"name": "python3"} gets one (201, execution_state id
 kernel-<id> workspace) and the pool refills; a request asking what the pool lacks (limits, a
 KERNEL_* environment) gets a cold kernel; no kernel is ever handed out twice; the cap counts the
 clients' kernels only; PUT /api/network-policy drains the pool (reason deleted, workspaces
-removed) and it refills; r-base's IRkernel as kernelspecs ir and r-base (and POST
-{"environment": "r-base"}); at stop the pool's kernels end and their workspaces go. Also: the
+removed) and it refills; python-base's ipykernel and r-base's IRkernel as kernelspecs
+python-base, ir and r-base (and POST {"environment": "r-base"}); at stop the pool's kernels end and their workspaces go. Also: the
 default Python has the document libraries agents use (python3-docx, python3-openpyxl,
 python3-reportlab, matplotlib).
 
@@ -30,8 +30,9 @@ import websocket                # Debian's python3-websocket  # noqa: E402
 
 BUDGET = 560
 PRESPAWN, CAP = 2, 3
-# r-base (a site library with Debian's IRkernel, built in seconds) for the environment kernelspecs
-CONFIG = L.CONFIG_TEXT.replace("Bootstrap=\n", "Bootstrap=r-base\n") + """\
+# r-base (a site library with Debian's IRkernel, built in seconds) and python-base (a venv with
+# Debian's ipykernel copied in, a minute or two) for the environment kernelspecs
+CONFIG = L.CONFIG_TEXT.replace("Bootstrap=\n", "Bootstrap=r-base python-base\n") + """\
 [Kernels]
 Enable=yes
 Prespawn=%d
@@ -173,17 +174,33 @@ def case_document_libraries(ctx, res):
     res.eq("DELETE", ctx.delete(j["id"]).status, 204)
 
 
-def case_environment_kernels(ctx, res):
-    deadline, state = time.monotonic() + 240, None
+def wait_environment(ctx, name, limit=300):
+    deadline, state = time.monotonic() + limit, None
     while time.monotonic() < deadline:
-        state = (ctx.call("GET", "/environments/r-base", scheme="Bearer").json() or {}).get("state")
+        state = (ctx.call("GET", "/environments/" + name, scheme="Bearer").json() or {}).get("state")
         if state in ("ready", "failed"):
             break
         time.sleep(1)
-    if not res.eq("r-base", state, "ready"):
+    return state
+
+
+def case_environment_kernels(ctx, res):
+    if not res.eq("r-base", wait_environment(ctx, "r-base"), "ready"):
+        return
+    if not res.eq("python-base", wait_environment(ctx, "python-base"), "ready"):
         return
     specs = (ctx.call("GET", "/api/kernelspecs").json() or {}).get("kernelspecs") or {}
-    res.check({"python3", "r-base", "ir"} <= set(specs), "kernelspecs: %s" % sorted(specs))
+    res.check({"python3", "python-base", "r-base", "ir"} <= set(specs), "kernelspecs: %s" % sorted(specs))
+    res.eq("python-base's metadata", ((specs.get("python-base") or {}).get("spec") or {}).get("metadata"),
+           {"environment": "python-base"})
+    r, j = ctx.create({"name": "python-base"})
+    if res.eq("POST {\"name\": \"python-base\"}", r.status, 201):
+        res.eq("its environment", j.get("environment"), "python-base")
+        reply, out = ctx.run(j["id"], "import sys, ipykernel, numpy\nprint(sys.executable, ipykernel.__file__)", timeout=120)
+        res.eq("execute_reply", (reply or {}).get("status"), "ok")
+        res.check(out.startswith("/opt/science-env/bin/python3 /opt/science-env/lib/"),
+                  "the environment's python and ipykernel: %r" % out)
+        res.eq("DELETE", ctx.delete(j["id"]).status, 204)
     res.eq("ir's language", ((specs.get("ir") or {}).get("spec") or {}).get("language"), "R")
     res.eq("GET /api/kernelspecs/ir", ctx.call("GET", "/api/kernelspecs/ir").status, 200)
     pool = ctx.pool_workspaces()
