@@ -25,8 +25,11 @@ packages=(
         # environments (DESIGN.md §14): python-base is built offline from these, r-base from R's
         python3-venv python3-numpy python3-pandas python3-scipy python3-matplotlib
         r-base-core r-cran-data.table
-        # Jupyter kernels: the kernelspec python3 is the host's python3 with Debian's ipykernel
-        python3-ipykernel
+        # Jupyter kernels: the kernelspec python3 is the host's python3 with Debian's ipykernel, and
+        # the document libraries agents use (DocsGPT's; python-pptx is not packaged in Debian 12);
+        # the kernelspec ir (environment r-base) is Debian's IRkernel
+        python3-ipykernel python3-docx python3-openpyxl python3-reportlab
+        r-cran-irkernel
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
         # bench-kernels.py: jupyter_server 1.23 (the unsandboxed floor); it and kernels.py: the Kernel

@@ -17,8 +17,28 @@
 #include "execution/execution.h"
 #include "http/http-reply.h"
 #include "http/http-server.h"
+#include "kernel/kernel.h"
 #include "sandbox/cgroup.h"
 #include "util/macro.h"
+
+/* [Kernels]: {enabled, count (the clients' kernels, against cap), prespawned (ready to be handed
+ * out), prespawnStarting, prespawn (Prespawn=), cap (MaxKernels=, 0: none)}, reason when unavailable. */
+static json_object *health_kernels(Manager *m) {
+        json_object *k = json_object_new_object();
+        unsigned starting = 0, ready = m->kernels ? kernel_manager_prespawned(m->kernels, &starting) : 0;
+
+        if (!k)
+                return NULL;
+        json_object_object_add(k, "enabled", json_object_new_boolean(m->kernels != NULL));
+        json_object_object_add(k, "count", json_new_u64(m->kernels ? kernel_manager_count(m->kernels) : 0));
+        json_object_object_add(k, "prespawned", json_new_u64(ready));
+        json_object_object_add(k, "prespawnStarting", json_new_u64(starting));
+        json_object_object_add(k, "prespawn", json_new_u64(m->kernels ? m->config.kernels_prespawn : 0));
+        json_object_object_add(k, "cap", json_new_u64(m->config.kernels_max));
+        if (!m->kernels && m->config.kernels_enable)
+                json_object_object_add(k, "reason", json_object_new_string(m->kernels_error ?: "unavailable"));
+        return k;
+}
 
 void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *body,
                 const char **params, size_t *lens) {
@@ -106,6 +126,8 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
                 }
                 json_object_object_add(o, "npu", npu);
         }
+
+        json_object_object_add(o, "kernels", health_kernels(m));
 
         ws = json_object_new_object();
         {

@@ -13,6 +13,7 @@
 #include "api/api-internal.h"
 #include "config/settings.h"
 #include "core/manager.h"
+#include "kernel/kernel.h"
 #include "egress/egress-epochs.h"
 #include "http/http-reply.h"
 #include "util/log-ids.h"
@@ -75,5 +76,7 @@ void api_network_put(Manager *m, HttpRequest *req, const Route *route, json_obje
         if (r < 0)
                 return http_reply_error(req, HTTP_ERROR_INTERNAL, "The network policy could not be applied: %s.",
                                         error ?: strerror(-r));
+        /* Prespawned kernels started under the old policy: ended, and started anew under this one. */
+        kernel_pool_drain(m->kernels);
         api_network_get(m, req, route, body, params, lens);
 }

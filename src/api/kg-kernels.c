@@ -104,6 +104,15 @@ int kg_start_request_parse(json_object *body, const char *owner, KernelStartRequ
                 }
                 r.network = v;
         }
+        /* Ours: a managed environment's kernel, as a run names one (docs/kernels.md). */
+        if (body && json_object_object_get_ex(body, "environment", &v) && !json_object_is_type(v, json_type_null)) {
+                if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0 ||
+                    json_object_get_string_len(v) > 128) {
+                        *ret_why = "\"environment\" must be an environment's name";
+                        return -EBADMSG;
+                }
+                r.environment = json_object_get_string(v);
+        }
         env = json_object_new_object();
         if (!env)
                 return -ENOMEM;

@@ -630,6 +630,7 @@ static void manager_setup_kernels(Manager *m) {
                 return;
         r = kernel_manager_new(&(KernelManagerParams) {
                                        .event = m->event, .exec = &m->exec, .config = &m->config,
+                                       .environments = m->environments,
                                        .runtime_dir = m->runtime_dir, .busy_ref = on_execution_busy_ref,
                                        .busy_unref = on_execution_busy_unref, .userdata = m,
                                }, &m->kernels);

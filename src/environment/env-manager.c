@@ -39,9 +39,11 @@ DEFINE_STRING_TABLE_LOOKUP_TO_STRING(env_phase, EnvPhase);
 
 /* The base environments: made from Debian's packages, offline, read-only through the API. */
 static const char *const python_base_packages[] = {
-        "python3-numpy", "python3-pandas", "python3-scipy", "python3-matplotlib", NULL,
+        "python3-numpy", "python3-pandas", "python3-scipy", "python3-matplotlib",
+        "python3-ipykernel",    /* its kernelspec (docs/kernels.md) */
+        NULL,
 };
-static const char *const r_base_packages[] = { "r-cran-data.table", NULL };
+static const char *const r_base_packages[] = { "r-cran-data.table", "r-cran-irkernel", NULL };
 
 static const EnvBase bases[] = {
         { "python-base", ENV_KIND_PYTHON, python_base_packages },

@@ -15,6 +15,10 @@
 
 typedef struct Execution Execution;
 typedef struct KernelAdopted KernelAdopted;
+typedef struct PoolReaper PoolReaper;
+struct EnvManager;
+
+#define KERNEL_SPEC_DEFAULT "python3"
 
 /* How long a kernel may take to answer its first kernel_info_request, and the nudge's period. */
 #define KERNEL_READY_TIMEOUT_USEC (60 * USEC_PER_SEC)
@@ -58,6 +62,8 @@ struct Kernel {
         uint64_t memory_max, tasks_max;
         unsigned cpu_quota_percent;
         char *dir;                               /* host path: <runtime>/kernels/<id> */
+        char *environment;                       /* a managed environment's kernel (NULL: python3) */
+        bool r_kernel;                           /* ... IRkernel's */
 
         KernelState state;
         KernelEndReason reason;
@@ -67,6 +73,8 @@ struct Kernel {
         bool info_replied;                       /* a kernel_info_reply came since the start */
         bool restarting;                         /* the run ends for a restart: a new one follows */
         bool executing;                          /* an execute_request is between its busy and idle */
+        bool prespawned;                         /* started by the pool, not handed out: hidden */
+        bool pool_released;                      /* ... and no longer in it (ended) */
         uint64_t created_usec;                   /* CLOCK_MONOTONIC */
         uint64_t last_activity_usec;             /* CLOCK_REALTIME */
         uint64_t last_activity_mono;
@@ -103,6 +111,7 @@ struct Kernel {
 struct KernelManager {
         sd_event *event;
         ExecutionContext *exec;
+        struct EnvManager *environments;         /* NULL: only python3 */
         const Config *config;
         char *dir;                               /* <runtime>/kernels */
         int dir_fd;
@@ -113,7 +122,29 @@ struct KernelManager {
         Kernel *kernels;
         unsigned n_live;                         /* counted at request time, against MaxKernels= */
         bool stopping;
+        /* Prespawn= (kernel-pool.c): kernels in the pool (starting or ready), its refill. */
+        unsigned n_pool;
+        sd_event_source *pool_defer;
+        sd_event_source *pool_backoff_timer;
+        uint64_t pool_backoff_usec;
+        PoolReaper *pool_reapers;
 };
+
+/* kernel-specs.c: what POST's name (and our "environment") ask for. @ret->spec is @name or the
+ * environment's name (valid while @ret is), @ret->environment is the caller's to free (NULL:
+ * python3). Return: 0, -ENOENT (unknown spec, environment not ready or without a kernel),
+ * -EINVAL (a spec of another environment than the one named). */
+typedef struct KernelSpecChoice {
+        const char *spec;
+        char *environment;
+        bool r;
+} KernelSpecChoice;
+int kernel_spec_resolve(KernelManager *km, const char *name, const char *environment, KernelSpecChoice *ret,
+                        char **ret_error);
+/* The kernelspec's argv, "{connection_file}" where the file goes. */
+char *const *kernel_spec_argv(bool r);
+/* Before the run starts: a hold on the kernel's environment, given to @e (as runs naming it). */
+int kernel_use_environment(Kernel *k, Execution *e, char **ret_error);
 
 /* kernel.c */
 int kernel_new(KernelManager *km, const KernelStartRequest *r, Kernel **ret, char **ret_error);
@@ -135,6 +166,19 @@ int kernel_dir_watch(Kernel *k);
 /* kernel_dir_remove() - remove the directory; what is left (a process not dead yet still writes)
  * is removed again every 100 ms until it is gone. */
 void kernel_dir_remove(Kernel *k);
+void kernel_arm_idle(Kernel *k);
+
+/* kernel-pool.c: Prespawn=. take() hands out a kernel of the pool when @r asks nothing it lacks
+ * (NULL: none); release() is called as a kernel ends, before its run is dropped. */
+Kernel *kernel_pool_take(KernelManager *km, const KernelStartRequest *r);
+/* Whether a prespawned kernel can serve @r: the default spec, no workspaceId, environment, env
+ * variable, limits (or {}), or network other than "default". */
+bool kernel_pool_request_fits(const KernelStartRequest *r);
+void kernel_pool_ready(Kernel *k);
+/* kernel_pool_schedule() - refill from the loop (a defer source: after what runs now). */
+void kernel_pool_schedule(KernelManager *km);
+void kernel_pool_release(Kernel *k);
+void kernel_pool_free(KernelManager *km);
 
 /* kernel-wire.c */
 int kernel_wire_connect(Kernel *k);

@@ -26,45 +26,6 @@
 #include "util/time-util.h"
 #include "workspace/workspace.h"
 
-#define KERNEL_SPEC_DEFAULT "python3"
-
-/* The kernelspecs: the host's python3 with Debian's ipykernel. */
-static json_object *spec_python3(void) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *spec = json_object_new_object();
-
-        if (!o || !spec ||
-            json_add(spec, "argv", json_strv_new((char *[]) { (char *) "python3", (char *) "-m",
-                                                              (char *) "ipykernel_launcher", (char *) "-f",
-                                                              (char *) "{connection_file}", NULL })) < 0 ||
-            json_add(spec, "display_name", json_object_new_string("Python 3 (ipykernel)")) < 0 ||
-            json_add(spec, "language", json_object_new_string("python")) < 0 ||
-            json_add(spec, "interrupt_mode", json_object_new_string("message")) < 0 ||
-            json_add(spec, "env", json_object_new_object()) < 0 ||
-            json_add(spec, "metadata", json_object_new_object()) < 0 ||
-            json_add(o, "name", json_object_new_string(KERNEL_SPEC_DEFAULT)) < 0 ||
-            json_add(o, "spec", STEAL(spec)) < 0 ||
-            json_add(o, "resources", json_object_new_object()) < 0)
-                return NULL;
-        return STEAL(o);
-}
-
-json_object *kernel_manager_spec(KernelManager *km, const char *name) {
-        if (!name || !streq(name, KERNEL_SPEC_DEFAULT))
-                return NULL;
-        return spec_python3();
-}
-
-json_object *kernel_manager_specs(KernelManager *km) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *specs = json_object_new_object();
-
-        if (!o || !specs ||
-            json_add(specs, KERNEL_SPEC_DEFAULT, spec_python3()) < 0 ||
-            json_add(o, "default", json_object_new_string(KERNEL_SPEC_DEFAULT)) < 0 ||
-            json_add(o, "kernelspecs", STEAL(specs)) < 0)
-                return NULL;
-        return STEAL(o);
-}
-
 /* What a previous daemon left and no record re-adopted (kernel_adopt_all() ran first): it goes. */
 static void remove_stale(KernelManager *km) {
         _cleanup_close_ int fd = fcntl(km->dir_fd, F_DUPFD_CLOEXEC, 3);
@@ -91,6 +52,7 @@ int kernel_manager_new(const KernelManagerParams *p, KernelManager **ret) {
         *km = (KernelManager) {
                 .event = p->event,
                 .exec = p->exec,
+                .environments = p->environments,
                 .config = p->config,
                 .dir_fd = -EBADF,
                 .busy_ref = p->busy_ref,
@@ -121,6 +83,7 @@ int kernel_manager_new(const KernelManagerParams *p, KernelManager **ret) {
         }
         kernel_adopt_all(km);
         remove_stale(km);
+        kernel_pool_schedule(km);   /* Prespawn=: once the loop runs */
         *ret = km;
         return 0;
 }
@@ -129,9 +92,12 @@ void kernel_manager_stop(KernelManager *km) {
         if (!km)
                 return;
         km->stopping = true;
+        kernel_pool_drain(km);    /* reason deleted, their workspaces removed */
         /* Kept for the next daemon where they run in a scope, else ended (interrupted). */
         for (Kernel *k = km->kernels, *next; k; k = next) {
                 next = k->next;
+                if (k->state == KERNEL_DEAD)
+                        continue;
                 if (kernel_leave(k) < 0)
                         kernel_end(k, KERNEL_END_INTERRUPTED);
         }
@@ -144,6 +110,7 @@ KernelManager *kernel_manager_free(KernelManager *km) {
                 kernel_end(km->kernels, KERNEL_END_INTERRUPTED);
                 kernel_free(km->kernels);
         }
+        kernel_pool_free(km);
         if (km->zmq)
                 (void) zmq_ctx_term(km->zmq);
         safe_close(km->dir_fd);
@@ -155,7 +122,7 @@ Kernel *kernel_manager_find(KernelManager *km, const char *owner, const char *id
         if (!id)
                 return NULL;
         for (Kernel *k = km->kernels; k; k = k->next)
-                if (streq(k->id, id) && (!owner || !k->owner || streq(owner, k->owner)))
+                if (!k->prespawned && streq(k->id, id) && (!owner || !k->owner || streq(owner, k->owner)))
                         return k;
         return NULL;
 }
@@ -166,7 +133,7 @@ json_object *kernel_manager_list(KernelManager *km, const char *owner) {
         if (!a)
                 return NULL;
         for (Kernel *k = km->kernels; k; k = k->next)
-                if ((!owner || !k->owner || streq(owner, k->owner)) && json_array_add(a, kernel_model(k)) < 0)
+                if (!k->prespawned && (!owner || !k->owner || streq(owner, k->owner)) && json_array_add(a, kernel_model(k)) < 0)
                         return NULL;
         return STEAL(a);
 }
@@ -297,6 +264,8 @@ fail:
 
 int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel **ret, char **ret_error) {
         unsigned max = km->config->kernels_max;
+        KernelSpecChoice choice = {};
+        KernelStartRequest req;
         Kernel *k = NULL;
         int q;
 
@@ -304,18 +273,34 @@ int kernel_manager_start(KernelManager *km, const KernelStartRequest *r, Kernel 
                 *ret_error = NULL;
         if (km->stopping)
                 return set_error(ret_error, -ESHUTDOWN, "%s", "the runner is stopping");
-        if (r->spec && !streq(r->spec, KERNEL_SPEC_DEFAULT))
-                return set_error(ret_error, -ENOENT, "no such kernel: '%.64s'", r->spec);
+        q = kernel_spec_resolve(km, r->spec, r->environment, &choice, ret_error);
+        if (q < 0)
+                return q;
         /* Counted now, in the one thread: two requests racing never pass the cap together. */
         if (max > 0 && km->n_live >= max) {
+                free(choice.environment);
                 if (ret_error && asprintf(ret_error, "Resource Limit: %u kernels run already (MaxKernels=%u)",
                                           km->n_live, max) < 0)
                         *ret_error = NULL;
                 return -EUSERS;
         }
-        q = kernel_new(km, r, &k, ret_error);
-        if (q < 0)
+        /* A prespawned kernel, if one fits: its busy reference is the counted kernel's now. */
+        k = choice.environment ? NULL : kernel_pool_take(km, r);
+        if (k) {
+                k->counted = true;
+                km->n_live++;
+                *ret = k;
+                return 0;
+        }
+        req = *r;
+        req.spec = choice.spec;
+        q = kernel_new(km, &req, &k, ret_error);
+        if (q < 0) {
+                free(choice.environment);
                 return q;
+        }
+        k->environment = STEAL(choice.environment);
+        k->r_kernel = choice.r;
         k->counted = true;
         km->n_live++;
         km->busy_ref(km->userdata);

@@ -119,6 +119,7 @@ static void kernel_destroy(Kernel *k) {
         free(k->spec);
         free(k->owner);
         free(k->workspace_id);
+        free(k->environment);
         free(k->dir);
         explicit_bzero(k->key, sizeof(k->key));
         free(k);
@@ -135,6 +136,7 @@ Kernel *kernel_free(Kernel *k) {
         kernel_stop_timers(k);
         k->linger_timer = sd_event_source_disable_unref(k->linger_timer);
         kernel_wire_close(k);
+        kernel_pool_release(k);
         kernel_drop_exec(k);
         kernel_uncount(k);
         if (k->dir)
@@ -184,6 +186,7 @@ void kernel_end(Kernel *k, KernelEndReason reason) {
         kernel_broadcast_status(k, "dead");
         kernel_clients_closed(k);
         kernel_wire_close(k);
+        kernel_pool_release(k);
         kernel_drop_exec(k);
         kernel_uncount(k);
         kernel_record_end(k);
@@ -226,7 +229,7 @@ static int on_idle_check(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void kernel_arm_idle(Kernel *k) {
+void kernel_arm_idle(Kernel *k) {
         uint64_t timeout = k->manager->config->kernels_idle_timeout_usec;
 
         if (timeout == 0 || k->idle_timer)
@@ -247,7 +250,10 @@ void kernel_became_ready(Kernel *k) {
         if (k->state == KERNEL_STARTING || k->state == KERNEL_RESTARTING)
                 kernel_set_state(k, KERNEL_IDLE);
         kernel_touch(k);
-        kernel_arm_idle(k);
+        if (k->prespawned)
+                kernel_pool_ready(k);     /* idle from its hand-out on */
+        else
+                kernel_arm_idle(k);
         kernel_wire_flush_pending(k);
         kernel_record_write(k);
         log_struct(LOG_INFO,
@@ -373,10 +379,15 @@ static json_object *kernel_run_body(Kernel *k) {
         _cleanup_(json_object_putp) json_object *body = json_object_new_object(), *env = json_object_new_object();
         const Config *c = k->manager->config;
         uint64_t lifetime = c->kernels_max_lifetime_usec, elapsed = now_usec(CLOCK_MONOTONIC) - k->created_usec;
+        char *argv[8] = {};
         char id[128];
+        size_t n = 0;
 
         if (!body || !env)
                 return NULL;
+        /* The kernelspec's argv, the connection file where it says. */
+        for (char *const *a = kernel_spec_argv(k->r_kernel); *a && n < ELEMENTSOF(argv) - 1; a++)
+                argv[n++] = streq(*a, "{connection_file}") ? (char *) KERNEL_SANDBOX_CONNECTION_FILE : *a;
         (void) snprintf(id, sizeof(id), "kernel-%s-%u", k->id, k->generation);
         json_object_object_foreach(k->env, name, value)
                 if (json_add(env, name, json_object_get(value)) < 0)
@@ -390,9 +401,7 @@ static json_object *kernel_run_body(Kernel *k) {
         lifetime = lifetime == 0 ? KERNEL_NO_LIFETIME_USEC : lifetime > elapsed ? lifetime - elapsed : USEC_PER_MSEC;
         if (json_add(body, "executionId", json_object_new_string(id)) < 0 ||
             json_add(body, "workspaceId", json_object_new_string(k->workspace_id)) < 0 ||
-            json_add(body, "argv", json_strv_new((char *[]) { (char *) "python3", (char *) "-m",
-                                                              (char *) "ipykernel_launcher", (char *) "-f",
-                                                              (char *) KERNEL_SANDBOX_CONNECTION_FILE, NULL })) < 0 ||
+            json_add(body, "argv", json_strv_new(argv)) < 0 ||
             json_add(body, "env", STEAL(env)) < 0 ||
             json_add(body, "timeoutMs", json_new_u64(lifetime / USEC_PER_MSEC)) < 0 ||
             (k->limits && json_add(body, "limits", json_object_get(k->limits)) < 0))
@@ -429,7 +438,9 @@ int kernel_run(Kernel *k, char **ret_error) {
         r = execution_new(km->exec, req, &e);
         if (r < 0)
                 return r;
-        r = execution_add_bind(e, k->dir, KERNEL_SANDBOX_DIR, true);
+        r = kernel_use_environment(k, e, ret_error);
+        if (r >= 0)
+                r = execution_add_bind(e, k->dir, KERNEL_SANDBOX_DIR, true);
         /* ipykernel sends the code's output over iopub; what reaches its fds 1 and 2 directly
          * (a subprocess's, say) is kept as a bounded head and tail, not up to MaxOutputBytes=. */
         if (r >= 0)
@@ -510,6 +521,11 @@ int kernel_interrupt(Kernel *k) {
         if (k->state == KERNEL_DEAD)
                 return -ESHUTDOWN;
         kernel_touch(k);
+        /* interrupt_mode "signal" (IRkernel does not answer interrupt_request): the signal now. */
+        if (k->r_kernel) {
+                kernel_sigint(k);
+                return 0;
+        }
         /* interrupt_mode "message": ipykernel answers it with killpg(SIGINT) on itself, which
          * works across the PID namespace; a kernel that does not answer gets the signal. */
         r = kernel_wire_send_own(k, JUPYTER_CHANNEL_CONTROL, "interrupt_request", NULL, k->interrupt_id);
@@ -586,6 +602,7 @@ json_object *kernel_model(Kernel *k) {
             json_add(o, "workspaceId", json_object_new_string(k->workspace_id)) < 0 ||
             json_add(o, "limits", STEAL(limits)) < 0 ||
             json_add(o, "network", k->network ? json_object_get(k->network) : json_object_new_string("default")) < 0 ||
+            (k->environment && json_add(o, "environment", json_object_new_string(k->environment)) < 0) ||
             (k->state == KERNEL_DEAD &&
              json_add(o, "reason", json_object_new_string(kernel_end_reason_to_string(k->reason))) < 0))
                 return NULL;

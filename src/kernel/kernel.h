@@ -54,6 +54,7 @@ typedef struct KernelManagerParams {
         sd_event *event;
         ExecutionContext *exec;          /* the runs' context (filled, alive as long as the manager) */
         const Config *config;            /* [Kernels] */
+        struct EnvManager *environments; /* managed environments' kernelspecs (NULL: python3 only) */
         const char *runtime_dir;         /* kernels' directories: <runtime_dir>/kernels/<id> */
         /* Kernels alive keep the owner from idle-exiting. */
         void (*busy_ref)(void *userdata);
@@ -85,6 +86,7 @@ typedef struct KernelStartRequest {
         const char *workspace_id;
         json_object *limits;
         json_object *network;
+        const char *environment;         /* ours: a managed environment's kernel, as runs name one */
 } KernelStartRequest;
 
 /* Starts a kernel (or hands out a prespawned one). Returns at once with the kernel in STARTING
@@ -99,6 +101,11 @@ unsigned kernel_manager_count(KernelManager *km);
 /* The kernel, not yet ended, whose workspace is @workspace_id (it holds that workspace's write
  * lease for its whole life, restarts included), or NULL. */
 Kernel *kernel_manager_find_by_workspace(KernelManager *km, const char *workspace_id);
+/* Prespawn= (kernel-pool.c): prespawned kernels ready to be handed out (and, in @ret_starting,
+ * those still starting); kernel_pool_drain() ends them all (reason deleted, their workspaces
+ * removed) and refills from the loop: the network policy changed. NULL @km: nothing. */
+unsigned kernel_manager_prespawned(KernelManager *km, unsigned *ret_starting);
+void kernel_pool_drain(KernelManager *km);
 
 /* The model: id, name, last_activity (%Y-%m-%dT%H:%M:%S.%fZ), execution_state, connections,
  * workspaceId, limits, network, reason (once dead). */

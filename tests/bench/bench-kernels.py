@@ -263,10 +263,14 @@ class Bench:
 
 def kernel_pss(g, kid, jupyter):
     """The Pss (KiB) of the processes of one idle kernel: jupyter_server's child running
-    ipykernel_launcher; ours, every process below our daemon whose command line names the kernel."""
-    pids = [p for p in descendants(g.pid) if "ipykernel" in cmdline(p) and (jupyter or kid in cmdline(p))]
-    if not pids:
+    ipykernel_launcher; ours, the whole sandbox: the processes below our daemon whose command line
+    names the kernel (the keeper, bwrap: its directory is bound) and everything below them (the
+    sandbox's init, the ipykernel, whose own command line names only /run/kernel)."""
+    if jupyter:
         pids = [p for p in descendants(g.pid) if "ipykernel" in cmdline(p)]
+    else:
+        tops = [p for p in descendants(g.pid) if kid in cmdline(p)]
+        pids = sorted(set(tops + [c for t in tops for c in descendants(t)]))
     kib = pss_kib(pids)
     return kib, len(pids)
 

@@ -6,7 +6,7 @@
 # names the machine (CPUs, kernel, date, load). Needs root (egress: namespaces; scopes: a private
 # systemd, booted only through tests/helpers/box-test-lib.sh). 10-20 minutes on 2 CPUs.
 #
-#   tests/bench/run-all.sh BUILDDIR [BENCH...]    (BENCH: execute environment scopes egress snapshot quota sciencediscovery)
+#   tests/bench/run-all.sh BUILDDIR [BENCH...]    (BENCH: execute environment scopes egress snapshot quota sciencediscovery kernels)
 #
 # Each bench's whole output is kept in a directory named at the end; its BENCH-RESULT line
 # (bench_result.py) is what the table is made of. Exit status 0 when every bench ran to its end
@@ -17,7 +17,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(cd "${1:?usage: run-all.sh BUILDDIR [BENCH...]}" && pwd) || exit 1
 shift
 benches=("$@")
-[ ${#benches[@]} -gt 0 ] || benches=(execute environment scopes egress snapshot quota sciencediscovery)
+[ ${#benches[@]} -gt 0 ] || benches=(execute environment scopes egress snapshot quota sciencediscovery kernels)
 
 if [ "$(id -u)" -ne 0 ]; then
         echo "run-all.sh: needs root (egress: namespaces; scopes: a private systemd)" >&2
@@ -25,7 +25,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 out=$(mktemp -d /tmp/sr-bench-all.XXXXXX)
 
-# The real sizes: the ones each target was set for (issues 3, 4, 5 and 12).
+# The real sizes: the ones each target was set for (issues 3, 4, 5, 12, 22 and 26).
 set_cmd() {
         case $1 in
         execute)     cmd=("$here/run-bench.sh" "$build" 500) ;;
@@ -35,6 +35,7 @@ set_cmd() {
         snapshot)    cmd=("$here/run-bench-snapshot.sh" "$build") ;;
         quota)       cmd=("$here/run-bench-quota.sh" "$build") ;;
         sciencediscovery) cmd=("$here/run-bench-sciencediscovery.sh" "$build" 200) ;;
+        kernels)     cmd=("$here/run-bench-kernels.sh" "$build") ;;
         *)           return 1 ;;
         esac
 }
