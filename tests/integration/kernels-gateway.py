@@ -181,14 +181,20 @@ def open_ws(ctx, timeout=60.0):
 
 
 def run_code(ctx, code, timeout=60.0):
-    """One execution on a new WebSocket of jupyter_server's, closed afterwards."""
-    ws = open_ws(ctx, timeout=timeout)
-    try:
-        msg_id, text = K.execute_request(code)
-        ws.send(text)
-        return K.collect(ws, msg_id, K.Outcome(), time.monotonic() + timeout)
-    finally:
-        ws.close()
+    """One execution on a new WebSocket of jupyter_server's, closed afterwards; sent again when
+    ipykernel aborted it right after an error (kernels.py's run_code says why)."""
+    for attempt in range(3):
+        ws = open_ws(ctx, timeout=timeout)
+        try:
+            msg_id, text = K.execute_request(code)
+            ws.send(text)
+            out = K.collect(ws, msg_id, K.Outcome(), time.monotonic() + timeout)
+        finally:
+            ws.close()
+        if (out.reply or {}).get("status") != "aborted":
+            break
+        time.sleep(0.2)
+    return out
 
 
 def plain(o):
