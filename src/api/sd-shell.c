@@ -172,7 +172,9 @@ static json_object *managed_json(Manager *m, json_object *rec, const char *id, c
         json_object_object_add(o, "logTruncated", json_object_new_boolean(log_truncated(rec)));
         if (!streq(theirs, "unknown")) {
                 /* Their output budget over both streams, with their marker, as the log's budget. */
-                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, NULL, false, log_limit(rec),
+                const char *mode = json_get_string(rec, "networkMode");
+                json_object *res = sdp_result_json(m, rec, "shell", SDP_SHELL_REVISION, NULL,
+                                                   mode && streq(mode, "open"), log_limit(rec),
                                                    created + get_u64(rec, "durationMs")), *snap;
                 if (!res)
                         return NULL;

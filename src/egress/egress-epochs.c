@@ -152,6 +152,10 @@ const char *egress_epoch_revision(const EgressEpoch *ep) {
         return ep->revision;
 }
 
+bool egress_epoch_open(const EgressEpoch *ep) {
+        return ep && ep->policy && egress_policy_is_open(ep->policy);
+}
+
 static int on_gateway_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
         EgressEpoch *ep = userdata;
 

@@ -70,6 +70,8 @@ int egress_epoch_acquire_route(EgressEpochs *ee, bool open, char *const *allow, 
                                char **ret_error);
 const char *egress_epoch_socket(const EgressEpoch *ep);
 const char *egress_epoch_revision(const EgressEpoch *ep);
+/* egress_epoch_open() - whether @ep's policy is in mode open (any public destination). */
+bool egress_epoch_open(const EgressEpoch *ep);
 
 /* egress_available() - whether a policy of its own (egress_epoch_acquire_for()) can work here;
  * false with the reason when a helper is missing or, under systemd, the bus is. */

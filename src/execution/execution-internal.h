@@ -103,6 +103,7 @@ struct Execution {
         uint64_t workspace_limit;
         EgressEpoch *egress;              /* the policy revision this run uses; NULL = no network */
         char *network;                    /* its revision, kept for the answer and the record */
+        bool network_open;                /* ... of a policy in mode open (the record's networkMode) */
         bool egress_fixed;                /* execution_set_egress(): not the policy in force */
         ThreadTask *snapshot_task;
         struct SnapshotJob *snapshot_job;        /* owned; the thread's input while snapshot_task runs */

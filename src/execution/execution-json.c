@@ -243,6 +243,8 @@ json_object *execution_to_json(const Execution *e) {
                         e->ctx->limits == LIMITS_CGROUP ? "cgroup" : "rlimit"));
         json_object_object_add(o, "limits", lim);
         json_object_object_add(o, "network", json_object_new_string(e->network ?: "none"));
+        if (e->network_open)
+                json_object_object_add(o, "networkMode", json_object_new_string("open"));
         if (e->failure < 0 && e->failure_message)
                 json_object_object_add(o, "error", json_object_new_string(e->failure_message));
         if (finished)

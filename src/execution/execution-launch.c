@@ -591,16 +591,20 @@ int execution_start(Execution *e, ExecutionDoneFn done, void *userdata) {
                 egress_epoch_release(e->egress);
                 e->egress = NULL;
         } else if (e->egress_fixed) {
-                if (e->egress)
+                if (e->egress) {
                         e->network = strdup(egress_epoch_revision(e->egress));
+                        e->network_open = egress_epoch_open(e->egress);
+                }
         } else {
                 const char *reason = NULL;
                 int k = egress_epoch_acquire(c->egress, &e->egress, &reason);
                 if (k < 0)
                         return execution_fail(e, k, "egress is configured but cannot work: %s",
                                               reason ?: strerror(-k));
-                if (e->egress)
+                if (e->egress) {
                         e->network = strdup(egress_epoch_revision(e->egress));
+                        e->network_open = egress_epoch_open(e->egress);
+                }
         }
 
         e->ws_fd = workspace_open(c->workspaces_fd, e->req->workspace_id);

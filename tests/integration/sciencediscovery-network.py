@@ -390,6 +390,31 @@ def c_upstream(ctx, res):
         res.eq("nothing sent upstream for a refused target", up.served[before:], [])
 
 
+@case("3 sd network: a managed shell run with open reaches an origin in no allowlist, result.networkPolicy open")
+def c_shell_open(ctx, res):
+    m = marker("shell-open")
+    code = "python3 - <<'EOF'\n%sEOF\n" % client(["http://other.test" + m])
+    body = ctx.execute_body(code, permissionEpoch=epoch_with(ctx, "open", access(mode="open", domains=(),
+                                                                                    revision="rev-sh-open")))
+    body.pop("language")
+    body["executionId"] = "shell:" + uuid.uuid4().hex
+    r = ctx.sd("POST", "/shell-executions", body, signed=True)
+    if not res.check(r.status == 202, "submit: %s" % r.brief()):
+        return
+    j = S.shell_wait(ctx, res, body, limit=RUN_TIMEOUT)
+    if j is None:
+        return
+    res.eq("state", j.get("state"), "completed")
+    result = j.get("result") or {}
+    try:
+        out = json.loads(result.get("stdout") or "")
+    except ValueError:
+        res.fail("stdout is not JSON: %s" % trunc(result.get("stdout")))
+        return
+    res.eq("status", out["fetch"]["http://other.test" + m].get("status"), 200)
+    res.eq("result.networkPolicy (from the record's networkMode)", result.get("networkPolicy"), "open")
+
+
 @case("3 sd network: a managed shell run with an allowlist reaches the origin")
 def c_shell(ctx, res):
     m = marker("shell")
