@@ -15,7 +15,6 @@ one TAP point.
 
     kernels-gateway.py --daemon build/src/sandbox-runnerd [--run-as self] [--only NAME] [--verbose]"""
 
-import argparse
 import json
 import os
 import secrets
@@ -24,7 +23,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import uuid
 
 import websocket        # Debian's python3-websocket (websocket-client)
@@ -32,8 +30,6 @@ import websocket        # Debian's python3-websocket (websocket-client)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L         # noqa: E402
 import kernels as K             # noqa: E402
-import testlib as T             # noqa: E402
-from testlib import Result      # noqa: E402
 
 BUDGET = 420
 JUPYTER_PYTHON = "/usr/bin/python3"     # Debian's, with python3-jupyter-server
@@ -353,71 +349,35 @@ CASES = [
 ]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    ap.add_argument("--only", help="run only cases whose name contains this (create is always run)")
-    args = ap.parse_args()
 
-    cases = [(n, f) for n, f in CASES if not args.only or args.only in n or n == "create"]
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(cases))
-    run_as = T.resolve_run_as(args.run_as)
-    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=K.CONFIG)
-    if L.start_or_fail_all(d, cases, tap, Result, 300) is None:
-        d.cleanup()
-        return 1
+def make_ctx(d, args):
     js = JupyterServer(d.port, d.token)
     try:
         js.start()
     except (RuntimeError, OSError) as e:
-        for name, _ in cases:
-            r = Result(name)
-            r.fail("jupyter_server did not start: %s" % e)
-            tap.emit(r)
         js.cleanup()
-        d.terminate(grace=10)
-        d.cleanup()
-        return 1
-    out.write("# jupyter_server pid %d on 127.0.0.1:%d\n" % (js.proc.pid, js.port))
-    ctx = Ctx(d, js)
-    t0 = time.monotonic()
-    try:
-        for name, fn in cases:
-            res = Result(name)
-            if time.monotonic() - t0 > BUDGET:
-                res.fail("not run: the time budget is exhausted")
-            else:
-                try:
-                    fn(ctx, res)
-                except Exception:                              # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died; log tail:\n%s" % d.log_tail(2000))
-                if js.proc.poll() is not None:
-                    res.fail("jupyter_server died; log tail:\n%s" % js.log_tail(2000))
-            tap.emit(res, verbose=args.verbose)
-    finally:
-        if ctx.kernel:
-            try:
-                ctx.daemon("DELETE", "/api/kernels/" + ctx.kernel)
-            except (OSError, L.HttpError):
-                pass
-        js.stop()
-        rc, took = d.terminate(grace=10)
-        out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
-        if tap.failed:
-            L.write_log_tail(d, out)
-            out.write("# jupyter_server log tail:\n")
-            for ln in js.log_tail(3000).splitlines():
-                out.write("#   %s\n" % ln)
-        js.cleanup()
-        d.cleanup()
-    return tap.summary(len(cases), time.monotonic() - t0)
+        raise RuntimeError("jupyter_server did not start: %s" % e)
+    sys.stdout.write("# jupyter_server pid %d on 127.0.0.1:%d\n" % (js.proc.pid, js.port))
+    return Ctx(d, js)
+
+
+def after_case(ctx, res):
+    if ctx.js.proc.poll() is not None:
+        res.fail("jupyter_server died")
+    if not res.ok:
+        res.note("jupyter_server log tail:\n%s" % ctx.js.log_tail(3000))
+
+
+def kernels_of(ctx):
+    """The kernel to delete at the end, once jupyter_server is stopped."""
+    ctx.js.stop()
+    ctx.js.cleanup()
+    return [ctx.kernel] if ctx.kernel else []
+
+
+def main():
+    return K.test_main(__doc__, CASES, BUDGET, make_ctx, config=K.CONFIG, always=("create",), health_chars=300,
+                       after_case=after_case, kernels_of=kernels_of)
 
 
 if __name__ == "__main__":

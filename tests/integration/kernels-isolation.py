@@ -22,7 +22,6 @@
     kernels-isolation.py --daemon build/src/sandbox-runnerd --build-root build [--run-as self]
                          [--egress] [--only NAME] [--verbose]"""
 
-import argparse
 import base64
 import importlib.util
 import json
@@ -32,13 +31,11 @@ import stat
 import subprocess
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L         # noqa: E402
 import kernels as K             # noqa: E402
 import testlib as T             # noqa: E402
-from testlib import Result      # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUDGET = 420
@@ -523,7 +520,7 @@ def escape_battery(ctx, res):
     if "battery" in ctx.fixtures:
         return
     ctx.fixtures["battery"] = (None, None)
-    ctx.fixtures["battery_log"] = Result("battery")
+    ctx.fixtures["battery_log"] = T.Result("battery")
     if not need(ctx, res, "A", "B"):
         return
     a, b = ctx.kernels["A"], ctx.kernels["B"]
@@ -773,67 +770,31 @@ CASES += [("dir-fill: " + how, (lambda h: lambda ctx, res: dir_fill(ctx, res, h)
 CASES += [("alive-and-deleted", case_alive)]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
+def add_args(ap):
     ap.add_argument("--build-root", help="where seccomp-export and try-syscall are (default: the daemon's ../..)")
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    ap.add_argument("--only", help="run only cases whose name contains this (setup always runs)")
     ap.add_argument("--egress", action="store_true", help="only the network policy cases, in namespaces of "
                     "their own with egress-e2e.py's test origins (needs root)")
-    args = ap.parse_args()
 
-    servers, workdir, config = [], None, K.CONFIG
-    if args.egress:
-        if os.environ.get(EGRESS_INNER) != "1":
-            T.enter_namespaces(sys.argv[1:], EGRESS_INNER)
-        workdir = E.tempfile.mkdtemp(prefix="sr-kernels-egress.")
-        _, servers = E.setup_test_hosts(workdir)
-        config = E.CONFIG_TEXT + "[Kernels]\nEnable=yes\n"
-    cases = [(n, f) for n, f in (EGRESS_CASES if args.egress else CASES)
-             if not args.only or args.only in n or n == "setup"]
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(cases))
-    run_as = T.resolve_run_as(args.run_as)
-    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=config)
-    if L.start_or_fail_all(d, cases, tap, Result, 500) is None:
-        d.cleanup()
-        return 1
-    ctx = Ctx(d, args.build_root or os.path.dirname(os.path.dirname(os.path.abspath(args.daemon))))
-    t0 = time.monotonic()
-    try:
-        for name, fn in cases:
-            res = Result(name)
-            if time.monotonic() - t0 > BUDGET:
-                res.fail("not run: the time budget is exhausted")
-            else:
-                try:
-                    fn(ctx, res)
-                except Exception:                              # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died; log tail:\n%s" % d.log_tail(2000))
-            tap.emit(res, verbose=args.verbose)
-    finally:
-        for k in list(ctx.kernels.values()):
-            try:
-                ctx.call("DELETE", "/api/kernels/" + k.id)
-            except (OSError, L.HttpError):
-                pass
-        rc, took = d.terminate(grace=10)
-        out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.cleanup()
-        for srv in servers:
-            srv.shutdown()
-            srv.server_close()
-        if workdir:
-            E.shutil.rmtree(workdir, ignore_errors=True)
-    return tap.summary(len(cases), time.monotonic() - t0)
+
+def setup(args, cleanups):
+    """--egress: in namespaces of its own, with egress-e2e.py's test origins and allowlist."""
+    if not args.egress:
+        return None
+    if os.environ.get(EGRESS_INNER) != "1":
+        T.enter_namespaces(sys.argv[1:], EGRESS_INNER)
+    workdir = E.tempfile.mkdtemp(prefix="sr-kernels-egress.")
+    cleanups.append(lambda: E.shutil.rmtree(workdir, ignore_errors=True))
+    _, servers = E.setup_test_hosts(workdir)
+    cleanups.append(lambda: [(srv.shutdown(), srv.server_close()) for srv in servers])
+    return E.CONFIG_TEXT + "[Kernels]\nEnable=yes\n"
+
+
+def main():
+    return K.test_main(__doc__, lambda args: EGRESS_CASES if args.egress else CASES, BUDGET,
+                       lambda d, args: Ctx(d, args.build_root or
+                                           os.path.dirname(os.path.dirname(os.path.abspath(args.daemon)))),
+                       always=("setup",), add_args=add_args, setup=setup,
+                       kernels_of=lambda ctx: [k.id for k in ctx.kernels.values()])
 
 
 if __name__ == "__main__":

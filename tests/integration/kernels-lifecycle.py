@@ -23,12 +23,10 @@ Each case is one TAP point.
 
     kernels-lifecycle.py --daemon build/src/sandbox-runnerd [--run-as self] [--only NAME] [--verbose]"""
 
-import argparse
 import json
 import os
 import threading
 import time
-import traceback
 import uuid
 
 import websocket        # Debian's python3-websocket (websocket-client)
@@ -37,8 +35,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import execute_lib as L         # noqa: E402
 import kernels as K             # noqa: E402
-import testlib as T             # noqa: E402
-from testlib import Result      # noqa: E402
 
 BUDGET = 480
 CAP = 3
@@ -288,51 +284,10 @@ CASES = [
 ]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("--keep-tmp", action="store_true")
-    T.add_run_as_option(ap)
-    ap.add_argument("--only", help="run only cases whose name contains this")
-    args = ap.parse_args()
 
-    cases = [(n, f) for n, f in CASES if not args.only or args.only in n]
-    out = sys.stdout
-    tap = L.Tap(out)
-    out.write("1..%d\n" % len(cases))
-    run_as = T.resolve_run_as(args.run_as)
-    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG)
-    if L.start_or_fail_all(d, cases, tap, Result, 300) is None:
-        d.cleanup()
-        return 1
-    ctx = Ctx(d)
-    t0 = time.monotonic()
-    try:
-        for name, fn in cases:
-            res = Result(name)
-            if time.monotonic() - t0 > BUDGET:
-                res.fail("not run: the time budget is exhausted")
-            else:
-                try:
-                    fn(ctx, res)
-                except Exception:                              # noqa: BLE001
-                    res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
-                    res.fail("the daemon died; log tail:\n%s" % d.log_tail(2000))
-            tap.emit(res, verbose=args.verbose)
-    finally:
-        for kid in list(ctx.all):
-            try:
-                ctx.delete(kid)
-            except (OSError, L.HttpError):
-                pass
-        rc, took = d.terminate(grace=10)
-        out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
-        if tap.failed:
-            L.write_log_tail(d, out)
-        d.cleanup()
-    return tap.summary(len(cases), time.monotonic() - t0)
+def main():
+    return K.test_main(__doc__, CASES, BUDGET, lambda d, args: Ctx(d), config=CONFIG, health_chars=300,
+                       kernels_of=lambda ctx: list(ctx.all))
 
 
 if __name__ == "__main__":

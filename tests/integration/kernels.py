@@ -423,53 +423,93 @@ CASES = [
 ]
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+# ---- the main() of every kernel test ------------------------------------------------------------
+
+def test_main(doc, cases, budget, make_ctx, config=None, always=(), add_args=None, setup=None,
+              kernels_of=None, after_case=None, may_stop=(), health_chars=500):
+    """Options (--daemon, --verbose, --keep-tmp, --run-as, --only, and add_args(ap)'s), the cases
+    named by --only (and those in @always), a daemon with @config (default CONFIG: kernels on),
+    setup(args, cleanups) first (may return another configuration; it may re-run the script in
+    namespaces), ctx = make_ctx(d, args) (an exception fails every case), each case a TAP point
+    (a dead daemon fails it unless the case is in @may_stop; after_case(ctx, res) may add
+    checks), then the kernels of kernels_of(ctx) deleted, the daemon stopped, its log tail on a
+    failure, and the cleanups run (last first)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
-    ap.add_argument("--ctl", help="sandbox-runnerctl (default: beside the daemon, src/ctl/)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep-tmp", action="store_true")
     T.add_run_as_option(ap)
     ap.add_argument("--only", help="run only cases whose name contains this")
+    if add_args:
+        add_args(ap)
     args = ap.parse_args()
 
-    cases = [(n, f) for n, f in CASES if not args.only or args.only in n]
+    cleanups = []
+    config = (setup(args, cleanups) if setup else None) or config or CONFIG
+    cases = [(n, f) for n, f in (cases(args) if callable(cases) else cases)
+             if not args.only or args.only in n or n in always]
     out = sys.stdout
     tap = L.Tap(out)
     out.write("1..%d\n" % len(cases))
-    run_as = T.resolve_run_as(args.run_as)
-    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=run_as, config=CONFIG)
-    if L.start_or_fail_all(d, cases, tap, Result, 500) is None:
-        d.cleanup()
-        return 1
-    ctx = Ctx(d)
-    ctx.ctl = args.ctl or os.path.join(os.path.dirname(os.path.abspath(args.daemon)), "ctl", "sandbox-runnerctl")
+    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=T.resolve_run_as(args.run_as), config=config)
+    ctx = None
     t0 = time.monotonic()
     try:
+        if L.start_or_fail_all(d, cases, tap, Result, health_chars) is None:
+            return 1
+        try:
+            ctx = make_ctx(d, args)
+        except Exception:                                      # noqa: BLE001
+            why = traceback.format_exc()
+            for name, _ in cases:
+                r = Result(name)
+                r.fail("the test's set-up failed:\n" + why)
+                tap.emit(r)
+            return 1
         for name, fn in cases:
             res = Result(name)
-            if time.monotonic() - t0 > BUDGET:
+            if time.monotonic() - t0 > budget:
                 res.fail("not run: the time budget is exhausted")
             else:
                 try:
                     fn(ctx, res)
                 except Exception:                              # noqa: BLE001
                     res.fail("test error:\n" + traceback.format_exc())
-                if not d.alive():
+                if name not in may_stop and not d.alive():
                     res.fail("the daemon died; log tail:\n%s" % d.log_tail(2000))
+                elif after_case:
+                    after_case(ctx, res)
             tap.emit(res, verbose=args.verbose)
     finally:
-        if ctx.kernel:
-            try:
-                ctx.call("DELETE", "/api/kernels/" + ctx.kernel)
-            except (OSError, L.HttpError):
-                pass
-        rc, took = d.terminate(grace=10)
-        out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
+        if ctx is not None and d.alive():
+            for kid in list(kernels_of(ctx) if kernels_of else ()):
+                try:
+                    L.http(d.port, "DELETE", "/api/kernels/" + kid, [("Authorization", "token " + d.token)], b"")
+                except (OSError, L.HttpError):
+                    pass
+        if d.alive():
+            rc, took = d.terminate(grace=10)
+            out.write("# daemon stopped: exit status %r after %.2fs\n" % (rc, took))
         if tap.failed:
             L.write_log_tail(d, out)
         d.cleanup()
+        for fn in reversed(cleanups):
+            fn()
     return tap.summary(len(cases), time.monotonic() - t0)
+
+
+def make_ctx(d, args):
+    ctx = Ctx(d)
+    ctx.ctl = args.ctl or os.path.join(os.path.dirname(os.path.abspath(args.daemon)), "ctl", "sandbox-runnerctl")
+    return ctx
+
+
+def main():
+    return test_main(__doc__, CASES, BUDGET, make_ctx,
+                     add_args=lambda ap: ap.add_argument("--ctl", help="sandbox-runnerctl (default: beside the "
+                                                         "daemon, src/ctl/)"),
+                     kernels_of=lambda ctx: [ctx.kernel] if ctx.kernel else [])
 
 
 if __name__ == "__main__":
