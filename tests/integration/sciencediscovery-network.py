@@ -390,54 +390,49 @@ def c_upstream(ctx, res):
         res.eq("nothing sent upstream for a refused target", up.served[before:], [])
 
 
-@case("3 sd network: a managed shell run with open reaches an origin in no allowlist, result.networkPolicy open")
-def c_shell_open(ctx, res):
-    m = marker("shell-open")
-    code = "python3 - <<'EOF'\n%sEOF\n" % client(["http://other.test" + m])
-    body = ctx.execute_body(code, permissionEpoch=epoch_with(ctx, "open", access(mode="open", domains=(),
-                                                                                    revision="rev-sh-open")))
+def shell_fetch(ctx, res, url, epoch):
+    """A managed shell run of their API fetching @url under @epoch: (its result, the fetch's
+    report), or (None, None) once a failure is recorded."""
+    code = "python3 - <<'EOF'\n%sEOF\n" % client([url])
+    body = ctx.execute_body(code, permissionEpoch=epoch)
     body.pop("language")
     body["executionId"] = "shell:" + uuid.uuid4().hex
     r = ctx.sd("POST", "/shell-executions", body, signed=True)
     if not res.check(r.status == 202, "submit: %s" % r.brief()):
-        return
+        return None, None
     j = S.shell_wait(ctx, res, body, limit=RUN_TIMEOUT)
     if j is None:
-        return
+        return None, None
     res.eq("state", j.get("state"), "completed")
     result = j.get("result") or {}
     try:
-        out = json.loads(result.get("stdout") or "")
-    except ValueError:
-        res.fail("stdout is not JSON: %s" % trunc(result.get("stdout")))
-        return
-    res.eq("status", out["fetch"]["http://other.test" + m].get("status"), 200)
-    res.eq("result.networkPolicy (from the record's networkMode)", result.get("networkPolicy"), "open")
+        return result, json.loads(result.get("stdout") or "")["fetch"][url]
+    except (ValueError, KeyError):
+        res.fail("stdout is not the fetch's JSON: %s" % trunc(result.get("stdout")))
+        return None, None
 
 
 @case("3 sd network: a managed shell run with an allowlist reaches the origin")
 def c_shell(ctx, res):
     m = marker("shell")
-    code = "python3 - <<'EOF'\n%sEOF\n" % client(["http://allowed.test" + m])
-    body = ctx.execute_body(code, permissionEpoch=epoch_with(ctx, "domain-allowlist", access(revision="rev-sh")))
-    body.pop("language")
-    body["executionId"] = "shell:" + uuid.uuid4().hex
-    r = ctx.sd("POST", "/shell-executions", body, signed=True)
-    if not res.check(r.status == 202, "submit: %s" % r.brief()):
+    result, fetched = shell_fetch(ctx, res, "http://allowed.test" + m,
+                                  epoch_with(ctx, "domain-allowlist", access(revision="rev-sh")))
+    if result is None:
         return
-    j = S.shell_wait(ctx, res, body, limit=RUN_TIMEOUT)
-    if j is None:
-        return
-    res.eq("state", j.get("state"), "completed")
-    result = j.get("result") or {}
-    try:
-        out = json.loads(result.get("stdout") or "")
-    except ValueError:
-        res.fail("stdout is not JSON: %s" % trunc(result.get("stdout")))
-        return
-    res.eq("status", out["fetch"]["http://allowed.test" + m].get("status"), 200)
+    res.eq("status", fetched.get("status"), 200)
     res.check(len(seen(m)) == 1, "origin saw %s" % seen(m))
     res.eq("result.networkPolicy", result.get("networkPolicy"), "domain-allowlist")
+
+
+@case("3 sd network: a managed shell run with open reaches an origin in no allowlist, result.networkPolicy open")
+def c_shell_open(ctx, res):
+    m = marker("shell-open")
+    result, fetched = shell_fetch(ctx, res, "http://other.test" + m,
+                                  epoch_with(ctx, "open", access(mode="open", domains=(), revision="rev-sh-open")))
+    if result is None:
+        return
+    res.eq("status", fetched.get("status"), 200)
+    res.eq("result.networkPolicy (from the record's networkMode)", result.get("networkPolicy"), "open")
 
 
 @case("4 sd network: our own API's runs keep the policy in force (none) meanwhile")
