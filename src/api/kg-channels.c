@@ -124,7 +124,8 @@ static void on_kernel_closed(KernelClient *c, KernelEndReason reason, void *user
         KgChannel *ch = userdata;
         char text[64];
 
-        /* The client is the kernel side's from here on: no detach. */
+        /* Unlinked from the kernel already; ours to free (kernel.h). */
+        kernel_detach(c);
         ch->client = NULL;
         (void) snprintf(text, sizeof(text), "kernel ended: %s", kernel_end_reason_to_string(reason) ?: "unknown");
         /* After what is queued, the kernel's status: dead last of all. */

@@ -97,7 +97,7 @@ static void append_text(KgExecution *x, KgText *t, const char *text) {
 
 /* The answer, once: the reply and what the kernel sent for it (or why there is none). Frees @x. */
 static void finish(KgExecution *x) {
-        _cleanup_(kg_execution_freep) KgExecution *owned = x;
+        _cleanup_(kg_execution_freep) _unused_ KgExecution *owned = x;
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         HttpRequest *req = x->req;
         json_object *v;
@@ -194,7 +194,8 @@ done:
 static void on_closed(KernelClient *c, KernelEndReason reason, void *userdata) {
         KgExecution *x = userdata;
 
-        x->client = NULL;               /* gone with the kernel: not ours to detach */
+        kernel_detach(c);               /* unlinked from the kernel already: ours to free (kernel.h) */
+        x->client = NULL;
         x->dead = true;
         x->dead_reason = reason;
         finish_soon(x);

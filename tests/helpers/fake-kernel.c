@@ -196,8 +196,9 @@ int kernel_delete(Kernel *k, KernelEndReason reason) {
                 KernelClient *c = k->clients;
 
                 k->clients = c->next;
+                c->kernel = NULL;
+                /* As the real kernel side: unlinked, then closed(), whose callee detaches (frees) it. */
                 c->ops.closed(c, reason, c->userdata);
-                free(c);
         }
         free(k);
         return 0;
@@ -217,7 +218,7 @@ int kernel_attach(Kernel *k, const KernelClientOps *ops, void *userdata, KernelC
 void kernel_detach(KernelClient *c) {
         Kernel *k = c->kernel;
 
-        for (KernelClient **p = &k->clients; *p; p = &(*p)->next)
+        for (KernelClient **p = k ? &k->clients : NULL; p && *p; p = &(*p)->next)
                 if (*p == c) {
                         *p = c->next;
                         break;

@@ -245,7 +245,12 @@ static void ws_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
         m = &t.got[t.n_got++];
         m->opcode = arg->opcode;
         m->status = arg->status_code;
-        m->data = strndup((const char *) arg->msg, arg->msg_length);
+        /* Not NUL-terminated, and NULL when empty: copied by length. */
+        m->data = malloc(arg->msg_length + 1);
+        assert_non_null(m->data);
+        if (arg->msg_length > 0)
+                memcpy(m->data, arg->msg, arg->msg_length);
+        m->data[arg->msg_length] = 0;
 }
 
 static Resp ws_open(const char *target, const char *headers) {

@@ -198,7 +198,8 @@ static void client_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_
         m->size = arg->msg_length;
         m->data = malloc(arg->msg_length + 1);
         assert_non_null(m->data);
-        memcpy(m->data, arg->msg, arg->msg_length);
+        if (arg->msg_length > 0)        /* an empty ping's msg is NULL */
+                memcpy(m->data, arg->msg, arg->msg_length);
         m->data[arg->msg_length] = 0;
 }
 
