@@ -383,17 +383,17 @@ static int supervise(pid_t pid, int program_w, bool detachable) {
  * which is the sandbox's); the check stops the world from a traced clone, and the keeper is a
  * child subreaper. A libc-only supervisor of one sandbox keeps nothing to leak: no check. */
 #if defined(__SANITIZE_ADDRESS__)
-int __lsan_is_turned_off(void);
-int __lsan_is_turned_off(void) {
-        return 1;
-}
+#  define KEEPER_ASAN 1
 #elif defined(__has_feature)
 #  if __has_feature(address_sanitizer)
+#    define KEEPER_ASAN 1
+#  endif
+#endif
+#ifdef KEEPER_ASAN
 int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void) {
         return 1;
 }
-#  endif
 #endif
 
 int main(int argc, char *argv[]) {
