@@ -43,6 +43,10 @@ struct Route {
  * @len bytes at @p copied to @ret and validated. Return: 0, or -EINVAL when it is not a valid id. */
 int api_param_id(const char *p, size_t len, char ret[static 129]);
 
+/* api_log_auth_failure() - count a refused credential and log it (SR_MESSAGE_AUTH_FAILED with the
+ * method, path, client and @reason); our own API's and the Kernel Gateway routes'. */
+void api_log_auth_failure(Manager *m, HttpRequest *req, const char *reason);
+
 /* api-routes.c: the "offset" query parameter of a log read, decimal digits only; 0 when absent.
  * Return: 0, or -EINVAL for anything else (the caller answers 400). */
 int api_query_offset(const HttpRequest *req, uint64_t *ret);

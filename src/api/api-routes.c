@@ -57,22 +57,6 @@ int api_query_offset(const HttpRequest *req, uint64_t *ret) {
         return 0;
 }
 
-static void log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
-        _cleanup_free_ char *path = str_escape_log(http_request_path(req), 256);
-        _cleanup_free_ char *method = str_escape_log(http_request_method(req), 32);
-
-        m->n_auth_failures++;
-        log_struct(LOG_NOTICE,
-                   "MESSAGE_ID=" SR_MESSAGE_AUTH_FAILED,
-                   "HTTP_METHOD=%s", method ?: "?",
-                   "HTTP_PATH=%s", path ?: "?",
-                   "HTTP_REQUEST_ID=%" PRIu64, http_request_id(req),
-                   "SANDBOX_CLIENT=%s", http_request_client(req),
-                   "SANDBOX_REASON=%s", reason,
-                   "MESSAGE=Rejected %s '%s' from %s: %s.", method ?: "?", path ?: "?",
-                   http_request_client(req), reason);
-}
-
 static const Route routes[] = {
         { "GET",  "/health",        ROUTE_AUTH_NONE,   false, api_health },
         { "GET",  "/status",        ROUTE_AUTH_BEARER, false, api_status },
@@ -223,7 +207,7 @@ uint64_t http_api_begin(HttpRequest *req, void *userdata) {
         if (route->auth != ROUTE_AUTH_NONE) {
                 r = auth_check_bearer(m->secrets.token, http_request_header(req, "Authorization"));
                 if (r < 0) {
-                        log_auth_failure(m, req, r == -ENODATA ? "missing bearer token" : "wrong bearer token");
+                        api_log_auth_failure(m, req, r == -ENODATA ? "missing bearer token" : "wrong bearer token");
                         http_reply_error_full(req, HTTP_ERROR_UNAUTHORIZED, false, www_authenticate,
                                               r == -ENODATA ? "A bearer token is required (Authorization: Bearer <token>)."
                                               : "The bearer token is not valid.");
@@ -286,20 +270,20 @@ void http_api_dispatch(HttpRequest *req, void *userdata) {
                 case 0:
                         break;
                 case -ENODATA:
-                        log_auth_failure(m, req, "signature missing");
+                        api_log_auth_failure(m, req, "signature missing");
                         return http_reply_error(req, HTTP_ERROR_SIGNATURE_MISSING,
                                                 "X-Sandbox-Timestamp and X-Sandbox-Signature are required on this endpoint.");
                 case -EBADMSG:
-                        log_auth_failure(m, req, "signature malformed");
+                        api_log_auth_failure(m, req, "signature malformed");
                         return http_reply_error(req, HTTP_ERROR_SIGNATURE_INVALID,
                                                 "X-Sandbox-Timestamp must be decimal Unix seconds and X-Sandbox-Signature 'v1=' followed by 64 lowercase hex digits.");
                 case -ETIME:
-                        log_auth_failure(m, req, "signature timestamp outside the window");
+                        api_log_auth_failure(m, req, "signature timestamp outside the window");
                         return http_reply_error(req, HTTP_ERROR_SIGNATURE_EXPIRED,
                                                 "X-Sandbox-Timestamp is more than %" PRIu64 " s away from the server's clock.",
                                                 m->config.signature_max_skew_usec / USEC_PER_SEC);
                 default:
-                        log_auth_failure(m, req, "signature mismatch");
+                        api_log_auth_failure(m, req, "signature mismatch");
                         return http_reply_error(req, HTTP_ERROR_SIGNATURE_INVALID,
                                                 "The request signature does not match (check the signing key, the path with query, and the body hash).");
                 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api-internal.h"
 #include "api/kg-internal.h"
 #include "api/kg.h"
 #include "core/manager.h"
@@ -130,22 +131,6 @@ int kg_param_kernel_id(const char *p, size_t len, char ret[static 65]) {
         return 0;
 }
 
-static void kg_log_auth_failure(Manager *m, HttpRequest *req, const char *reason) {
-        _cleanup_free_ char *path = str_escape_log(http_request_path(req), 256);
-        _cleanup_free_ char *method = str_escape_log(http_request_method(req), 32);
-
-        m->n_auth_failures++;
-        log_struct(LOG_NOTICE,
-                   "MESSAGE_ID=" SR_MESSAGE_AUTH_FAILED,
-                   "HTTP_METHOD=%s", method ?: "?",
-                   "HTTP_PATH=%s", path ?: "?",
-                   "HTTP_REQUEST_ID=%" PRIu64, http_request_id(req),
-                   "SANDBOX_CLIENT=%s", http_request_client(req),
-                   "SANDBOX_REASON=%s", reason,
-                   "MESSAGE=Rejected %s '%s' from %s: %s.", method ?: "?", path ?: "?",
-                   http_request_client(req), reason);
-}
-
 /* The token of "Authorization: token T" / "Bearer T", or of ?token= where @query_ok. */
 static int kg_auth(Manager *m, HttpRequest *req, bool query_ok, const char **ret_owner) {
         const char *a = http_request_header(req, "Authorization"), *t = NULL;
@@ -211,7 +196,7 @@ uint64_t kg_api_begin(HttpRequest *req, void *userdata) {
         }
         r = kg_auth(m, req, route->websocket, &owner);
         if (r < 0) {
-                kg_log_auth_failure(m, req, r == -ENODATA ? "missing token" : "wrong token");
+                api_log_auth_failure(m, req, r == -ENODATA ? "missing token" : "wrong token");
                 kg_reply_error(req, 401, r == -ENODATA ?
                                "A token is required (Authorization: token <token>, or Bearer)." :
                                "The token is not valid.");
