@@ -9,8 +9,11 @@
  */
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include "http/http-server-internal.h"
 #include "util/log.h"
@@ -56,6 +59,12 @@ static void on_mhd_upgrade(void *cls, struct MHD_Connection *connection, void *c
         s->upgrades = u;
         if (u->conn)
                 http_connection_arm(u->conn, 0);   /* the new protocol bounds its own time */
+        /* MHD leaves the socket as it sent the 101: possibly corked, and Nagle on. A WebSocket's
+         * small frames must go out as written, or every reply waits out the peer's delayed ACK. */
+        (void) MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CORK_OFF);
+        if (setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &(int) { 1 }, sizeof(int)) < 0 && errno != EOPNOTSUPP &&
+            errno != ENOPROTOOPT)
+                log_debug_errno(errno, "Cannot set TCP_NODELAY on the upgraded connection of %s: %m", u->client);
         log_debug("Connection from %s upgraded.", u->client);
         u->handler(u, sock, extra_in, extra_in_size, u->userdata);
 }
