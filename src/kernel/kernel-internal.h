@@ -23,6 +23,7 @@ struct EnvManager;
 /* How long a kernel may take to answer its first kernel_info_request, and the nudge's period. */
 #define KERNEL_READY_TIMEOUT_USEC (60 * USEC_PER_SEC)
 #define KERNEL_NUDGE_USEC (500 * USEC_PER_MSEC)
+#define KERNEL_NUDGE_CONNECT_USEC (5 * USEC_PER_MSEC)   /* while the shell socket is not connected */
 /* An interrupt_request unanswered for this long: SIGINT to the kernel's process. */
 #define KERNEL_INTERRUPT_FALLBACK_USEC (5 * USEC_PER_SEC)
 /* A dead kernel (crashed, OOM, lifetime, culled) stays listed with its reason this long. */
@@ -124,7 +125,7 @@ struct KernelManager {
         bool stopping;
         /* Prespawn= (kernel-pool.c): kernels in the pool (starting or ready), its refill. */
         unsigned n_pool;
-        sd_event_source *pool_defer;
+        sd_event_source *pool_defer;          /* the refill timer (kernel_pool_schedule()) */
         sd_event_source *pool_backoff_timer;
         uint64_t pool_backoff_usec;
         PoolReaper *pool_reapers;

@@ -144,7 +144,7 @@ int kernel_socket_new(void *zctx, sd_event *e, int type, const char *endpoint, c
                       KernelSocketHandler handler, void *userdata, KernelSocket **ret) {
         KernelSocket *s;
         int64_t max = (int64_t) KERNEL_SOCKET_MAX_FRAME_BYTES;
-        int fd, zero = 0, one = 1, r;
+        int fd, zero = 0, one = 1, reconnect = KERNEL_SOCKET_RECONNECT_MSEC, r;
         size_t len = sizeof(fd);
 
         s = calloc(1, sizeof(*s));
@@ -162,6 +162,10 @@ int kernel_socket_new(void *zctx, sd_event *e, int type, const char *endpoint, c
         if (zmq_setsockopt(s->zs, ZMQ_LINGER, &zero, sizeof(zero)) < 0 ||
             zmq_setsockopt(s->zs, ZMQ_MAXMSGSIZE, &max, sizeof(max)) < 0 ||
             (type == ZMQ_SUB && zmq_setsockopt(s->zs, ZMQ_SUBSCRIBE, "", 0) < 0) ||
+            /* A starting kernel binds its sockets a moment after we connect: a refused connect to
+             * a Unix socket costs a syscall, so look again often (libzmq's default waits 100 ms,
+             * all of it added to a kernel's start). */
+            zmq_setsockopt(s->zs, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect)) < 0 ||
             /* Nothing is queued for a kernel not listening yet: a send fails with EAGAIN instead
              * (the readiness nudges would pile up otherwise). */
             (type == ZMQ_DEALER && zmq_setsockopt(s->zs, ZMQ_IMMEDIATE, &one, sizeof(one)) < 0) ||

@@ -19,6 +19,7 @@ typedef void (*KernelSocketHandler)(KernelSocket *s, const struct iovec *frames,
 /* The largest frame taken from a kernel (a bigger one drops the connection, which ZMQ makes again;
  * DocsGPT moves files of ~14 MB in one stream message), and the most frames of one message. */
 #define KERNEL_SOCKET_MAX_FRAME_BYTES (64ULL << 20)
+#define KERNEL_SOCKET_RECONNECT_MSEC 10
 #define KERNEL_SOCKET_MAX_FRAMES 1024U
 
 /*

@@ -277,7 +277,9 @@ static int on_nudge(sd_event_source *s, uint64_t usec, void *userdata) {
         r = kernel_wire_send_own(k, JUPYTER_CHANNEL_SHELL, "kernel_info_request", NULL, id);
         if (r < 0 && r != -EAGAIN)
                 log_debug_errno(r, "Kernel '%s': kernel_info_request not sent: %m", k->id);
-        (void) sd_event_source_set_time_relative(s, KERNEL_NUDGE_USEC);
+        /* Not connected yet: try again soon. Sent: the kernel answers once its loop runs; ask
+         * again only now and then (a request can be lost to a kernel that restarted). */
+        (void) sd_event_source_set_time_relative(s, r == -EAGAIN ? KERNEL_NUDGE_CONNECT_USEC : KERNEL_NUDGE_USEC);
         (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         return 0;
 }
