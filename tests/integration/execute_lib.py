@@ -488,6 +488,76 @@ class Daemon:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+class ServiceDaemon:
+    """The daemon of a systemd service a suite did not start (the private box of the systemd-*
+    suites runs it as the service user, in its scopes): what a suite reads of Daemon, for it.
+    The credentials are read from /etc/credstore (the box's); its SANDBOX_TEST_SECRET is what a
+    drop-in gave the service (@canary). Nothing is started or stopped here: terminate() leaves
+    the service running; alive() means the same main process still serves."""
+
+    def __init__(self, unit, port, canary, user="sandbox-runner", prefix="sandbox-runner"):
+        import pwd
+        self.unit, self.port, self.canary = unit, port, canary
+        self.keep_tmp = False
+        with open("/etc/credstore/%s.api-token" % prefix) as f:
+            self.token = f.read().strip()
+        with open("/etc/credstore/%s.signing-key" % prefix) as f:
+            self.key_text = f.read().strip()
+        self.key = self.key_text.encode()
+        pw = pwd.getpwnam(user)
+        self.run_as = (pw.pw_uid, pw.pw_gid)
+        self.creds = "/run/credentials/" + unit
+        self.state = "/var/lib/" + prefix
+        self.run = self.tmp = "/run/" + prefix
+        self.path = unit
+        self.main_pid = None
+        self.since = time.strftime("%Y-%m-%d %H:%M:%S")
+
+    def _show(self, prop):
+        return subprocess.run(["systemctl", "show", "-p", prop, "--value", self.unit], capture_output=True,
+                              text=True).stdout.strip()
+
+    def workspace_path(self, ws):
+        return os.path.join(self.state, "workspaces", ws)
+
+    def health(self, timeout=2.0):
+        return Daemon.health(self, timeout)
+
+    def start(self, wait=30.0):
+        """Wait for a 200 from GET /health (socket activation starts the service); note its pid."""
+        deadline, r = now() + wait, None
+        while now() < deadline:
+            r = self.health(timeout=2.0)
+            if r is not None and r.status == 200:
+                self.main_pid = int(self._show("MainPID") or 0) or None
+                return r
+            time.sleep(0.2)
+        raise DaemonError("%s: no 200 from GET /health on port %d within %.0fs" % (self.unit, self.port, wait))
+
+    @property
+    def pid(self):
+        return self.main_pid
+
+    def alive(self):
+        return self.main_pid is not None and self._show("MainPID") == str(self.main_pid)
+
+    def log_text(self):
+        return subprocess.run(["journalctl", "-u", self.unit, "--since", self.since, "-o", "cat", "--no-pager"],
+                              capture_output=True, text=True, errors="replace").stdout
+
+    def log_tail(self, n=4000):
+        return self.log_text()[-n:]
+
+    def terminate(self, grace=10.0):
+        return None, 0.0
+
+    def kill(self):
+        pass
+
+    def cleanup(self):
+        pass
+
+
 def kill_leftovers(pids, out):
     """SIGKILL each of @pids (payload processes of this run left behind), saying so on @out."""
     for pid in pids:

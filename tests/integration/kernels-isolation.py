@@ -569,7 +569,15 @@ def case_syscalls(ctx, res):
     names = [p for p in SB.PROBES if p in known]
     rules = SB.describe(export, "baseline")
     # What the foreign ABIs give without a filter, in a bare bwrap sandbox (seccomp-battery's way).
-    _, bare = SB.run_probes("/usr/bin/bwrap", try_syscall, None, SB.FOREIGN_ABI_PROBES)
+    bp, bare = SB.run_probes("/usr/bin/bwrap", try_syscall, None, SB.FOREIGN_ABI_PROBES)
+    if not bare:
+        # In the systemd box a bare bwrap of root's cannot mount a /proc (the box's own is
+        # partly read-only): the kernel's answer without any filter, from a plain process, then.
+        res.note("bare bwrap: %s; the foreign ABI probes run unsandboxed" % L.trunc(bp.stderr, 300))
+        p = subprocess.run([try_syscall] + SB.FOREIGN_ABI_PROBES, capture_output=True, text=True, timeout=60)
+        bare = dict(ln.partition(" ")[::2] for ln in p.stdout.splitlines())
+    if not res.check(bare, "the foreign ABI probes gave nothing without a filter either"):
+        return
     with open(try_syscall, "rb") as f:
         blob = base64.b64encode(f.read()).decode()
     R = ctx.probe(ctx.kernels["A"].id, SYSCALLS.replace("BIN", repr(blob)).replace(
@@ -595,7 +603,8 @@ def case_syscalls(ctx, res):
         want = "killed=SIGSEGV" if bare.get(name) == "killed=SIGSEGV" and name.startswith("i386") else "killed=SIGSYS"
         if got.get(name) != want:
             bad.append("%s: %s, want %s" % (name, got.get(name), want))
-    res.note("%d probes against %d baseline rules" % (len(names) + len(SB.FOREIGN_ABI_PROBES), len(rules)))
+    res.note("%d probes against %d baseline rules; foreign ABIs in a bare sandbox: %s" % (
+        len(names) + len(SB.FOREIGN_ABI_PROBES), len(rules), {n: bare.get(n) for n in SB.FOREIGN_ABI_PROBES}))
     res.check(len(got) >= len(names), "try-syscall answered %d of %d probes: %s" % (len(got), len(names), R["err"]))
     res.check(not bad, "probes that got through or failed otherwise:\n  " + "\n  ".join(bad))
 

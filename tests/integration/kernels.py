@@ -436,7 +436,10 @@ def test_main(doc, cases, budget, make_ctx, config=None, always=(), add_args=Non
     checks), then the kernels of kernels_of(ctx) deleted, the daemon stopped, its log tail on a
     failure, and the cleanups run (last first)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--daemon", help="the daemon to start by hand (or --service)")
+    ap.add_argument("--service", metavar="UNIT", help="test the running service UNIT instead (the systemd box; "
+                    "port 4311, credentials from /etc/credstore)")
+    ap.add_argument("--service-canary", default="", help="the SANDBOX_TEST_SECRET value given to --service")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--keep-tmp", action="store_true")
     T.add_run_as_option(ap)
@@ -444,6 +447,8 @@ def test_main(doc, cases, budget, make_ctx, config=None, always=(), add_args=Non
     if add_args:
         add_args(ap)
     args = ap.parse_args()
+    if not args.daemon and not args.service:
+        ap.error("--daemon or --service is needed")
 
     cleanups = []
     config = (setup(args, cleanups) if setup else None) or config or CONFIG
@@ -452,7 +457,10 @@ def test_main(doc, cases, budget, make_ctx, config=None, always=(), add_args=Non
     out = sys.stdout
     tap = L.Tap(out)
     out.write("1..%d\n" % len(cases))
-    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=T.resolve_run_as(args.run_as), config=config)
+    if args.service:
+        d = L.ServiceDaemon(args.service, 4311, args.service_canary)
+    else:
+        d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=T.resolve_run_as(args.run_as), config=config)
     ctx = None
     t0 = time.monotonic()
     try:

@@ -14,6 +14,10 @@
 #  - `systemctl restart sandbox-runner.service`: a new daemon (another MainPID) re-adopts the
 #    kernel: the same scope and keeper, the same id answers x == 42 over a new WebSocket;
 #  - the daemon killed with SIGKILL: the next one re-adopts the kernel too;
+#  - kernels-isolation.py, every case, against this service (the service user, kernels in their
+#    scopes; its SANDBOX_TEST_SECRET from a drop-in): the isolation of kernels in the posture
+#    the by-hand suites cannot reach; kernels-lifecycle.py too (interrupt, restart, the cap,
+#    OOM and tasks limits through the scopes);
 #  - a re-adopted kernel restarted (POST .../restart): a new run in a new scope, state cleared;
 #  - DELETE: 204, then no scope, no process of the kernel, no directory or record;
 #  - with no kernel left the daemon idle-exits again;
@@ -30,9 +34,12 @@ box_test_require_root
 BUILD=${1:-${MESON_BUILD_ROOT:-}}
 
 IDLE_SEC=3
+CAP=6           # two kernels of this script live while kernels-lifecycle.py races for the rest
 RUNTIME=/run/sandbox-runner
+SRCROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CANARY=canary-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
-tap_plan 19
+tap_plan 21
 box_test_init kernels
 
 # -----------------------------------------------------------------------------------------
@@ -150,8 +157,17 @@ step_provision() {
         box_provision || return 1
         box_install_client || return 1
         install_kernel_client || return 1
-        printf '[Runner]\nIdleExitSec=%s\n[Kernels]\nEnable=yes\n' "$IDLE_SEC" |
+        printf '[Runner]\nIdleExitSec=%s\n[Kernels]\nEnable=yes\nMaxKernels=%s\n' "$IDLE_SEC" "$CAP" |
                 bx sh -c "mkdir -p '$CONFDIR/runner.conf.d' && cat >'$CONFDIR/runner.conf.d/50-test.conf'" || return 1
+        # A value the isolation suite looks for in kernels (it must reach none).
+        printf '[Service]\nEnvironment=SANDBOX_TEST_SECRET=%s\n' "$CANARY" |
+                bx sh -c 'mkdir -p /etc/systemd/system/sandbox-runner.service.d &&
+                          cat >/etc/systemd/system/sandbox-runner.service.d/50-test-canary.conf' || return 1
+        bx systemctl daemon-reload || return 1
+        # The suite and what it runs in kernels (the box sees no /tmp of the host's).
+        tar -C "$SRCROOT/tests" --exclude=__pycache__ -cf - integration |
+                bx sh -c 'mkdir -p /root/iso/build && tar -C /root/iso -xf -' || return 1
+        tar -C "$BUILD/tests" -cf - try-syscall seccomp-export | bx tar -C /root/iso/build -xf - || return 1
         bx ip link set lo up || return 1
 }
 
@@ -310,6 +326,29 @@ step_crash() {
 }
 
 t "the daemon killed (SIGKILL): restarted by systemd, it re-adopts the kernel again (x + 1 == 43)" step_crash
+
+# -----------------------------------------------------------------------------------------
+# The isolation suite against the service (the kernel above keeps it from idle-exiting)
+
+# run_suite SCRIPT MIN-OK [ARGS...]: a kernels suite (TAP) in the box against the service.
+run_suite() {
+        local script=$1 min=$2 out rc n bad
+        shift 2
+        out=$(bx env PATH=/usr/bin:/bin /usr/bin/python3 "/root/iso/integration/$script" \
+                --service sandbox-runner.service --service-canary "$CANARY" "$@" 2>&1)
+        rc=$?
+        n=$(grep -c '^ok ' <<<"$out")
+        bad=$(grep -c '^not ok ' <<<"$out")
+        echo "$script against the service: exit $rc, $n ok, $bad not ok"
+        grep -E '^(not ok|#)' <<<"$out" | grep -v '^# *$' | tail -n 40
+        (( rc == 0 && bad == 0 && n >= min ))
+}
+
+step_isolation() { run_suite kernels-isolation.py 25 --build-root /root/iso/build; }
+step_lifecycle() { run_suite kernels-lifecycle.py 6; }
+
+t "kernels-isolation.py against the service: files, /tmp, processes, API, network, environment, uids, escape battery, syscalls, socket directory" step_isolation
+t "kernels-lifecycle.py against the service: interrupt, restart, workspace busy, the cap under 20 racing POSTs, OOM in a scope, a kernel that never gets ready" step_lifecycle
 
 # -----------------------------------------------------------------------------------------
 # DELETE leaves nothing; then the daemon may idle-exit
