@@ -28,7 +28,9 @@
 #include "util/io-util.h"
 #include "util/json-util.h"
 #include "util/log.h"
+#include "util/thread-task.h"
 #include "util/time-util.h"
+#include "workspace/cas/cas.h"
 #include "workspace/workspace.h"
 
 #define RECORD_SUFFIX ".json"
@@ -198,15 +200,117 @@ static void wait_sandbox_gone(KernelAdopted *a) {
                             a->unit);
 }
 
-void kernel_adopted_drop(Kernel *k, bool keep) {
+/* ---- the end snapshot ------------------------------------------------------------------------ */
+
+/* A re-adopted kernel's run is no Execution, which would snapshot the workspace at its end: this
+ * does, in a thread, holding the lease until the snapshot is published (or failed). @resume: the
+ * kernel's run ended by itself; kernel_run_ended() follows the snapshot (a restart's next run
+ * needs the lease), if the kernel is still there. */
+struct AdoptedSnapshot {
+        KernelManager *km;
+        ThreadTask *task;
+        int ws_fd, lease_fd;
+        char *kernel_id, *workspace_id, *exec_id;
+        bool resume;
+        AdoptedSnapshot *next;
+};
+
+static void snapshot_unlink_free(AdoptedSnapshot *j) {
+        for (AdoptedSnapshot **p = &j->km->adopted_snapshots; *p; p = &(*p)->next)
+                if (*p == j) {
+                        *p = j->next;
+                        break;
+                }
+        j->task = thread_task_free(j->task);   /* waits for a thread still running */
+        safe_close(j->ws_fd);
+        safe_close(j->lease_fd);               /* the lease goes after the snapshot */
+        free(j->kernel_id);
+        free(j->workspace_id);
+        free(j->exec_id);
+        free(j);
+}
+
+static int snapshot_work(void *userdata, char **ret_out) {
+        AdoptedSnapshot *j = userdata;
+
+        return cas_snapshot(j->km->exec->cas, j->ws_fd, j->workspace_id, j->exec_id,
+                            now_usec(CLOCK_REALTIME) / USEC_PER_MSEC, ret_out, NULL);
+}
+
+static void on_snapshot_done(ThreadTask *t, int error, const char *out, void *userdata) {
+        AdoptedSnapshot *j = userdata;
+        KernelManager *km = j->km;
+        _cleanup_free_ char *id = STEAL(j->kernel_id);
+        bool resume = j->resume;
+
+        if (error < 0)
+                log_warning_errno(error, "Failed to snapshot workspace '%s' after the re-adopted kernel '%s': %m",
+                                  j->workspace_id, id);
+        else {
+                log_debug("Workspace '%s' snapshotted after the re-adopted kernel '%s': %s", j->workspace_id, id, out);
+                (void) workspace_heads_publish(&km->exec->heads, j->workspace_id, j->exec_id, out);
+                km->exec->snapshot_published(km->exec->userdata);
+        }
+        snapshot_unlink_free(j);
+        if (!resume)
+                return;
+        for (Kernel *k = km->kernels; k; k = k->next)
+                if (streq(k->id, id) && k->final_snapshot) {
+                        k->final_snapshot = false;
+                        kernel_run_ended(k, KERNEL_END_CRASHED);
+                        return;
+                }
+}
+
+/* Takes the lease (@a's); Return: whether the snapshot started (else the lease is released). */
+static bool snapshot_start(Kernel *k, KernelAdopted *a, bool resume) {
+        KernelManager *km = k->manager;
+        AdoptedSnapshot *j;
+
+        if (!km->exec->cas || a->lease_fd < 0) {
+                a->lease_fd = safe_close(a->lease_fd);
+                return false;
+        }
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+                a->lease_fd = safe_close(a->lease_fd);
+                return false;
+        }
+        *j = (AdoptedSnapshot) {
+                .km = km, .resume = resume, .lease_fd = STEAL_FD(a->lease_fd),
+                .ws_fd = workspace_open(km->exec->workspaces_fd, k->workspace_id),
+                .kernel_id = strdup(k->id), .workspace_id = strdup(k->workspace_id),
+        };
+        j->next = km->adopted_snapshots;
+        km->adopted_snapshots = j;
+        if (j->ws_fd < 0 || !j->kernel_id || !j->workspace_id ||
+            asprintf(&j->exec_id, "kernel-%s-%u", k->id, k->generation) < 0 ||
+            thread_task_start(km->event, snapshot_work, j, on_snapshot_done, j, &j->task) < 0) {
+                log_warning("Kernel '%s': its workspace '%s' is not snapshotted at its end.", k->id, k->workspace_id);
+                snapshot_unlink_free(j);
+                return false;
+        }
+        return true;
+}
+
+void kernel_adopted_snapshots_free(KernelManager *km) {
+        while (km->adopted_snapshots)
+                snapshot_unlink_free(km->adopted_snapshots);
+}
+
+/* The kill (unless @keep), then what the adoption holds; the lease goes after the end snapshot
+ * (not when kept: the kernel goes on). Return: whether a snapshot started with @resume. */
+static bool adopted_drop(Kernel *k, bool keep, bool resume) {
         KernelAdopted *a = STEAL(k->adopted);
+        bool started = false;
 
         if (!a)
-                return;
+                return false;
         k->adopted = a;
         if (!keep) {
                 kernel_adopted_kill(k);
                 wait_sandbox_gone(a);
+                started = snapshot_start(k, a, resume);
         }
         k->adopted = NULL;
         a->keeper_source = sd_event_source_disable_unref(a->keeper_source);
@@ -216,6 +320,11 @@ void kernel_adopted_drop(Kernel *k, bool keep) {
         safe_close(a->lease_fd);
         free(a->unit);
         free(a);
+        return started;
+}
+
+void kernel_adopted_drop(Kernel *k, bool keep) {
+        (void) adopted_drop(k, keep, false);
 }
 
 static int on_keeper_exit(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -225,8 +334,13 @@ static int on_keeper_exit(sd_event_source *s, int fd, uint32_t revents, void *us
         /* Our child only after a re-exec; otherwise pid 1 reaps it. */
         (void) waitid(P_PIDFD, (id_t) fd, &si, WEXITED | WNOHANG);
         log_debug("Kernel '%s': the keeper of its re-adopted sandbox exited.", k->id);
-        /* Whatever of the sandbox may be left goes before the lease (and a restart's next run). */
-        kernel_adopted_drop(k, false);
+        /* Whatever of the sandbox may be left goes before the snapshot, the lease (and a restart's
+         * next run) after it. */
+        kernel_wire_close(k);
+        if (adopted_drop(k, false, true)) {
+                k->final_snapshot = true;
+                return 0;
+        }
         kernel_run_ended(k, KERNEL_END_CRASHED);
         return 0;
 }

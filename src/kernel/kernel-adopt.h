@@ -39,5 +39,9 @@ pid_t kernel_adopted_sandbox_pid(Kernel *k);
 /* kernel_adopted_kill() - SIGKILL its keeper and scope; the end comes back through the keeper's
  * exit (kernel_run_ended()). */
 void kernel_adopted_kill(Kernel *k);
-/* kernel_adopted_drop() - kill it (unless @keep) and free what the adoption holds (the lease). */
+/* kernel_adopted_drop() - kill it (unless @keep) and free what the adoption holds; the lease goes
+ * after the end snapshot of its workspace (in a thread), or at once when kept. */
 void kernel_adopted_drop(Kernel *k, bool keep);
+/* kernel_adopted_snapshots_free() - at the manager's end: wait for the end snapshots still running
+ * (their kernels are not resumed) and release their leases. */
+void kernel_adopted_snapshots_free(KernelManager *km);

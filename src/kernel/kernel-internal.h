@@ -16,6 +16,7 @@
 typedef struct Execution Execution;
 typedef struct KernelAdopted KernelAdopted;
 typedef struct PoolReaper PoolReaper;
+typedef struct AdoptedSnapshot AdoptedSnapshot;
 struct EnvManager;
 
 #define KERNEL_SPEC_DEFAULT "python3"
@@ -80,6 +81,7 @@ struct Kernel {
         uint64_t last_activity_usec;             /* CLOCK_REALTIME */
         uint64_t last_activity_mono;
         unsigned generation;                     /* runs so far: the execution id's suffix */
+        bool final_snapshot;                     /* re-adopted, its run over: its end snapshot runs */
 
         Execution *exec;
         KernelAdopted *adopted;                  /* its sandbox is a previous daemon's (kernel-adopt.h) */
@@ -129,6 +131,7 @@ struct KernelManager {
         sd_event_source *pool_backoff_timer;
         uint64_t pool_backoff_usec;
         PoolReaper *pool_reapers;
+        AdoptedSnapshot *adopted_snapshots;      /* kernel-adopt.c: end snapshots running */
 };
 
 /* kernel-specs.c: what POST's name (and our "environment") ask for. @ret->spec is @name or the

@@ -111,6 +111,7 @@ KernelManager *kernel_manager_free(KernelManager *km) {
                 kernel_free(km->kernels);
         }
         kernel_pool_free(km);
+        kernel_adopted_snapshots_free(km);
         if (km->zmq)
                 (void) zmq_ctx_term(km->zmq);
         safe_close(km->dir_fd);

@@ -19,7 +19,8 @@
 #    the by-hand suites cannot reach; kernels-lifecycle.py too (interrupt, restart, the cap,
 #    OOM and tasks limits through the scopes);
 #  - a re-adopted kernel restarted (POST .../restart): a new run in a new scope, state cleared;
-#  - DELETE: 204, then no scope, no process of the kernel, no directory or record;
+#  - DELETE: 204, then no scope, no process of the kernel, no directory or record; the workspace
+#    of each re-adopted run was snapshotted at its end (a revision kernel-<id>-1);
 #  - with no kernel left the daemon idle-exits again;
 # and at the end that the host is as it was.
 #
@@ -71,9 +72,9 @@ import websocket
 TOKEN = open("/root/sr-token").read()
 AUTH = {"Authorization": "token " + TOKEN}
 
-def call(method, path, body=None):
+def call(method, path, body=None, auth=None):
     c = http.client.HTTPConnection("127.0.0.1", 4311, timeout=30)
-    h = dict(AUTH)
+    h = dict(auth or AUTH)
     data = None
     if body is not None:
         data = json.dumps(body).encode()
@@ -144,6 +145,9 @@ elif cmd == "restart":
     if st == 200:
         st, m = wait_idle(sys.argv[2])
     print(json.dumps({"http": st, "model": m}))
+elif cmd == "revisions":
+    st, m = call("GET", "/workspaces/%s/revisions" % sys.argv[2], auth={"Authorization": "Bearer " + TOKEN})
+    print(json.dumps({"http": st, "executions": [r["executionId"] for r in (m or {}).get("revisions", [])]}))
 elif cmd == "delete":
     st, m = call("DELETE", "/api/kernels/" + sys.argv[2])
     st2, _ = call("GET", "/api/kernels/" + sys.argv[2])
@@ -359,6 +363,18 @@ step_delete() {
         echo "$RES"
         jtest 'd["http"] == 204 and d["then"] == 404' <<<"$RES" || return 1
         scope_gone "$UNIT" 10 || return 1
+        # The re-adopted kernel's run is no execution of this daemon's: its end snapshot still is
+        # published (kernel-adopt.c), as the first run of the kernel restarted after re-adoption.
+        for ((i = 0; i < 50; i++)); do
+                kg revisions "kernel-$KID" || return 1
+                jtest '"kernel-'"$KID"'-1" in d["executions"]' <<<"$RES" && break
+                sleep 0.2
+        done
+        echo "revisions of kernel-$KID: $RES"
+        jtest '"kernel-'"$KID"'-1" in d["executions"]' <<<"$RES" || return 1
+        kg revisions "kernel-$KID2" || return 1
+        echo "revisions of kernel-$KID2 (restarted once re-adopted): $RES"
+        jtest '"kernel-'"$KID2"'-1" in d["executions"]' <<<"$RES" || return 1
         kg delete "$KID2" || return 1
         jtest 'd["http"] == 204 and d["then"] == 404' <<<"$RES" || { echo "second kernel: $RES"; return 1; }
         scope_gone "${SCOPE_PREFIX}kernel-$KID2-2.scope" 10 || return 1
@@ -398,7 +414,7 @@ step_restart_adopted() {
 }
 
 t "POST .../restart of a re-adopted kernel: its old scope goes, a new run in a new scope, state cleared" step_restart_adopted
-t "DELETE: 204 then 404; no scope, no process, no directory or record left" step_delete
+t "DELETE: 204 then 404; the end snapshots of re-adopted runs; no scope, no process, no directory or record left" step_delete
 t "with no kernel left the daemon idle-exits" step_idle_after
 
 stop_box_and_check_host
