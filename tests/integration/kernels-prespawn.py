@@ -15,6 +15,7 @@ python3-reportlab, matplotlib).
 
 import json
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -198,6 +199,17 @@ def case_environment_kernels(ctx, res):
         res.check(out.startswith("/opt/science-env/bin/python3 /opt/science-env/lib/"),
                   "the environment's python and ipykernel: %r" % out)
         res.eq("DELETE", ctx.delete(j["id"]).status, 204)
+    # From the command line: an environment's kernel is the kernelspec of its name.
+    ctl = os.path.join(os.path.dirname(os.path.abspath(ctx.d.path)), "ctl", "sandbox-runnerctl")
+    p = subprocess.run([ctl, "--token-file", os.path.join(ctx.d.creds, "api-token"), "--json",
+                        "kernel", "start", "python-base"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, SANDBOX_RUNNER_URL="http://127.0.0.1:%d" % ctx.d.port))
+    j = json.loads(p.stdout) if p.returncode == 0 and p.stdout.strip().startswith("{") else {}
+    res.eq("sandbox-runnerctl kernel start python-base: exit, environment", (p.returncode, j.get("environment")),
+           (0, "python-base"))
+    if j.get("id"):
+        ctx.handed.append(j["id"])      # its workspace is no pool's
+        res.eq("its DELETE", ctx.delete(j["id"]).status, 204)
     res.eq("ir's language", ((specs.get("ir") or {}).get("spec") or {}).get("language"), "R")
     res.eq("GET /api/kernelspecs/ir", ctx.call("GET", "/api/kernelspecs/ir").status, 200)
     pool = ctx.pool_workspaces()
