@@ -20,12 +20,14 @@
 #define KEEPER_FD_CONTROL  8      /* read end: 'G' go, 'K' kill, EOF release (keeper only) */
 #define KEEPER_FD_REPORT   9      /* write end: "S<pid>\n", "X<wait status>\n" (keeper only) */
 #define SANDBOX_FD_INFO    10     /* bwrap --info-fd */
-#define KEEPER_JOB_SLOTS   11
+#define SANDBOX_FD_EXEC    11     /* prebuilt: the exec helper, bwrap's command (exec-request.h) */
+#define SANDBOX_FD_REQUEST 12     /* prebuilt: the helper's end of its request socket */
+#define KEEPER_JOB_SLOTS   13
 
 /* The keeper's job socket, as the daemon starts it. */
 #define KEEPER_FD_JOB      3
 
-#define KEEPER_JOB_MAGIC   UINT32_C(0x53524b32)   /* "SRK2" */
+#define KEEPER_JOB_MAGIC   UINT32_C(0x53524b33)   /* "SRK3" */
 
 enum {
         /* Start bwrap at once, gated: its seccomp program comes through a pipe on 'G'. */
@@ -36,6 +38,9 @@ enum {
          * the keeper no longer dies with the daemon, and the end of the control pipe leaves bwrap
          * running (only 'K' kills it); the next daemon re-adopts the scope (src/kernel/kernel-adopt.c). */
         KEEPER_JOB_DETACHABLE = 1U << 2,
+        /* A sandbox built ahead of its run (exec-request.h): the keeper keeps its job socket and
+         * takes one KeeperBind on it, answered "B<errno>\n" on the report pipe. */
+        KEEPER_JOB_PREBUILT = 1U << 3,
 };
 
 typedef struct KeeperJob {

@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "keeper-bind.h"
 #include "keeper-job.h"
 
 /* Exit statuses before bwrap runs (the daemon logs them). */
@@ -218,7 +219,7 @@ static int keeper_setup(int argc, char *argv[]) {
 
 /* The job from the socket at KEEPER_FD_JOB, its fds in their slots, and bwrap's argv.
  * Return: 0; 1 when the daemon let us go unused; -1 on a job we cannot take. */
-static int take_job(KeeperJob *job, char ***ret_args) {
+static int take_job(KeeperJob *job, char ***ret_args, int *ret_sock) {
         int sock, argv_fd = -1;
 
         /* Nothing of the daemon but the job socket (an fd it passed without close-on-exec, say a
@@ -237,7 +238,10 @@ static int take_job(KeeperJob *job, char ***ret_args) {
         default:
                 return -1;
         }
-        sock = safe_close(sock);
+        if (job->flags & KEEPER_JOB_PREBUILT)
+                *ret_sock = sock;       /* the bind comes on it (keeper-bind.c) */
+        else
+                sock = safe_close(sock);
         *ret_args = read_argv(argv_fd, job->argc);
         argv_fd = safe_close(argv_fd);
         return *ret_args ? 0 : -1;
@@ -349,17 +353,35 @@ static bool handle_exit(pid_t pid, int *program_w) {
 
 /* Until bwrap has exited (reported) or the daemon is gone (bwrap killed, unless @detachable: then
  * until bwrap has exited, with nobody to report to). Return: the exit status. */
-static int supervise(pid_t pid, int program_w, bool detachable) {
+/* Prebuilt: the one bind on the job socket, answered on the report pipe; then the socket goes. */
+static void handle_bind(int *bind_sock) {
+        KeeperBind b = {};
+        ssize_t k;
+
+        do
+                k = recv(*bind_sock, &b, sizeof(b), 0);
+        while (k < 0 && errno == EINTR);
+        if (k == (ssize_t) sizeof(b))
+                report('B', -keeper_bind(&b));
+        else if (k > 0)
+                report('B', EINVAL);
+        *bind_sock = safe_close(*bind_sock);
+}
+
+static int supervise(pid_t pid, int program_w, bool detachable, int bind_sock) {
         int pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
         bool control = true;
 
         for (;;) {
-                struct pollfd p[2] = {
+                struct pollfd p[3] = {
                         { .fd = control ? KEEPER_FD_CONTROL : -1, .events = POLLIN },
+                        { .fd = bind_sock, .events = POLLIN },
                         { .fd = pidfd, .events = POLLIN },
                 };
-                if (poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
+                if (poll(p, pidfd >= 0 ? 3 : 2, pidfd >= 0 ? -1 : 100) < 0 && errno != EINTR)
                         break;
+                if (p[1].revents)
+                        handle_bind(&bind_sock);
                 bool gated = program_w >= 0;   /* before 'G': the end of the pipe kills */
 
                 if (p[0].revents && !handle_control(pid, &program_w, detachable)) {
@@ -369,7 +391,7 @@ static int supervise(pid_t pid, int program_w, bool detachable) {
                         (void) close(KEEPER_FD_CONTROL);
                         (void) close(KEEPER_FD_REPORT);
                 }
-                if ((pidfd < 0 || p[1].revents) && handle_exit(pid, &program_w))
+                if ((pidfd < 0 || p[2].revents) && handle_exit(pid, &program_w))
                         return EXIT_SUCCESS;
         }
         (void) kill(pid, SIGKILL);
@@ -400,13 +422,13 @@ int main(int argc, char *argv[]) {
         KeeperJob job = {};
         char **args = NULL;
         bool early;
-        int r, program[2] = { -1, -1 };
+        int r, program[2] = { -1, -1 }, bind_sock = -1;
         pid_t pid;
 
         r = keeper_setup(argc, argv);
         if (r != 0)
                 return r;
-        r = take_job(&job, &args);
+        r = take_job(&job, &args, &bind_sock);
         if (r > 0)
                 return EXIT_SUCCESS;
         if (r < 0)
@@ -437,8 +459,10 @@ int main(int argc, char *argv[]) {
                 if (!early || fd != SANDBOX_FD_SECCOMP)
                         (void) close(fd);
         (void) close(SANDBOX_FD_INFO);
+        (void) close(SANDBOX_FD_EXEC);
+        (void) close(SANDBOX_FD_REQUEST);
         program[0] = safe_close(program[0]);
 
         report('S', (int) pid);
-        return supervise(pid, program[1], job.flags & KEEPER_JOB_DETACHABLE);
+        return supervise(pid, program[1], job.flags & KEEPER_JOB_DETACHABLE, bind_sock);
 }

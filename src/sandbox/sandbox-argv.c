@@ -144,7 +144,7 @@ static int argv_add_etc(char ***a, const SandboxSpec *spec, const SandboxProbe *
         if (r >= 0 && spec->hosts_fd >= 0)
                 r = add_fd(a, "--ro-bind-data", spec->hosts_fd, "/etc/hosts");
         if (r >= 0 && spec->code_fd > 2)
-                r = add_fd(a, "--ro-bind-data", spec->code_fd, SANDBOX_CODE_PATH);
+                r = add_fd(a, spec->prebuilt ? "--file" : "--ro-bind-data", spec->code_fd, SANDBOX_CODE_PATH);
         return r;
 }
 
@@ -451,7 +451,8 @@ static int argv_add_workspace(char ***a, const SandboxSpec *spec, const SandboxP
         _cleanup_free_ char *chdir_to = NULL;
         int r;
 
-        r = add(a, "--bind", spec->workspace, SANDBOX_WORKSPACE, NULL);
+        r = spec->prebuilt ? add(a, "--dir", SANDBOX_WORKSPACE, NULL)
+                           : add(a, "--bind", spec->workspace, SANDBOX_WORKSPACE, NULL);
         if (r >= 0 && spec->egress_socket)
                 r = add(a, "--ro-bind", spec->bridge, SANDBOX_BRIDGE_PATH,
                         "--bind", spec->egress_socket, SANDBOX_EGRESS_SOCKET, NULL);
@@ -469,6 +470,8 @@ static int argv_add_workspace(char ***a, const SandboxSpec *spec, const SandboxP
         }
         if (r < 0)
                 return r;
+        if (spec->prebuilt)
+                return add(a, "--chdir", "/", NULL);   /* the helper goes to the run's directory */
         if (!isempty(spec->cwd)) {
                 if (asprintf(&chdir_to, SANDBOX_WORKSPACE "/%s", spec->cwd) < 0)
                         return -ENOMEM;
@@ -520,38 +523,24 @@ static char *npu_path(const SandboxSpec *spec) {
         return CONCAT(head, ":", smi_dir, ":/usr/bin:/bin");
 }
 
-/* The CANN environment (DESIGN.md §9), as the toolkit's set_env.sh states it; LD_LIBRARY_PATH is
- * set here directly: sandbox_env_name_valid() refuses it to requests and CDI specs. */
-static int argv_add_npu_env(char ***a, const SandboxNpu *npu) {
-        const char *d = npu->driver_dir, *tk = npu->toolkit_dir;
-        _cleanup_free_ char *tk_libs = NULL, *ld = NULL, *opp = NULL, *py = NULL;
-        int r;
+/* NAME=VALUE into @l: in the place of an entry of that name, else at the end (bwrap's setenv()). */
+static int env_set(char ***l, const char *name, const char *value) {
+        _cleanup_free_ char *e = CONCAT(name, "=", value);
+        size_t n = strlen(name);
 
-        if (tk) {
-                tk_libs = CONCAT(":", tk, "/lib64:", tk, "/lib64/plugin/opskernel:", tk, "/lib64/plugin/nnengine");
-                opp = CONCAT(tk, "/opp");
-                py = CONCAT(tk, "/python/site-packages:", tk, "/opp/built-in/op_impl/ai_core/tbe");
-                if (!tk_libs || !opp || !py)
-                        return -ENOMEM;
-        }
-        ld = CONCAT(d, "/lib64/common:", d, "/lib64/driver:", d, "/lib64", tk_libs ?: "");
-        if (!ld)
+        if (!e)
                 return -ENOMEM;
-
-        if (tk) {
-                r = add(a, "--setenv", "ASCEND_HOME_PATH", tk, "--setenv", "ASCEND_TOOLKIT_HOME", tk,
-                        "--setenv", "ASCEND_OPP_PATH", opp, "--setenv", "ASCEND_AICPU_PATH", tk, NULL);
-                if (r < 0)
-                        return r;
-        }
-        r = add(a, "--setenv", "LD_LIBRARY_PATH", ld, NULL);
-        if (r >= 0 && tk)
-                r = add(a, "--setenv", "PYTHONPATH", py, NULL);
-        return r;
+        for (char **p = *l; p && *p; p++)
+                if (strneq(*p, name, n) && (*p)[n] == '=') {
+                        free(*p);
+                        *p = STEAL(e);
+                        return 0;
+                }
+        return strv_extend(l, e);
 }
 
-/* "NAME=VALUE" entries as --setenv NAME VALUE; -EINVAL for a refused name. */
-static int add_env_entries(char ***a, char *const *env) {
+/* "NAME=VALUE" entries into @l; -EINVAL for a refused name. */
+static int env_add_entries(char ***l, char *const *env) {
         int r = 0;
 
         for (char *const *e = env; r >= 0 && e && *e; e++) {
@@ -565,41 +554,90 @@ static int add_env_entries(char ***a, char *const *env) {
                         return -ENOMEM;
                 if (!sandbox_env_name_valid(name))
                         return -EINVAL;
-                r = add(a, "--setenv", name, eq + 1, NULL);
+                r = env_set(l, name, eq + 1);
         }
         return r;
 }
 
-/* An environment built from nothing: the baseline (PATH the NPU's for an NPU launch), the proxy
- * with egress, the NPU's variables, the CDI ones, the request's entries last (they win). */
-static int argv_add_env(char ***a, const SandboxSpec *spec) {
+/* The CANN environment (DESIGN.md §9), as the toolkit's set_env.sh states it; LD_LIBRARY_PATH is
+ * set here directly: sandbox_env_name_valid() refuses it to requests and CDI specs. */
+static int env_add_npu(char ***l, const SandboxNpu *npu) {
+        const char *d = npu->driver_dir, *tk = npu->toolkit_dir;
+        _cleanup_free_ char *tk_libs = NULL, *ld = NULL, *opp = NULL, *py = NULL;
+        int r = 0;
+
+        if (tk) {
+                tk_libs = CONCAT(":", tk, "/lib64:", tk, "/lib64/plugin/opskernel:", tk, "/lib64/plugin/nnengine");
+                opp = CONCAT(tk, "/opp");
+                py = CONCAT(tk, "/python/site-packages:", tk, "/opp/built-in/op_impl/ai_core/tbe");
+                if (!tk_libs || !opp || !py)
+                        return -ENOMEM;
+        }
+        ld = CONCAT(d, "/lib64/common:", d, "/lib64/driver:", d, "/lib64", tk_libs ?: "");
+        if (!ld)
+                return -ENOMEM;
+        if (tk) {
+                const char *const kv[] = { "ASCEND_HOME_PATH", tk, "ASCEND_TOOLKIT_HOME", tk,
+                                           "ASCEND_OPP_PATH", opp, "ASCEND_AICPU_PATH", tk };
+                for (size_t i = 0; r >= 0 && i < ELEMENTSOF(kv); i += 2)
+                        r = env_set(l, kv[i], kv[i + 1]);
+        }
+        if (r >= 0)
+                r = env_set(l, "LD_LIBRARY_PATH", ld);
+        if (r >= 0 && tk)
+                r = env_set(l, "PYTHONPATH", py);
+        return r;
+}
+
+int sandbox_env_list(const SandboxSpec *spec, char ***ret_env) {
+        _cleanup_strv_free_ char **l = NULL;
         _cleanup_free_ char *npu_path_value = NULL;
         const char *path = spec->env_prefix ? SANDBOX_ENV_PATH : SANDBOX_PATH;
-        int r;
+        const char *const base[] = { "PATH", NULL, "HOME", SANDBOX_WORKSPACE, "LANG", "C.UTF-8", "TMPDIR", "/tmp",
+                                     "USER", "sandbox", "LOGNAME", "sandbox" };
+        const char *const proxy[] = { "HTTP_PROXY", SANDBOX_PROXY_URL, "HTTPS_PROXY", SANDBOX_PROXY_URL,
+                                      "http_proxy", SANDBOX_PROXY_URL, "https_proxy", SANDBOX_PROXY_URL,
+                                      "NO_PROXY", "localhost,127.0.0.1,::1", "no_proxy", "localhost,127.0.0.1,::1" };
+        int r = 0;
 
         if (spec->npu) {
                 path = npu_path_value = npu_path(spec);
                 if (!npu_path_value)
                         return -ENOMEM;
         }
-        r = add(a, "--clearenv",
-                "--setenv", "PATH", path,
-                "--setenv", "HOME", SANDBOX_WORKSPACE,
-                "--setenv", "LANG", "C.UTF-8",
-                "--setenv", "TMPDIR", "/tmp",
-                "--setenv", "USER", "sandbox",
-                "--setenv", "LOGNAME", "sandbox", NULL);
-        if (r >= 0 && spec->egress_socket)
-                r = add(a, "--setenv", "HTTP_PROXY", SANDBOX_PROXY_URL, "--setenv", "HTTPS_PROXY", SANDBOX_PROXY_URL,
-                        "--setenv", "http_proxy", SANDBOX_PROXY_URL, "--setenv", "https_proxy", SANDBOX_PROXY_URL,
-                        "--setenv", "NO_PROXY", "localhost,127.0.0.1,::1",
-                        "--setenv", "no_proxy", "localhost,127.0.0.1,::1", NULL);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(base); i += 2)
+                r = env_set(&l, base[i], base[i + 1] ?: path);
+        for (size_t i = 0; r >= 0 && spec->egress_socket && i < ELEMENTSOF(proxy); i += 2)
+                r = env_set(&l, proxy[i], proxy[i + 1]);
         if (r >= 0 && spec->npu)
-                r = argv_add_npu_env(a, spec->npu);
+                r = env_add_npu(&l, spec->npu);
         if (r >= 0)
-                r = add_env_entries(a, spec->device_env);
+                r = env_add_entries(&l, spec->device_env);
         if (r >= 0)
-                r = add_env_entries(a, spec->env);
+                r = env_add_entries(&l, spec->env);
+        if (r < 0)
+                return r;
+        if (!l && strv_extend(&l, "PATH=" SANDBOX_PATH) < 0)   /* never: the baseline is there */
+                return -ENOMEM;
+        *ret_env = STEAL(l);
+        return 0;
+}
+
+/* An environment built from nothing (sandbox_env_list()), bwrap's --clearenv and --setenv. */
+static int argv_add_env(char ***a, const SandboxSpec *spec) {
+        _cleanup_strv_free_ char **env = NULL;
+        int r;
+
+        r = sandbox_env_list(spec, &env);
+        if (r >= 0)
+                r = add(a, "--clearenv", NULL);
+        for (char **e = env; r >= 0 && e && *e; e++) {
+                _cleanup_free_ char *name = strndup(*e, strcspn(*e, "="));
+
+                if (!name)
+                        return -ENOMEM;
+                r = add(a, "--setenv", name, *e + strlen(name) + 1, NULL);
+        }
         return r;
 }
 
@@ -624,8 +662,8 @@ int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char 
         _cleanup_strv_free_ char **a = NULL;
         int r;
 
-        if (!spec || !probe || !spec->workspace || !spec->argv || !spec->argv[0] || spec->seccomp_fd < 0 ||
-            !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge ||
+        if (!spec || !probe || (!spec->workspace && !spec->prebuilt) || !spec->argv || !spec->argv[0] ||
+            spec->seccomp_fd < 0 || !sandbox_cwd_valid(spec->cwd ?: "") || !spec->egress_socket != !spec->bridge ||
             !spec_binds_valid(spec, probe) || !spec_devices_valid(spec))
                 return -EINVAL;
 

@@ -130,6 +130,12 @@ typedef struct SandboxSpec {
         const SandboxBind *device_binds;/* CDI mounts: read-only; dest as sandbox_bind_dest_valid() */
         size_t n_device_binds;
         char *const *device_env;        /* CDI env "NAME=VALUE", names as sandbox_env_name_valid() */
+        /* Built ahead of its run (docs/architecture.md, "Sandboxes built ahead"): no @workspace,
+         * an empty directory at /workspace and (with @code_fd) an empty file at the code's path,
+         * which the keeper mounts over once the run is known (src/keeper/keeper-bind.c); the
+         * sandbox starts in /; @argv is the exec helper, which gets the payload's argv,
+         * environment (sandbox_env_list()) and directory with the request. */
+        bool prebuilt;
 } SandboxSpec;
 
 /*
@@ -142,6 +148,14 @@ typedef struct SandboxSpec {
  * a writable or refused CDI mount; a CDI variable without '=' or with a refused name), -ENOMEM.
  */
 int sandbox_argv_build(const SandboxSpec *spec, const SandboxProbe *probe, char ***ret_argv);
+
+/*
+ * sandbox_env_list() - the payload's environment as bwrap makes it for @spec ("NAME=VALUE" in
+ * bwrap's order: the baseline, the proxy, the NPU's, the CDI's, the request's; a later entry of a
+ * name replaces the earlier one in its place), for a prebuilt sandbox's exec helper.
+ * Return: 0, -EINVAL (a refused name), -ENOMEM.
+ */
+int sandbox_env_list(const SandboxSpec *spec, char ***ret_env);
 
 /* sandbox_env_name_valid() - [A-Za-z_][A-Za-z0-9_]*, ≤ 128 bytes, not reserved (PATH, HOME, LD_*, …). */
 bool sandbox_env_name_valid(const char *name);
