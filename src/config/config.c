@@ -411,6 +411,7 @@ static const ConfigKey config_keys[] = {
         K("Execution", "TasksMax", cp_u64, tasks_max),
         K("Execution", "CPUQuota", cp_percent, cpu_quota_percent),
         K("Execution", "TmpSize", cp_bytes, tmp_size),
+        K("Execution", "Prebuilt", cp_unsigned, prebuilt),
         K("Quota", "MaxWorkspaceBytes", cp_bytes, max_workspace_bytes),
         K("Quota", "MaxOutputBytes", cp_bytes, max_output_bytes),
         K("Quota", "MaxUploadFileBytes", cp_bytes, max_upload_file_bytes),

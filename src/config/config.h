@@ -39,6 +39,7 @@ typedef struct Config {
         uint64_t tasks_max;             /* 0 = no limit */
         unsigned cpu_quota_percent;     /* 0 = no limit */
         uint64_t tmp_size;
+        unsigned prebuilt;              /* sandboxes built ahead per shape in use, 0 = none */
 
         /* [Quota]: 0 = unlimited */
         uint64_t max_workspace_bytes;

@@ -37,6 +37,16 @@ int manager_probe(Manager *m) {
                                                  LIBEXECDIR);
                 }
         }
+        if (r >= 0 && m->probe.usable && m->exec_helper_fd < 0 && m->config.prebuilt > 0) {
+                _cleanup_free_ char *path = find_helper("keeper", "sandbox-runner-exec");
+
+                /* By fd too, as the keeper; without it, no sandbox is built ahead. */
+                m->exec_helper_fd = path ? open(path, O_PATH | O_CLOEXEC) : -EBADF;
+                if (m->exec_helper_fd < 0)
+                        log_warning("sandbox-runner-exec was found neither next to the daemon nor in " LIBEXECDIR
+                                    ": no sandbox is built ahead of its run ([Execution] Prebuilt=%u).",
+                                    m->config.prebuilt);
+        }
         if (r < 0)
                 return log_oom();
         log_struct(m->probe.usable ? (m->probe.probe.proc_fresh ? LOG_INFO : LOG_WARNING) : LOG_ERR,

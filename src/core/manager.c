@@ -318,6 +318,7 @@ int manager_new(Config *config, Secrets *secrets, const HttpServerCallbacks *api
         m->workspaces_fd = -EBADF;
         m->records_fd = -EBADF;
         m->keeper_fd = -EBADF;
+        m->exec_helper_fd = -EBADF;
         m->config = *config;
         *config = (Config) {};
         m->secrets = *secrets;
@@ -387,6 +388,7 @@ Manager *manager_free(Manager *m) {
         m->keeper_pool = keeper_pool_free(m->keeper_pool);
         free(m->keeper_path);
         safe_close(m->keeper_fd);
+        safe_close(m->exec_helper_fd);
         m->egress = egress_epochs_free(m->egress);
         m->gc = snapshot_gc_free(m->gc);
         m->usage = workspace_usage_free(m->usage);
@@ -538,6 +540,9 @@ static void manager_fill_execution_context(Manager *m) {
                 .cgroups = m->cgroups,
                 .keeper_pool = m->keeper_pool,
                 .keeper_path = m->keeper_path,
+                .prebuilt_max = m->config.prebuilt,
+                .exec_helper_fd = m->exec_helper_fd,
+                .runtime_dir = m->runtime_dir,
                 .workspaces_fd = m->workspaces_fd,
                 .records_fd = m->records_fd,
                 .cas = m->cas,

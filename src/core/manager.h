@@ -65,6 +65,7 @@ typedef struct Manager {
         unsigned generation;             /* how many times this daemon re-executed itself (reexec.h) */
         char *keeper_path;               /* sandbox-runner-keeper, as /proc/self/fd/<keeper_fd> */
         int keeper_fd;                   /* O_PATH: the file found at start-up */
+        int exec_helper_fd;              /* O_PATH: sandbox-runner-exec (prebuilt sandboxes), or -EBADF */
         struct KeeperPool *keeper_pool;  /* keepers started ahead of their runs */
 
         sd_bus *bus;                     /* the system bus (scopes, egress units), or NULL */

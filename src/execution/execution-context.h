@@ -21,6 +21,7 @@ typedef struct CgroupRoot CgroupRoot;
 typedef struct EgressEpochs EgressEpochs;
 typedef struct KeeperPool KeeperPool;
 typedef struct KeeperReap KeeperReap;
+typedef struct PrebuiltPool PrebuiltPool;
 typedef struct SandboxProbe SandboxProbe;
 typedef struct ScopeManager ScopeManager;
 
@@ -49,6 +50,12 @@ typedef struct ExecutionContext {
         CgroupRoot *cgroups;             /* with LIMITS_CGROUP */
         KeeperPool *keeper_pool;         /* keepers started ahead; NULL: one per run, from keeper_path */
         const char *keeper_path;
+        /* Sandboxes built ahead (prebuilt.h): [Execution] Prebuilt= per shape, 0 = none; the exec
+         * helper they run (sandbox-runner-exec, an O_PATH fd; -EBADF: none); where a run's code
+         * file waits to be bound (<runtime_dir>/prebuilt). */
+        unsigned prebuilt_max;
+        int exec_helper_fd;
+        const char *runtime_dir;
         /* Stores and sources. */
         int workspaces_fd;
         int records_fd;                  /* -EBADF: no records */
@@ -67,6 +74,7 @@ typedef struct ExecutionContext {
         uint64_t n_total;
         KeeperReap *keeper_reaps;        /* released keepers, still exiting (keeper-reap.h) */
         QuotaCache quota_cache;          /* quota watchers kept between runs */
+        PrebuiltPool *prebuilt;          /* sandboxes built ahead (prebuilt.c) */
         WorkspaceHeads heads;            /* the last snapshot trees of each workspace */
 } ExecutionContext;
 

@@ -14,6 +14,7 @@
 
 #include "execution/execution-context.h"
 #include "execution/execution.h"
+#include "keeper/exec-request.h"
 #include "execution/execution-request.h"
 #include "execution/execution-status.h"
 #include "execution/output-buffer.h"
@@ -115,6 +116,15 @@ struct Execution {
         uint64_t workspace_bytes;         /* last usage seen (before, during, after the run) */
         bool have_workspace_bytes;
 
+        /* Built ahead (prebuilt.h): the sandbox came built; until the keeper's "B" the bind
+         * socket, the helper's request socket and what the request carries (stdin, the stdout
+         * and stderr pipes' write ends, the strings' memfd), and the code's file until bound. */
+        bool prebuilt;
+        int bind_fd, request_fd;
+        int request_fds[EXEC_REQUEST_FDS];
+        ExecRequest request;
+        char *code_file;
+
         /* Managed runs: logs on disk (resumable by offset), a record written at start. */
         bool managed;
         bool detachable;                  /* execution_set_detachable(): may outlive the daemon */
@@ -149,6 +159,16 @@ bool execution_quota_exceeded(Execution *e, uint64_t bytes);
 /* execution_launch() - with the lease held: the sandbox's files, argv, keeper, limits, watches.
  * Return: 0 (started, or ended at once over its quota), or the failure's -errno (failed). */
 int execution_launch(Execution *e);
+/* execution_launch_watch() - the started sandbox watched: --info-fd (@info_fd, or -EBADF), its
+ * output, reports, keeper and timeout; the record's and the snapshot ref's files prepared. */
+int execution_launch_watch(Execution *e, int info_fd);
+/* execution-prebuilt.c: a run in a sandbox built ahead. execution_launch_prebuilt() - take one of
+ * the run's shape, with @limits as rlimits (the helper sets them): 1 (launched), 0 (none: the
+ * cold path), or the run's failure. execution_prebuilt_bound() - the keeper's "B<@error>".
+ * execution_prebuilt_done() - what is left of it (fds, the code's file). */
+int execution_launch_prebuilt(Execution *e, const SandboxLimits *limits);
+void execution_prebuilt_bound(Execution *e, int error);
+void execution_prebuilt_done(Execution *e);
 /* execution_scope_start() - early start: keeper, bwrap and the sandbox's pid 1 into the scope. */
 void execution_scope_start(Execution *e);
 

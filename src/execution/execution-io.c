@@ -109,6 +109,8 @@ static void handle_report_line(Execution *e, const char *line) {
                                 e->phase = EXECUTION_RUNNING;
                         execution_log_started(e);
                 }
+        } else if (line[0] == 'B') {
+                execution_prebuilt_bound(e, atoi(line + 1));   /* a sandbox built ahead: bound */
         } else if (line[0] == 'X') {
                 e->wait_status = atoi(line + 1);
                 e->reported_exit = true;

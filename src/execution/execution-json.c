@@ -243,6 +243,9 @@ json_object *execution_to_json(const Execution *e) {
                         e->ctx->limits == LIMITS_CGROUP ? "cgroup" : "rlimit"));
         json_object_object_add(o, "limits", lim);
         json_object_object_add(o, "network", json_object_new_string(e->network ?: "none"));
+        /* Which path served it: a sandbox built ahead, or one built for it (once launched). */
+        if (e->bwrap_pid > 0)
+                json_object_object_add(o, "sandbox", json_object_new_string(e->prebuilt ? "prebuilt" : "cold"));
         if (e->network_open)
                 json_object_object_add(o, "networkMode", json_object_new_string("open"));
         if (e->failure < 0 && e->failure_message)

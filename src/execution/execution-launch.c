@@ -311,7 +311,7 @@ int execution_add_symlink(Execution *e, const char *target, const char *dest) {
         return add_extra(e, "ln", target, dest);
 }
 
-/* bwrap's command line, the --info-fd pipe, and a look at the working directory. */
+/* bwrap's command line and the --info-fd pipe. */
 static int launch_prepare_argv(Execution *e, LaunchFiles *f) {
         ExecutionContext *c = e->ctx;
         _cleanup_free_ char *workspace_path = NULL;
@@ -367,13 +367,6 @@ static int launch_prepare_argv(Execution *e, LaunchFiles *f) {
                 return execution_fail(e, negative_errno(), "could not prepare the sandbox's files");
         f->info_r = info[0];
         f->info_w = info[1];
-        if (!isempty(e->req->cwd)) {
-                /* The working directory must exist in the workspace (bwrap would fail obscurely). */
-                struct stat st;
-                if (fstatat(e->ws_fd, e->req->cwd, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-                        return execution_fail(e, -ENOENT, "cwd '%s' is not a directory in the workspace",
-                                              e->req->cwd);
-        }
         return 0;
 }
 
@@ -417,17 +410,17 @@ static int launch_spawn(Execution *e, char **argv, const SandboxFds *fds, const 
         return 0;
 }
 
-/* The started sandbox: watch its --info-fd, output, reports, keeper and timeout. */
-static int launch_watch(Execution *e, LaunchFiles *f) {
+int execution_launch_watch(Execution *e, int info_fd) {
         ExecutionContext *c = e->ctx;
         int r;
 
-        f->info_w = safe_close(f->info_w);
-        e->info_fd = STEAL_FD(f->info_r);
-        (void) fd_nonblock(e->info_fd, 1);
-        r = sd_event_add_io(c->event, &e->info_source, e->info_fd, EPOLLIN, on_info, e);
-        if (r < 0)
-                return execution_fail(e, r, "could not watch the sandbox: %s", strerror(-r));
+        e->info_fd = info_fd;
+        if (e->info_fd >= 0) {
+                (void) fd_nonblock(e->info_fd, 1);
+                r = sd_event_add_io(c->event, &e->info_source, e->info_fd, EPOLLIN, on_info, e);
+                if (r < 0)
+                        return execution_fail(e, r, "could not watch the sandbox: %s", strerror(-r));
+        }
         e->start_usec = now_usec(CLOCK_MONOTONIC);
         e->phase = EXECUTION_LAUNCHING;
         if (!e->early)
@@ -469,22 +462,6 @@ int execution_launch(Execution *e) {
 
         /* With a scope: start bwrap at once and make the scope meanwhile (sandbox_spawn()). */
         e->early = c->limits == LIMITS_SYSTEMD_SCOPE;
-
-        r = launch_prepare_files(e, &f);
-        if (r < 0)
-                return r;
-        r = launch_prepare_argv(e, &f);
-        if (r < 0)
-                return r;
-        fds = (SandboxFds) {
-                .stdin_fd = f.files.stdin_fd, .seccomp_fd = f.files.seccomp_fd, .passwd_fd = f.files.passwd_fd,
-                .group_fd = f.files.group_fd, .hosts_fd = f.files.hosts_fd,
-                .code_fd = e->req->code ? f.files.code_fd : -1,
-                .info_fd = f.info_w,
-                .start_now = !e->early,
-                /* Only a scope outlives the daemon (its own cgroups and rlimits do not). */
-                .detachable = e->detachable && c->limits == LIMITS_SYSTEMD_SCOPE,
-        };
         limits = (SandboxLimits) {
                 .fsize = e->workspace_limit > 0 ? e->workspace_limit + 1 : 0,
                 .nofile = 4096,
@@ -506,11 +483,39 @@ int execution_launch(Execution *e) {
         if (r < 0)
                 return execution_fail(e, r, "could not measure workspace '%s': %s", e->req->workspace_id,
                                       strerror(-r));
+        if (!isempty(e->req->cwd)) {
+                /* The working directory must exist in the workspace (bwrap would fail obscurely). */
+                struct stat st;
+                if (fstatat(e->ws_fd, e->req->cwd, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                        return execution_fail(e, -ENOENT, "cwd '%s' is not a directory in the workspace",
+                                              e->req->cwd);
+        }
 
+        /* A sandbox of this shape built ahead, if there is one ready (prebuilt.h). */
+        r = execution_launch_prebuilt(e, &limits);
+        if (r != 0)
+                return r < 0 ? r : 0;
+
+        r = launch_prepare_files(e, &f);
+        if (r < 0)
+                return r;
+        r = launch_prepare_argv(e, &f);
+        if (r < 0)
+                return r;
+        fds = (SandboxFds) {
+                .stdin_fd = f.files.stdin_fd, .seccomp_fd = f.files.seccomp_fd, .passwd_fd = f.files.passwd_fd,
+                .group_fd = f.files.group_fd, .hosts_fd = f.files.hosts_fd,
+                .code_fd = e->req->code ? f.files.code_fd : -1,
+                .info_fd = f.info_w,
+                .start_now = !e->early,
+                /* Only a scope outlives the daemon (its own cgroups and rlimits do not). */
+                .detachable = e->detachable && c->limits == LIMITS_SYSTEMD_SCOPE,
+        };
         r = launch_spawn(e, f.argv, &fds, &limits);
         if (r < 0)
                 return r;
-        return launch_watch(e, &f);
+        f.info_w = safe_close(f.info_w);
+        return execution_launch_watch(e, STEAL_FD(f.info_r));
 }
 
 /*

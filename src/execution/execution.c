@@ -28,6 +28,7 @@
 
 #include "egress/egress-epochs.h"
 #include "execution/execution-internal.h"
+#include "execution/prebuilt.h"
 #include "execution/execution.h"
 #include "execution/keeper-reap.h"
 #include "util/fd-util.h"
@@ -131,6 +132,9 @@ int execution_new(ExecutionContext *c, ExecutionRequest *req, Execution **ret) {
                 .init_pidfd = -EBADF,
                 .record_fd = -EBADF,
                 .ref_fd = -EBADF,
+                .bind_fd = -EBADF,
+                .request_fd = -EBADF,
+                .request_fds = { -EBADF, -EBADF, -EBADF, -EBADF },
                 .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
                           .stdout_fd = -EBADF, .stderr_fd = -EBADF },
                 .status = EXECUTION_STATUS_RUNNING,
@@ -187,6 +191,7 @@ static void execution_release_devices(Execution *e) {
  * (execution_advance()), so that its exit does not compete with the snapshot and the answer.
  */
 static void execution_release_sandbox_full(Execution *e, bool wait) {
+        execution_prebuilt_done(e);
         e->info_source = sd_event_source_disable_unref(e->info_source);
         e->info_fd = safe_close(e->info_fd);
         e->init_source = sd_event_source_disable_unref(e->init_source);
@@ -780,6 +785,7 @@ Execution *execution_find(ExecutionContext *c, const char *id) {
 void execution_context_done(ExecutionContext *c) {
         while (c->executions)
                 execution_free(c->executions);
+        prebuilt_pool_free(c);
         keeper_reaps_flush(c);
         quota_cache_flush(&c->quota_cache);
         workspace_heads_done(&c->heads);

@@ -563,7 +563,8 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
         KeeperJob job = {
                 .magic = KEEPER_JOB_MAGIC,
                 .flags = (fds->start_now ? KEEPER_JOB_START_NOW : fds->info_fd >= 0 ? KEEPER_JOB_EARLY : 0) |
-                         (fds->detachable ? KEEPER_JOB_DETACHABLE : 0),
+                         (fds->detachable ? KEEPER_JOB_DETACHABLE : 0) |
+                         (fds->ret_bind_fd ? KEEPER_JOB_PREBUILT : 0),
                 .fsize = limits->fsize,
                 .as = limits->as,
                 .nofile = limits->nofile,
@@ -592,6 +593,8 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 [SANDBOX_FD_GROUP] = fds->group_fd, [SANDBOX_FD_HOSTS] = fds->hosts_fd,
                 [SANDBOX_FD_CODE] = fds->code_fd, [KEEPER_FD_CONTROL] = ctl[0], [KEEPER_FD_REPORT] = rep[1],
                 [SANDBOX_FD_INFO] = fds->info_fd,
+                [SANDBOX_FD_EXEC] = fds->ret_bind_fd ? fds->exec_fd : -1,
+                [SANDBOX_FD_REQUEST] = fds->ret_bind_fd ? fds->request_fd : -1,
         };
         for (int i = 0; i < KEEPER_JOB_SLOTS; i++)
                 if (slots[i] >= 0)
@@ -606,6 +609,8 @@ int sandbox_spawn(const char *bwrap, char *const *argv, const SandboxFds *fds, c
                 sandbox_keeper_stop(keeper);
                 return r;
         }
+        if (fds->ret_bind_fd)
+                *fds->ret_bind_fd = STEAL_FD(keeper->job_fd);
         keeper->job_fd = safe_close(keeper->job_fd);
 
         *ret = (SandboxProcess) {

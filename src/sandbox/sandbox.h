@@ -65,6 +65,11 @@ typedef struct SandboxFds {
         bool start_now;
         /* The sandbox may outlive the daemon (KEEPER_JOB_DETACHABLE): only 'K' kills it. */
         bool detachable;
+        /* Built ahead of its run (KEEPER_JOB_PREBUILT, src/keeper/exec-request.h): the exec helper
+         * (bwrap's command, as /proc/self/fd/SANDBOX_FD_EXEC) and its end of the request socket;
+         * the keeper's job socket, on which the bind goes, into *@ret_bind_fd. */
+        int exec_fd, request_fd;
+        int *ret_bind_fd;
 } SandboxFds;
 
 /* The files a sandbox gets (SandboxFds), owned: sandbox_files_done() closes them. */

@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Sandboxes built ahead of their runs (prebuilt.h). A build is a cold launch minus what only the
+ * request knows: bwrap's command line of the shape (an empty /workspace, an empty code file, the
+ * exec helper as the command), a keeper from the keeper pool (in its cgroup with the daemon's
+ * own cgroups), bwrap started at once; the sandbox is ready once bwrap told its pid ("S") and its
+ * pid 1's (--info-fd). A sandbox whose keeper exits while it waits is discarded and logged. Builds
+ * run from an idle-priority event source, one per dispatch, so that they never delay a request.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "execution/keeper-pool.h"
+#include "execution/keeper-reap.h"
+#include "execution/prebuilt.h"
+#include "sandbox/seccomp-profile.h"
+#include "util/fd-util.h"
+#include "util/json-util.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/strv.h"
+#include "util/time-util.h"
+
+typedef struct PrebuiltSandbox PrebuiltSandbox;
+
+struct PrebuiltSandbox {
+        PrebuiltPool *pool;
+        PrebuiltShape shape;
+        SandboxProcess proc;
+        int bind_fd, request_fd;
+        pid_t bwrap_pid, init_pid;
+        int init_pidfd;
+        Cgroup *cgroup;
+        int info_fd;
+        char info_buf[512];          /* bwrap's JSON: child-pid and the namespaces, ~240 bytes */
+        size_t info_len;
+        char report_buf[64];
+        size_t report_len;
+        sd_event_source *info_source, *report_source, *keeper_source;
+        PrebuiltSandbox *next;
+};
+
+struct PrebuiltPool {
+        ExecutionContext *ctx;
+        PrebuiltSandbox *sandboxes;      /* building and ready */
+        bool wanted[_PREBUILT_SHAPE_MAX];
+        sd_event_source *refill;         /* idle priority: one build per dispatch */
+        unsigned failures;               /* builds that failed in a row: no more until a take */
+};
+
+#define PREBUILT_FAILURES_MAX 3
+
+static const char *const shape_names[_PREBUILT_SHAPE_MAX] = {
+        [PREBUILT_SHELL] = "shell",
+        [PREBUILT_CODE] = "code",
+};
+
+const char *prebuilt_shape_to_string(PrebuiltShape s) {
+        return s >= 0 && s < _PREBUILT_SHAPE_MAX ? shape_names[s] : NULL;
+}
+
+static bool sandbox_ready(const PrebuiltSandbox *s) {
+        return s->bwrap_pid > 0 && s->init_pid > 0 && s->init_pidfd >= 0;
+}
+
+static void sandbox_unlink(PrebuiltSandbox *s) {
+        for (PrebuiltSandbox **p = &s->pool->sandboxes; *p; p = &(*p)->next)
+                if (*p == s) {
+                        *p = s->next;
+                        return;
+                }
+}
+
+/* The event sources and what the run does not take. */
+static void sandbox_free(PrebuiltSandbox *s) {
+        if (!s)
+                return;
+        s->info_source = sd_event_source_disable_unref(s->info_source);
+        s->report_source = sd_event_source_disable_unref(s->report_source);
+        s->keeper_source = sd_event_source_disable_unref(s->keeper_source);
+        safe_close(s->info_fd);
+        safe_close(s->bind_fd);
+        safe_close(s->request_fd);
+        safe_close(s->init_pidfd);
+        sandbox_process_done(&s->proc);
+        cgroup_free(s->cgroup);
+        free(s);
+}
+
+/* Discard: the keeper is killed (and bwrap with it) and reaped off the loop. What bwrap said on
+ * its stderr, if anything, goes with the warning. */
+static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
+        if (why) {
+                char said[512] = "";
+                ssize_t n = s->proc.stderr_fd >= 0 ? read(s->proc.stderr_fd, said, sizeof(said) - 1) : -1;
+
+                if (n > 0) {
+                        said[n] = '\0';
+                        said[strcspn(said, "\n")] = '\0';
+                }
+                log_warning("A sandbox built ahead of its run (%s) is discarded: %s%s%s.", shape_names[s->shape], why,
+                            n > 0 ? ": " : "", n > 0 ? said : "");
+        }
+        sandbox_unlink(s);
+        if (s->proc.keeper_pid > 0) {
+                Scope *scope = NULL;
+
+                /* Killed and reaped from the loop, its cgroup removed once it is gone. */
+                if (keeper_reap_add(s->pool->ctx, s->proc.keeper_pid, &s->proc.keeper_pidfd, &s->keeper_source,
+                                    &scope, &s->cgroup) < 0) {
+                        SandboxKeeper k = { .pid = s->proc.keeper_pid, .pidfd = STEAL_FD(s->proc.keeper_pidfd),
+                                            .job_fd = -EBADF };
+                        sandbox_keeper_stop(&k);
+                }
+                s->proc.keeper_pid = 0;
+        }
+        sandbox_free(s);
+}
+
+static int on_keeper_exit(sd_event_source *src, const siginfo_t *si, void *userdata) {
+        PrebuiltSandbox *s = userdata;
+        char why[64];
+
+        (void) snprintf(why, sizeof(why), "its keeper exited (code %d, status %d)", si->si_code, si->si_status);
+        s->keeper_source = sd_event_source_disable_unref(s->keeper_source);
+        s->proc.keeper_pid = 0;   /* reaped by the child source */
+        s->pool->failures++;
+        sandbox_discard(s, why);
+        return 0;
+}
+
+static int on_report(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        PrebuiltSandbox *s = userdata;
+        ssize_t n;
+        char *nl;
+
+        n = read(fd, s->report_buf + s->report_len, sizeof(s->report_buf) - 1 - s->report_len);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0) {
+                sandbox_discard(s, "its keeper's report pipe closed");
+                return 0;
+        }
+        s->report_len += (size_t) n;
+        s->report_buf[s->report_len] = '\0';
+        nl = strchr(s->report_buf, '\n');
+        if (!nl)
+                return 0;
+        if (s->report_buf[0] != 'S' || nl[1] != '\0') {
+                /* "X": bwrap exited before any run; anything else after "S" is not for a sandbox
+                 * that waits. */
+                sandbox_discard(s, "bwrap exited while it waited");
+                s = NULL;
+                return 0;
+        }
+        s->bwrap_pid = (pid_t) atoi(s->report_buf + 1);
+        s->report_len = 0;
+        /* The rest of the report pipe is the run's: no more reading here. */
+        s->report_source = sd_event_source_disable_unref(s->report_source);
+        if (sandbox_ready(s))
+                s->pool->failures = 0;
+        return 0;
+}
+
+static int on_info(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        PrebuiltSandbox *s = userdata;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *v;
+        ssize_t n;
+        int64_t pid;
+
+        n = read(fd, s->info_buf + s->info_len, sizeof(s->info_buf) - 1 - s->info_len);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n > 0) {
+                s->info_len += (size_t) n;
+                if (s->info_len < sizeof(s->info_buf) - 1)
+                        return 0;
+        }
+        s->info_source = sd_event_source_disable_unref(s->info_source);
+        s->info_fd = safe_close(s->info_fd);
+        s->info_buf[s->info_len] = '\0';
+        o = s->info_len > 0 ? json_tokener_parse(s->info_buf) : NULL;
+        if (!o || !json_object_object_get_ex(o, "child-pid", &v) || !json_object_is_type(v, json_type_int) ||
+            (pid = json_object_get_int64(v)) <= 1 || pid > INT32_MAX) {
+                sandbox_discard(s, "bwrap did not say its pid 1");
+                return 0;
+        }
+        s->init_pid = (pid_t) pid;
+        s->init_pidfd = sandbox_pidfd_of_child(s->init_pid, s->proc.keeper_pid);
+        if (s->init_pidfd < 0) {
+                sandbox_discard(s, "its pid 1 is gone");
+                return 0;
+        }
+        if (sandbox_ready(s))
+                s->pool->failures = 0;
+        return 0;
+}
+
+/* The files, the command line and the keeper of one sandbox of @shape, started. Return: 0 or -errno. */
+static int sandbox_build(PrebuiltPool *p, PrebuiltShape shape) {
+        ExecutionContext *c = p->ctx;
+        _cleanup_(sandbox_files_done) SandboxFiles files = SANDBOX_FILES_NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        _cleanup_close_pair_ int info[2] = { -EBADF, -EBADF }, req[2] = { -EBADF, -EBADF };
+        _cleanup_free_ char *seccomp_error = NULL;
+        char exec_path[32];
+        SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
+        PrebuiltSandbox *s;
+        siginfo_t keeper_exit = {};
+        void *attached = NULL;
+        int bind_fd = -EBADF, r;
+
+        r = seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &files.seccomp_fd, &seccomp_error);
+        if (r < 0)
+                return log_warning_errno(r, "No sandbox built ahead: the seccomp filter: %s",
+                                         seccomp_error ?: strerror(-r));
+        r = sandbox_files_make_etc(&files);
+        if (r < 0)
+                return r;
+        if (shape == PREBUILT_CODE) {
+                files.code_fd = memfd_new_data("sandbox-code", "", 0);
+                if (files.code_fd < 0)
+                        return files.code_fd;
+        }
+        files.stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (files.stdin_fd < 0 || pipe2(info, O_CLOEXEC) < 0 ||
+            socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, req) < 0)
+                return negative_errno();
+        (void) snprintf(exec_path, sizeof(exec_path), "/proc/self/fd/%d", SANDBOX_FD_EXEC);
+        r = sandbox_argv_build(&(SandboxSpec) {
+                                       .prebuilt = true,
+                                       .argv = (char *[]) { exec_path, NULL },
+                                       .tmp_size = c->tmp_size,
+                                       .seccomp_fd = SANDBOX_FD_SECCOMP,
+                                       .passwd_fd = SANDBOX_FD_PASSWD,
+                                       .group_fd = SANDBOX_FD_GROUP,
+                                       .hosts_fd = SANDBOX_FD_HOSTS,
+                                       .code_fd = shape == PREBUILT_CODE ? SANDBOX_FD_CODE : -1,
+                                       .info_fd = SANDBOX_FD_INFO,
+                               },
+                               c->probe, &argv);
+        if (r < 0)
+                return r;
+
+        r = c->keeper_pool ? keeper_pool_take_attached(c->keeper_pool, &keeper, &attached) :
+                             sandbox_keeper_start(c->keeper_path, &keeper);
+        if (r < 0)
+                return r;
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+                sandbox_keeper_stop(&keeper);
+                cgroup_free(attached);
+                return -ENOMEM;
+        }
+        *s = (PrebuiltSandbox) {
+                .pool = p, .shape = shape, .bind_fd = -EBADF, .request_fd = -EBADF, .init_pidfd = -EBADF,
+                .info_fd = -EBADF, .cgroup = attached,
+                .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
+                          .stdout_fd = -EBADF, .stderr_fd = -EBADF },
+        };
+        if (c->limits == LIMITS_CGROUP && !s->cgroup) {
+                /* Not moved ahead (execution_keeper_attach() could not): now, before bwrap. */
+                char name[32];
+                (void) snprintf(name, sizeof(name), "p%d", (int) keeper.pid);
+                r = cgroup_new(c->cgroups, name, NULL, &s->cgroup);
+                if (r >= 0)
+                        r = cgroup_attach(s->cgroup, keeper.pid);
+                if (r < 0) {
+                        sandbox_keeper_stop(&keeper);
+                        sandbox_free(s);
+                        return r;
+                }
+        }
+        r = sandbox_spawn(c->bwrap, argv,
+                          &(SandboxFds) {
+                                  .stdin_fd = files.stdin_fd, .seccomp_fd = files.seccomp_fd,
+                                  .passwd_fd = files.passwd_fd, .group_fd = files.group_fd, .hosts_fd = files.hosts_fd,
+                                  .code_fd = files.code_fd, .info_fd = info[1], .start_now = true,
+                                  .exec_fd = c->exec_helper_fd, .request_fd = req[1], .ret_bind_fd = &bind_fd,
+                          },
+                          &(SandboxLimits) { .nofile = 4096 }, &keeper, &s->proc, &keeper_exit);
+        if (r < 0) {
+                sandbox_free(s);
+                return r;
+        }
+        s->bind_fd = bind_fd;
+        s->request_fd = STEAL_FD(req[0]);
+        s->info_fd = STEAL_FD(info[0]);
+        /* bwrap's own stdout and stderr: nothing of a run goes there (the run's are the helper's);
+         * stderr is read only if the sandbox fails while it waits. */
+        s->proc.stdout_fd = safe_close(s->proc.stdout_fd);
+        (void) fd_nonblock(s->proc.stderr_fd, 1);
+        s->next = p->sandboxes;
+        p->sandboxes = s;
+        (void) fd_nonblock(s->info_fd, 1);
+        (void) fd_nonblock(s->proc.report_fd, 1);
+        r = sd_event_add_io(c->event, &s->info_source, s->info_fd, EPOLLIN, on_info, s);
+        if (r >= 0)
+                r = sd_event_add_io(c->event, &s->report_source, s->proc.report_fd, EPOLLIN, on_report, s);
+        if (r >= 0)
+                r = sd_event_add_child_pidfd(c->event, &s->keeper_source, s->proc.keeper_pidfd, WEXITED,
+                                             on_keeper_exit, s);
+        if (r < 0) {
+                sandbox_discard(s, NULL);
+                return r;
+        }
+        (void) sd_event_source_set_description(s->keeper_source, "prebuilt-keeper");
+        log_debug("Building a sandbox ahead of its run (%s), keeper %d.", shape_names[shape], (int) s->proc.keeper_pid);
+        return 0;
+}
+
+static unsigned pool_count(PrebuiltPool *p, PrebuiltShape shape) {
+        unsigned n = 0;
+
+        for (PrebuiltSandbox *s = p->sandboxes; s; s = s->next)
+                if (s->shape == shape)
+                        n++;
+        return n;
+}
+
+static int on_refill(sd_event_source *src, void *userdata) {
+        PrebuiltPool *p = userdata;
+        ExecutionContext *c = p->ctx;
+
+        for (PrebuiltShape shape = 0; shape < _PREBUILT_SHAPE_MAX; shape++) {
+                if (!p->wanted[shape] || pool_count(p, shape) >= c->prebuilt_max)
+                        continue;
+                if (p->failures >= PREBUILT_FAILURES_MAX)
+                        break;
+                if (sandbox_build(p, shape) < 0)
+                        p->failures++;
+                return 0;   /* one per dispatch; the source stays on while one is missing */
+        }
+        return sd_event_source_set_enabled(src, SD_EVENT_OFF);
+}
+
+static PrebuiltPool *pool_get(ExecutionContext *c) {
+        PrebuiltPool *p;
+
+        if (c->prebuilt)
+                return c->prebuilt;
+        if (c->prebuilt_max == 0 || c->exec_helper_fd < 0)
+                return NULL;
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return NULL;
+        p->ctx = c;
+        if (sd_event_add_defer(c->event, &p->refill, on_refill, p) < 0 ||
+            sd_event_source_set_priority(p->refill, SD_EVENT_PRIORITY_IDLE) < 0 ||
+            sd_event_source_set_enabled(p->refill, SD_EVENT_OFF) < 0) {
+                sd_event_source_disable_unref(p->refill);
+                free(p);
+                return NULL;
+        }
+        (void) sd_event_source_set_description(p->refill, "prebuilt-refill");
+        c->prebuilt = p;
+        return p;
+}
+
+static void pool_ask(PrebuiltPool *p) {
+        (void) sd_event_source_set_enabled(p->refill, SD_EVENT_ON);
+}
+
+void prebuilt_want(ExecutionContext *c, PrebuiltShape shape) {
+        PrebuiltPool *p = pool_get(c);
+
+        if (!p || p->wanted[shape])
+                return;
+        p->wanted[shape] = true;
+        pool_ask(p);
+}
+
+int prebuilt_take(ExecutionContext *c, PrebuiltShape shape, PrebuiltTaken *ret) {
+        PrebuiltPool *p = pool_get(c);
+        PrebuiltSandbox *s;
+
+        if (!p)
+                return -ENOENT;
+        p->wanted[shape] = true;
+        p->failures = 0;
+        pool_ask(p);
+        /* The oldest ready one: the list is newest first. */
+        PrebuiltSandbox *found = NULL;
+        for (s = p->sandboxes; s; s = s->next)
+                if (s->shape == shape && sandbox_ready(s) && !s->report_source)
+                        found = s;
+        if (!found)
+                return -ENOENT;
+        s = found;
+        sandbox_unlink(s);
+        s->keeper_source = sd_event_source_disable_unref(s->keeper_source);
+        s->info_source = sd_event_source_disable_unref(s->info_source);
+        s->proc.stderr_fd = safe_close(s->proc.stderr_fd);   /* bwrap's: the run gets its own */
+        *ret = (PrebuiltTaken) {
+                .proc = s->proc,
+                .bind_fd = STEAL_FD(s->bind_fd),
+                .request_fd = STEAL_FD(s->request_fd),
+                .bwrap_pid = s->bwrap_pid,
+                .init_pid = s->init_pid,
+                .init_pidfd = STEAL_FD(s->init_pidfd),
+                .cgroup = STEAL(s->cgroup),
+        };
+        s->proc = (SandboxProcess) { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
+                                     .stdout_fd = -EBADF, .stderr_fd = -EBADF };
+        sandbox_free(s);
+        return 0;
+}
+
+void prebuilt_taken_done(PrebuiltTaken *t) {
+        sandbox_process_done(&t->proc);
+        t->bind_fd = safe_close(t->bind_fd);
+        t->request_fd = safe_close(t->request_fd);
+        t->init_pidfd = safe_close(t->init_pidfd);
+        t->cgroup = cgroup_free(t->cgroup);
+}
+
+void prebuilt_drain(ExecutionContext *c) {
+        PrebuiltPool *p = c->prebuilt;
+
+        if (!p)
+                return;
+        while (p->sandboxes)
+                sandbox_discard(p->sandboxes, NULL);
+        for (PrebuiltShape shape = 0; shape < _PREBUILT_SHAPE_MAX; shape++)
+                p->wanted[shape] = false;
+        (void) sd_event_source_set_enabled(p->refill, SD_EVENT_OFF);
+}
+
+void prebuilt_pool_free(ExecutionContext *c) {
+        PrebuiltPool *p = STEAL(c->prebuilt);
+
+        if (!p)
+                return;
+        c->prebuilt = p;
+        prebuilt_drain(c);
+        c->prebuilt = NULL;
+        sd_event_source_disable_unref(p->refill);
+        free(p);
+}
+
+void prebuilt_counts(ExecutionContext *c, PrebuiltShape shape, unsigned *ret_ready, unsigned *ret_building) {
+        unsigned ready = 0, building = 0;
+
+        for (PrebuiltSandbox *s = c->prebuilt ? c->prebuilt->sandboxes : NULL; s; s = s->next)
+                if (s->shape == shape) {
+                        if (sandbox_ready(s) && !s->report_source)
+                                ready++;
+                        else
+                                building++;
+                }
+        *ret_ready = ready;
+        *ret_building = building;
+}
