@@ -19,6 +19,7 @@
 #include "execution/keeper-pool.h"
 #include "execution/keeper-reap.h"
 #include "execution/prebuilt.h"
+#include "keeper/exec-request.h"
 #include "sandbox/seccomp-profile.h"
 #include "util/fd-util.h"
 #include "util/json-util.h"
@@ -42,7 +43,8 @@ struct PrebuiltSandbox {
         size_t info_len;
         char report_buf[64];
         size_t report_len;
-        sd_event_source *info_source, *report_source, *keeper_source;
+        sd_event_source *info_source, *report_source, *keeper_source, *helper_source;
+        bool helper_ready;               /* the exec helper said EXEC_HELPER_READY */
         PrebuiltSandbox *next;
 };
 
@@ -66,7 +68,7 @@ const char *prebuilt_shape_to_string(PrebuiltShape s) {
 }
 
 static bool sandbox_ready(const PrebuiltSandbox *s) {
-        return s->bwrap_pid > 0 && s->init_pid > 0 && s->init_pidfd >= 0;
+        return s->bwrap_pid > 0 && s->init_pid > 0 && s->init_pidfd >= 0 && s->helper_ready;
 }
 
 static void sandbox_unlink(PrebuiltSandbox *s) {
@@ -84,6 +86,7 @@ static void sandbox_free(PrebuiltSandbox *s) {
         s->info_source = sd_event_source_disable_unref(s->info_source);
         s->report_source = sd_event_source_disable_unref(s->report_source);
         s->keeper_source = sd_event_source_disable_unref(s->keeper_source);
+        s->helper_source = sd_event_source_disable_unref(s->helper_source);
         safe_close(s->info_fd);
         safe_close(s->bind_fd);
         safe_close(s->request_fd);
@@ -203,6 +206,26 @@ static int on_info(sd_event_source *src, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* The exec helper's first word: bwrap has built the whole sandbox and exec'd it. */
+static int on_helper(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        PrebuiltSandbox *s = userdata;
+        char c = 0;
+        ssize_t n;
+
+        n = recv(fd, &c, 1, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        s->helper_source = sd_event_source_disable_unref(s->helper_source);
+        if (n != 1 || c != EXEC_HELPER_READY) {
+                sandbox_discard(s, "its exec helper did not start");
+                return 0;
+        }
+        s->helper_ready = true;
+        if (sandbox_ready(s))
+                s->pool->failures = 0;
+        return 0;
+}
+
 /* The files, the command line and the keeper of one sandbox of @shape, started. Return: 0 or -errno. */
 static int sandbox_build(PrebuiltPool *p, PrebuiltShape shape) {
         ExecutionContext *c = p->ctx;
@@ -304,6 +327,8 @@ static int sandbox_build(PrebuiltPool *p, PrebuiltShape shape) {
         r = sd_event_add_io(c->event, &s->info_source, s->info_fd, EPOLLIN, on_info, s);
         if (r >= 0)
                 r = sd_event_add_io(c->event, &s->report_source, s->proc.report_fd, EPOLLIN, on_report, s);
+        if (r >= 0)
+                r = sd_event_add_io(c->event, &s->helper_source, s->request_fd, EPOLLIN, on_helper, s);
         if (r >= 0)
                 r = sd_event_add_child_pidfd(c->event, &s->keeper_source, s->proc.keeper_pidfd, WEXITED,
                                              on_keeper_exit, s);

@@ -125,6 +125,9 @@ int main(void) {
         int fds[EXEC_REQUEST_FDS] = { -1, -1, -1, -1 }, r;
         char *cwd, **args, **envp;
 
+        /* Here: the sandbox is whole (bwrap execs us last). Nobody listening: discarded already. */
+        if (send(SANDBOX_FD_REQUEST, &(char) { EXEC_HELPER_READY }, 1, MSG_NOSIGNAL) != 1)
+                return EXIT_SUCCESS;
         r = receive_request(&req, fds);
         if (r > 0)
                 return EXIT_SUCCESS;

@@ -6,7 +6,9 @@
  *
  * The helper is the command bwrap runs in a prebuilt sandbox (exec'd as /proc/self/fd/
  * SANDBOX_FD_EXEC, under the sandbox's seccomp filter, with no capabilities): it waits on the
- * SOCK_SEQPACKET socket SANDBOX_FD_REQUEST for one message, an ExecRequest with, as SCM_RIGHTS,
+ * SOCK_SEQPACKET socket SANDBOX_FD_REQUEST, on which it first says it is there (one message of one
+ * byte, EXEC_HELPER_READY: the sandbox is built, bwrap has exec'd it), for one message, an
+ * ExecRequest with, as SCM_RIGHTS,
  * the payload's stdin, stdout and stderr and a sealed memfd holding ExecRequest.strings_size
  * bytes: the working directory, then argc arguments, then envc "NAME=VALUE" entries, each
  * NUL-terminated. It lowers its limits to the request's, moves the fds to 0, 1 and 2, closes
@@ -18,6 +20,7 @@
 #include <stdint.h>
 
 #define EXEC_REQUEST_MAGIC UINT32_C(0x53524531)   /* "SRE1" */
+#define EXEC_HELPER_READY 'R'
 #define EXEC_REQUEST_FDS 4                        /* stdin, stdout, stderr, the strings' memfd */
 #define EXEC_REQUEST_STRINGS_MAX (16U * 1024U * 1024U)
 
