@@ -15,6 +15,7 @@
 #include "environment/env-manager.h"
 #include "egress/egress-epochs.h"
 #include "execution/execution.h"
+#include "execution/prebuilt.h"
 #include "http/http-reply.h"
 #include "http/http-server.h"
 #include "kernel/kernel.h"
@@ -38,6 +39,33 @@ static json_object *health_kernels(Manager *m) {
         if (!m->kernels && m->config.kernels_enable)
                 json_object_object_add(k, "reason", json_object_new_string(m->kernels_error ?: "unavailable"));
         return k;
+}
+
+/* [Execution] Prebuilt=: {max (per shape), available (whether sandboxes can be built ahead here),
+ * shapes: {shell: {ready, building}, code: {...}}} (docs/architecture.md, "Sandboxes built ahead"). */
+static json_object *health_prebuilt(Manager *m) {
+        json_object *p = json_object_new_object(), *shapes = json_object_new_object();
+
+        if (!p || !shapes) {
+                json_object_put(p);
+                json_object_put(shapes);
+                return NULL;
+        }
+        json_object_object_add(p, "max", json_new_u64(m->exec.prebuilt_max));
+        json_object_object_add(p, "available", json_object_new_boolean(
+                        m->exec.prebuilt_max > 0 && m->exec.exec_helper_fd >= 0 && m->probe.probe.proc_fresh &&
+                        m->limits != LIMITS_SYSTEMD_SCOPE));
+        for (PrebuiltShape s = 0; s < _PREBUILT_SHAPE_MAX; s++) {
+                json_object *one = json_object_new_object();
+                unsigned ready, building;
+
+                prebuilt_counts(&m->exec, s, &ready, &building);
+                json_object_object_add(one, "ready", json_new_u64(ready));
+                json_object_object_add(one, "building", json_new_u64(building));
+                json_object_object_add(shapes, prebuilt_shape_to_string(s), one);
+        }
+        json_object_object_add(p, "shapes", shapes);
+        return p;
 }
 
 void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *body,
@@ -70,6 +98,7 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
         json_object_object_add(sandbox, "executions", json_object_new_boolean(can));
         if (!can)
                 json_object_object_add(sandbox, "executionsRefused", json_object_new_string(reason));
+        json_object_object_add(sandbox, "prebuilt", health_prebuilt(m));
         json_object_object_add(o, "sandbox", sandbox);
 
         scopes = json_object_new_object();

@@ -42,7 +42,7 @@ static bool prebuilt_fits(const Execution *e, PrebuiltShape *ret) {
 /* The request's strings in a sealed memfd: the directory, argv, the environment bwrap would make. */
 static int request_strings(Execution *e) {
         _cleanup_strv_free_ char **env = NULL;
-        _cleanup_free_ char *cwd = NULL, *buf = NULL;
+        _cleanup_free_ char *cwd = NULL, *buf = NULL, *pwd = NULL;
         size_t size = 0;
         char *p;
         int r;
@@ -54,6 +54,11 @@ static int request_strings(Execution *e) {
                 cwd = NULL;
                 return -ENOMEM;
         }
+        /* bwrap sets PWD after its --chdir, last. */
+        if (asprintf(&pwd, "PWD=%s", cwd) < 0)
+                pwd = NULL;
+        if (!pwd || strv_extend(&env, pwd) < 0)
+                return -ENOMEM;
         size = strlen(cwd) + 1;
         STRV_FOREACH(a, e->req->argv)
                 size += strlen(*a) + 1;
@@ -91,8 +96,8 @@ static int write_code_file(Execution *e) {
                 e->code_file = NULL;
                 return -ENOMEM;
         }
-        /* As bwrap's --ro-bind-data: the sandbox's user may read it (0444 by the sandbox's look). */
-        fd = open(e->code_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0444);
+        /* As bwrap's --ro-bind-data makes it: 0600, the sandbox's user's (ours, mapped). */
+        fd = open(e->code_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
                 e->code_file = mfree(e->code_file);
                 return negative_errno();
