@@ -43,6 +43,7 @@ int config_init(Config *c) {
                 .max_request_body_bytes = 16ULL << 20,
                 .signature_max_skew_usec = 300 * USEC_PER_SEC,
                 .allow_unscoped = false,
+                .prebuilt = 2,
                 .default_timeout_usec = 30 * USEC_PER_SEC,
                 .max_timeout_usec = 3600 * USEC_PER_SEC,
                 .memory_max = 2ULL << 30,

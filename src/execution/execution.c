@@ -171,7 +171,7 @@ static bool execution_reap_keeper_later(Execution *e) {
         if (!e->keeper_source || e->phase != EXECUTION_DONE || !e->reported_exit)
                 return false;
         if (keeper_reap_add(e->ctx, e->proc.keeper_pid, &e->proc.keeper_pidfd, &e->keeper_source, &e->scope,
-                            &e->cgroup) < 0)
+                            &e->cgroup, false) < 0)
                 return false;   /* and the caller waits for it */
         e->keeper_gone = true;   /* as far as this execution is concerned */
         return true;

@@ -2,6 +2,7 @@
 /* Released keepers still exiting, reaped by the loop: see keeper-reap.h. */
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -19,13 +20,20 @@ struct KeeperReap {
         int pidfd;
         Scope *scope;
         Cgroup *cgroup;
+        bool graceful;                    /* told to go ('K', its control pipe closed): not killed */
 };
+
+#define KEEPER_REAP_GRACE_MS 2000
 
 static KeeperReap *keeper_reap_free(KeeperReap *k, bool wait) {
         ExecutionContext *c = k->context;
 
         if (wait && k->source) {
-                (void) kill(k->pid, SIGKILL);
+                struct pollfd p = { .fd = k->pidfd, .events = POLLIN };
+
+                /* One that was told to go reaps its sandbox first: give it the time. */
+                if (!k->graceful || k->pidfd < 0 || poll(&p, 1, KEEPER_REAP_GRACE_MS) <= 0)
+                        (void) kill(k->pid, SIGKILL);
                 (void) waitpid(k->pid, NULL, 0);
         }
         k->source = sd_event_source_disable_unref(k->source);
@@ -55,14 +63,14 @@ static int on_reaped_keeper_exit(sd_event_source *s, const siginfo_t *si, void *
 }
 
 int keeper_reap_add(ExecutionContext *c, pid_t pid, int *pidfd, sd_event_source **watch, Scope **scope,
-                    Cgroup **cgroup) {
+                    Cgroup **cgroup, bool graceful) {
         KeeperReap *k;
         int r;
 
         k = calloc(1, sizeof(*k));
         if (!k)
                 return -ENOMEM;
-        *k = (KeeperReap) { .context = c, .pid = pid, .pidfd = -EBADF };
+        *k = (KeeperReap) { .context = c, .pid = pid, .pidfd = -EBADF, .graceful = graceful };
         /* sd-event takes one child source per pid: ours goes first. */
         *watch = sd_event_source_disable_unref(*watch);
         r = sd_event_add_child_pidfd(c->event, &k->source, *pidfd, WEXITED, on_reaped_keeper_exit, k);
@@ -71,7 +79,8 @@ int keeper_reap_add(ExecutionContext *c, pid_t pid, int *pidfd, sd_event_source 
                 return r;
         }
         (void) sd_event_source_set_description(k->source, "execution-keeper-reap");
-        (void) kill(k->pid, SIGKILL);
+        if (!graceful)
+                (void) kill(k->pid, SIGKILL);
         k->pidfd = STEAL_FD(*pidfd);
         k->scope = STEAL(*scope);
         k->cgroup = STEAL(*cgroup);

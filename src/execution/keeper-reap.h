@@ -21,11 +21,14 @@ typedef struct KeeperReap KeeperReap;
 /*
  * keeper_reap_add() - kill the keeper @pid and reap it from the loop. @watch is the caller's
  * child source on it, dropped first (sd-event takes one per pid). On success *@pidfd, *@scope and
- * *@cgroup are taken, and the context is busy until the keeper is reaped.
+ * *@cgroup are taken, and the context is busy until the keeper is reaped. @graceful: not killed,
+ * the caller told it to go ('K', its control pipe closed): it kills and reaps its sandbox itself
+ * (killed, the sandbox's processes would be left to the next subreaper up); at the daemon's end
+ * it has KEEPER_REAP_GRACE_MS to do so.
  * Return: 0, or -errno (then nothing was taken but @watch, and the caller reaps it).
  */
 int keeper_reap_add(ExecutionContext *c, pid_t pid, int *pidfd, sd_event_source **watch, Scope **scope,
-                    Cgroup **cgroup);
+                    Cgroup **cgroup, bool graceful);
 
 /* keeper_reaps_flush() - kill and reap the released keepers still exiting, without the loop
  * (shutdown, after it ended: the loop reaps them otherwise, and the daemon is busy until then, so

@@ -10,10 +10,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "execution/keeper-pool.h"
@@ -57,6 +60,7 @@ struct PrebuiltPool {
 };
 
 #define PREBUILT_FAILURES_MAX 3
+#define PREBUILT_STOP_GRACE_MS 2000   /* a keeper told to go kills and reaps its sandbox */
 
 static const char *const shape_names[_PREBUILT_SHAPE_MAX] = {
         [PREBUILT_SHELL] = "shell",
@@ -114,12 +118,19 @@ static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
         if (s->proc.keeper_pid > 0) {
                 Scope *scope = NULL;
 
-                /* Killed and reaped from the loop, its cgroup removed once it is gone. */
+                /* Told to go: it kills bwrap and reaps the sandbox (its subreaper), then exits; reaped
+                 * from the loop, its cgroup removed once it is gone. */
+                (void) write(s->proc.control_fd, "K", 1);
+                s->proc.control_fd = safe_close(s->proc.control_fd);
                 if (keeper_reap_add(s->pool->ctx, s->proc.keeper_pid, &s->proc.keeper_pidfd, &s->keeper_source,
-                                    &scope, &s->cgroup) < 0) {
-                        SandboxKeeper k = { .pid = s->proc.keeper_pid, .pidfd = STEAL_FD(s->proc.keeper_pidfd),
-                                            .job_fd = -EBADF };
-                        sandbox_keeper_stop(&k);
+                                    &scope, &s->cgroup, true) < 0) {
+                        /* No loop (the daemon's end): wait for it here, as keeper_reaps_flush() would. */
+                        struct pollfd pf = { .fd = s->proc.keeper_pidfd, .events = POLLIN };
+
+                        s->keeper_source = sd_event_source_disable_unref(s->keeper_source);
+                        if (pf.fd < 0 || poll(&pf, 1, PREBUILT_STOP_GRACE_MS) <= 0)
+                                (void) kill(s->proc.keeper_pid, SIGKILL);
+                        (void) waitpid(s->proc.keeper_pid, NULL, 0);
                 }
                 s->proc.keeper_pid = 0;
         }

@@ -1033,6 +1033,13 @@ def c_disconnect_idle(ctx, res):
     res.check(share < 0.2, "the daemon used %.0f%% of a CPU while idle" % (100 * share))
 
 
+def prebuilt_max(ctx):
+    """How many sandboxes may wait built ahead: Prebuilt= for each shape (/health)."""
+    h = ctx.d.health(timeout=5.0)
+    p = (((h.json() or {}) if h is not None else {}).get("sandbox") or {}).get("prebuilt") or {}
+    return (p.get("max") or 0) * len(p.get("shapes") or {})
+
+
 @case("7 lifetime: after 20 quick runs the daemon's children are only its idle keepers (1-2, none a zombie)")
 def c_keepers_reaped(ctx, res):
     for i in range(20):
@@ -1044,14 +1051,18 @@ def c_keepers_reaped(ctx, res):
     deadline = now() + 3.0
     while True:
         table = L.proc_table()
-        kids = L.children(ctx.d.pid, table)
+        # Sandboxes built ahead ([Execution] Prebuilt=) wait under keepers of their own: counted apart.
+        pre = L.prebuilt_sandboxes(ctx.d.pid, table)
+        kids = [p for p in L.children(ctx.d.pid, table) if p not in pre]
         bad = [p for p in kids
                if table[p][1] == "Z" or (L.cmdline(p) or [b""])[0] != b"sandbox-runner-keeper"
                or L.children(p, table)]
-        if (not bad and 1 <= len(kids) <= 2) or now() > deadline:
+        if (not bad and 1 <= len(kids) <= 2 and len(pre) <= prebuilt_max(ctx)) or now() > deadline:
             break
         time.sleep(0.05)
     res.note("children of the daemon: %s" % [L.describe_pid(p, table) for p in kids])
+    res.note("sandboxes built ahead: %d (at most %d)" % (len(pre), prebuilt_max(ctx)))
+    res.check(len(pre) <= prebuilt_max(ctx), "%d sandboxes built ahead, more than Prebuilt= allows" % len(pre))
     res.check(not bad, "not an idle keeper (a zombie, a keeper with children, or something else): %s"
               % [L.describe_pid(p, table) for p in bad])
     res.check(1 <= len(kids) <= 2, "%d children, not the 1 or 2 keepers started ahead" % len(kids))
@@ -1319,7 +1330,10 @@ def c_sigterm(ctx, res):
         idle_keepers = [p for p in L.children(ctx.d.pid, table)
                         if (L.cmdline(p) or [b""])[0] == b"sandbox-runner-keeper" and table[p][1] != "Z"
                         and not L.children(p, table)]
-        others = [p for p in desc if p not in idle_keepers]
+        # ... and the sandboxes built ahead (keeper, bwrap, its pid 1, the exec helper): they go too.
+        pre = L.prebuilt_sandboxes(ctx.d.pid, table)
+        ahead = [p for k, below in pre.items() for p in [k] + below]
+        others = [p for p in desc if p not in idle_keepers and p not in ahead]
         if (not others and len(idle_keepers) <= 2) or now() > deadline:
             break
         time.sleep(0.05)

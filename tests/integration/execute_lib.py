@@ -330,6 +330,22 @@ def find_marked(marker, argv_prefix=None):
 # --------------------------------------------------------------------------------------------
 # The daemon under test
 
+def prebuilt_sandboxes(daemon_pid, table=None):
+    """The keepers below @daemon_pid that hold a sandbox built ahead of its run ([Execution]
+    Prebuilt=: a bwrap whose command is the exec helper, /proc/self/fd/11), and every process
+    below them: {keeper pid: [its descendants]}. An idle daemon has them beside its idle keepers."""
+    table = table or proc_table()
+    out = {}
+    for k in children(daemon_pid, table):
+        if (cmdline(k) or [b""])[0] != b"sandbox-runner-keeper":
+            continue
+        below = descendants(k, table)
+        if any((cmdline(b) or [b""])[0].endswith(b"bwrap") and (cmdline(b) or [b""])[-1] == b"/proc/self/fd/11"
+               for b in below):
+            out[k] = below
+    return out
+
+
 class DaemonError(Exception):
     pass
 
