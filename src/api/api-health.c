@@ -42,7 +42,8 @@ static json_object *health_kernels(Manager *m) {
 }
 
 /* [Execution] Prebuilt=: {max (per shape), available (whether sandboxes can be built ahead here),
- * shapes: {shell: {ready, building}, code: {...}}} (docs/architecture.md, "Sandboxes built ahead"). */
+ * shapes: {shell: {wanted, ready, building}, code: {...}}} (docs/architecture.md, "Sandboxes built
+ * ahead"); a shape is wanted once a run of it started, and then kept at max ready. */
 static json_object *health_prebuilt(Manager *m) {
         json_object *p = json_object_new_object(), *shapes = json_object_new_object();
 
@@ -60,6 +61,7 @@ static json_object *health_prebuilt(Manager *m) {
                 unsigned ready, building;
 
                 prebuilt_counts(&m->exec, s, &ready, &building);
+                json_object_object_add(one, "wanted", json_object_new_boolean(prebuilt_wanted(&m->exec, s)));
                 json_object_object_add(one, "ready", json_new_u64(ready));
                 json_object_object_add(one, "building", json_new_u64(building));
                 json_object_object_add(shapes, prebuilt_shape_to_string(s), one);

@@ -423,7 +423,7 @@ int execution_launch_watch(Execution *e, int info_fd) {
         }
         e->start_usec = now_usec(CLOCK_MONOTONIC);
         e->phase = EXECUTION_LAUNCHING;
-        if (!e->early)
+        if (!e->early && !e->prebuilt)
                 /* Nothing to wait for but the run: its keeper's replacement, once idle. (With a
                  * scope: after the go, go()). */
                 keeper_pool_refill(c->keeper_pool);

@@ -258,6 +258,8 @@ static void execution_release_resources_full(Execution *e, bool wait) {
                 e->busy_ref = false;
                 if (e->ctx->n_running > 0)
                         e->ctx->n_running--;
+                if (e->ctx->n_running == 0)
+                        prebuilt_kick(e->ctx);   /* builds wait while runs go on */
                 e->ctx->busy_unref(e->ctx->userdata);
         }
 }

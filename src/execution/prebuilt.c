@@ -56,11 +56,17 @@ struct PrebuiltPool {
         PrebuiltSandbox *sandboxes;      /* building and ready */
         bool wanted[_PREBUILT_SHAPE_MAX];
         sd_event_source *refill;         /* idle priority: one build per dispatch */
+        sd_event_source *quiet_timer;    /* builds wait for PREBUILT_QUIET_USEC without a run */
+        uint64_t last_run_usec;          /* CLOCK_MONOTONIC: the last take or cold start */
         unsigned failures;               /* builds that failed in a row: no more until a take */
 };
 
 #define PREBUILT_FAILURES_MAX 3
 #define PREBUILT_STOP_GRACE_MS 2000   /* a keeper told to go kills and reaps its sandbox */
+/* Builds run only once no run has started for this long, and none runs: a build takes most of a
+ * CPU for milliseconds, and a burst of runs needs the CPUs (measured on 2 CPUs: a build beside
+ * each run made prebuilt runs as slow as cold ones). */
+#define PREBUILT_QUIET_USEC (50 * USEC_PER_MSEC)
 
 static const char *const shape_names[_PREBUILT_SHAPE_MAX] = {
         [PREBUILT_SHELL] = "shell",
@@ -69,6 +75,10 @@ static const char *const shape_names[_PREBUILT_SHAPE_MAX] = {
 
 const char *prebuilt_shape_to_string(PrebuiltShape s) {
         return s >= 0 && s < _PREBUILT_SHAPE_MAX ? shape_names[s] : NULL;
+}
+
+static void pool_ask(PrebuiltPool *p) {
+        (void) sd_event_source_set_enabled(p->refill, SD_EVENT_ON);
 }
 
 static bool sandbox_ready(const PrebuiltSandbox *s) {
@@ -115,6 +125,7 @@ static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
                             n > 0 ? ": " : "", n > 0 ? said : "");
         }
         sandbox_unlink(s);
+        pool_ask(s->pool);   /* a build may go on (or start over) */
         if (s->proc.keeper_pid > 0) {
                 Scope *scope = NULL;
 
@@ -234,6 +245,7 @@ static int on_helper(sd_event_source *src, int fd, uint32_t revents, void *userd
         s->helper_ready = true;
         if (sandbox_ready(s))
                 s->pool->failures = 0;
+        pool_ask(s->pool);   /* the next build, if one is missing */
         return 0;
 }
 
@@ -248,7 +260,6 @@ static int sandbox_build(PrebuiltPool *p, PrebuiltShape shape) {
         SandboxKeeper keeper = SANDBOX_KEEPER_NULL;
         PrebuiltSandbox *s;
         siginfo_t keeper_exit = {};
-        void *attached = NULL;
         int bind_fd = -EBADF, r;
 
         r = seccomp_program_for_variant(SECCOMP_VARIANT_BASELINE, &files.seccomp_fd, &seccomp_error);
@@ -283,26 +294,27 @@ static int sandbox_build(PrebuiltPool *p, PrebuiltShape shape) {
         if (r < 0)
                 return r;
 
-        r = c->keeper_pool ? keeper_pool_take_attached(c->keeper_pool, &keeper, &attached) :
-                             sandbox_keeper_start(c->keeper_path, &keeper);
+        /* A keeper of its own, not one of the keeper pool's: that pool's refill would then start
+         * a keeper (a fork and an exec of the daemon) while the next run waits for its sandbox. */
+        r = sandbox_keeper_start(c->keeper_path, &keeper);
         if (r < 0)
                 return r;
         s = calloc(1, sizeof(*s));
         if (!s) {
                 sandbox_keeper_stop(&keeper);
-                cgroup_free(attached);
                 return -ENOMEM;
         }
         *s = (PrebuiltSandbox) {
                 .pool = p, .shape = shape, .bind_fd = -EBADF, .request_fd = -EBADF, .init_pidfd = -EBADF,
-                .info_fd = -EBADF, .cgroup = attached,
+                .info_fd = -EBADF,
                 .proc = { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
                           .stdout_fd = -EBADF, .stderr_fd = -EBADF },
         };
-        if (c->limits == LIMITS_CGROUP && !s->cgroup) {
-                /* Not moved ahead (execution_keeper_attach() could not): now, before bwrap. */
+        if (c->limits == LIMITS_CGROUP) {
+                /* In a cgroup of its own before bwrap starts: the run's, once it is taken. */
                 char name[32];
-                (void) snprintf(name, sizeof(name), "p%d", (int) keeper.pid);
+                /* x-<daemon pid>-p<keeper pid>: whose it is, beside other root daemons. */
+                (void) snprintf(name, sizeof(name), "%d-p%d", (int) getpid(), (int) keeper.pid);
                 r = cgroup_new(c->cgroups, name, NULL, &s->cgroup);
                 if (r >= 0)
                         r = cgroup_attach(s->cgroup, keeper.pid);
@@ -361,9 +373,31 @@ static unsigned pool_count(PrebuiltPool *p, PrebuiltShape shape) {
         return n;
 }
 
+static unsigned pool_building(PrebuiltPool *p) {
+        unsigned n = 0;
+
+        for (PrebuiltSandbox *s = p->sandboxes; s; s = s->next)
+                if (!sandbox_ready(s))
+                        n++;
+        return n;
+}
+
 static int on_refill(sd_event_source *src, void *userdata) {
         PrebuiltPool *p = userdata;
         ExecutionContext *c = p->ctx;
+
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        /* Not while runs go on (prebuilt_kick() once the last ends), not right after one started
+         * (the quiet timer), and one build at a time (the next once it is ready or gone). */
+        if (c->n_running > 0 || pool_building(p) > 0)
+                return sd_event_source_set_enabled(src, SD_EVENT_OFF);
+        if (now < p->last_run_usec + PREBUILT_QUIET_USEC) {
+                (void) sd_event_source_set_enabled(src, SD_EVENT_OFF);
+                if (sd_event_source_set_time(p->quiet_timer, p->last_run_usec + PREBUILT_QUIET_USEC) >= 0)
+                        (void) sd_event_source_set_enabled(p->quiet_timer, SD_EVENT_ONESHOT);
+                return 0;
+        }
 
         for (PrebuiltShape shape = 0; shape < _PREBUILT_SHAPE_MAX; shape++) {
                 if (!p->wanted[shape] || pool_count(p, shape) >= c->prebuilt_max)
@@ -375,6 +409,11 @@ static int on_refill(sd_event_source *src, void *userdata) {
                 return 0;   /* one per dispatch; the source stays on while one is missing */
         }
         return sd_event_source_set_enabled(src, SD_EVENT_OFF);
+}
+
+static int on_quiet(sd_event_source *src, uint64_t usec, void *userdata) {
+        pool_ask(userdata);
+        return 0;
 }
 
 static PrebuiltPool *pool_get(ExecutionContext *c) {
@@ -390,8 +429,11 @@ static PrebuiltPool *pool_get(ExecutionContext *c) {
         p->ctx = c;
         if (sd_event_add_defer(c->event, &p->refill, on_refill, p) < 0 ||
             sd_event_source_set_priority(p->refill, SD_EVENT_PRIORITY_IDLE) < 0 ||
-            sd_event_source_set_enabled(p->refill, SD_EVENT_OFF) < 0) {
+            sd_event_source_set_enabled(p->refill, SD_EVENT_OFF) < 0 ||
+            sd_event_add_time(c->event, &p->quiet_timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC, on_quiet, p) < 0 ||
+            sd_event_source_set_enabled(p->quiet_timer, SD_EVENT_OFF) < 0) {
                 sd_event_source_disable_unref(p->refill);
+                sd_event_source_disable_unref(p->quiet_timer);
                 free(p);
                 return NULL;
         }
@@ -400,8 +442,10 @@ static PrebuiltPool *pool_get(ExecutionContext *c) {
         return p;
 }
 
-static void pool_ask(PrebuiltPool *p) {
-        (void) sd_event_source_set_enabled(p->refill, SD_EVENT_ON);
+
+void prebuilt_kick(ExecutionContext *c) {
+        if (c->prebuilt)
+                pool_ask(c->prebuilt);
 }
 
 void prebuilt_want(ExecutionContext *c, PrebuiltShape shape) {
@@ -421,14 +465,17 @@ int prebuilt_take(ExecutionContext *c, PrebuiltShape shape, PrebuiltTaken *ret) 
                 return -ENOENT;
         p->wanted[shape] = true;
         p->failures = 0;
-        pool_ask(p);
+        p->last_run_usec = now_usec(CLOCK_MONOTONIC);
+        /* No build now: builds wait for a quiet moment (on_refill()). */
         /* The oldest ready one: the list is newest first. */
         PrebuiltSandbox *found = NULL;
         for (s = p->sandboxes; s; s = s->next)
                 if (s->shape == shape && sandbox_ready(s) && !s->report_source)
                         found = s;
-        if (!found)
+        if (!found) {
+                pool_ask(p);   /* none ready: the cold path, and a build for the next run */
                 return -ENOENT;
+        }
         s = found;
         sandbox_unlink(s);
         s->keeper_source = sd_event_source_disable_unref(s->keeper_source);
@@ -467,6 +514,7 @@ void prebuilt_drain(ExecutionContext *c) {
         for (PrebuiltShape shape = 0; shape < _PREBUILT_SHAPE_MAX; shape++)
                 p->wanted[shape] = false;
         (void) sd_event_source_set_enabled(p->refill, SD_EVENT_OFF);
+        (void) sd_event_source_set_enabled(p->quiet_timer, SD_EVENT_OFF);
 }
 
 void prebuilt_pool_free(ExecutionContext *c) {
@@ -478,7 +526,12 @@ void prebuilt_pool_free(ExecutionContext *c) {
         prebuilt_drain(c);
         c->prebuilt = NULL;
         sd_event_source_disable_unref(p->refill);
+        sd_event_source_disable_unref(p->quiet_timer);
         free(p);
+}
+
+bool prebuilt_wanted(ExecutionContext *c, PrebuiltShape shape) {
+        return c->prebuilt && c->prebuilt->wanted[shape];
 }
 
 void prebuilt_counts(ExecutionContext *c, PrebuiltShape shape, unsigned *ret_ready, unsigned *ret_building) {

@@ -41,6 +41,8 @@ typedef struct PrebuiltTaken {
 int prebuilt_take(ExecutionContext *c, PrebuiltShape shape, PrebuiltTaken *ret);
 /* prebuilt_want() - keep sandboxes of @shape ready from now on (a cold run of it just started). */
 void prebuilt_want(ExecutionContext *c, PrebuiltShape shape);
+/* prebuilt_kick() - the last run ended: builds may go on once it is quiet (they wait while runs go on). */
+void prebuilt_kick(ExecutionContext *c);
 /* prebuilt_taken_done() - close what a run did not take of @t. */
 void prebuilt_taken_done(PrebuiltTaken *t);
 /* prebuilt_drain() - discard every sandbox built ahead (idle exit, stop, a change of shape); no
@@ -48,5 +50,7 @@ void prebuilt_taken_done(PrebuiltTaken *t);
 void prebuilt_drain(ExecutionContext *c);
 /* prebuilt_pool_free() - prebuilt_drain(), and the pool itself (execution_context_done()). */
 void prebuilt_pool_free(ExecutionContext *c);
+/* prebuilt_wanted() - sandboxes of @shape are kept ready (a run of it started). */
+bool prebuilt_wanted(ExecutionContext *c, PrebuiltShape shape);
 /* prebuilt_counts() - sandboxes ready and being built of @shape (/health). */
 void prebuilt_counts(ExecutionContext *c, PrebuiltShape shape, unsigned *ret_ready, unsigned *ret_building);

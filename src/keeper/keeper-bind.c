@@ -126,7 +126,8 @@ static int bind_child(const KeeperBind *b) {
 }
 
 int keeper_bind(const KeeperBind *b) {
-        int status;
+        int p[2], e = 0;
+        ssize_t k;
         pid_t pid;
 
         if (b->magic != KEEPER_BIND_MAGIC || b->init_pid <= 1 || b->ws_path[0] != '/' ||
@@ -134,17 +135,30 @@ int keeper_bind(const KeeperBind *b) {
             memchr(b->code_path, '\0', sizeof(b->code_path)) == NULL ||
             (b->code_path[0] != '\0' && b->code_path[0] != '/'))
                 return -EINVAL;
-        pid = fork();
-        if (pid < 0)
+        if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
-        if (pid == 0) {
-                int e = bind_child(b);
-                _exit(e > 0 && e < 256 ? e : e == 0 ? 0 : EIO);
+        pid = fork();
+        if (pid < 0) {
+                e = errno;
+                (void) close(p[0]);
+                (void) close(p[1]);
+                return -e;
         }
-        while (waitpid(pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        if (!WIFEXITED(status))
+        if (pid == 0) {
+                (void) close(p[0]);
+                e = bind_child(b);
+                /* Said before the exit: the end of the child's own mount namespace (an unmount of
+                 * all its mounts and an RCU grace period, milliseconds) is nobody's wait. */
+                (void) write(p[1], &e, sizeof(e));
+                _exit(0);
+        }
+        (void) close(p[1]);
+        do
+                k = read(p[0], &e, sizeof(e));
+        while (k < 0 && errno == EINTR);
+        (void) close(p[0]);
+        /* Reaped later, with the sandbox (the keeper reaps all its children at the end). */
+        if (k != (ssize_t) sizeof(e))
                 return -EIO;
-        return -WEXITSTATUS(status);
+        return -e;
 }

@@ -7,6 +7,6 @@
 #include "exec-request.h"
 
 /* keeper_bind() - mount @b's workspace (and code) into its sandbox, from a child of ours, and
- * wait for it. The keeper is the subreaper of the sandbox: waitpid() of that child only.
+ * wait for its word (not its exit: the keeper reaps it with the sandbox).
  * Return: 0 or -errno. */
 int keeper_bind(const KeeperBind *b);

@@ -203,6 +203,8 @@ typedef struct Client {
 
 static const char *arg_url, *arg_token, *arg_key, *arg_environment;
 static bool use_environment;   /* the requests of run_http() name arg_environment */
+/* Which path served each measured request ("sandbox": "prebuilt" or "cold"), when recorded. */
+static bool *served_prebuilt;
 
 static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
         Client *c = userdata;
@@ -287,6 +289,8 @@ static int run_http(unsigned concurrency, size_t total, uint64_t *lat, double *r
                         }
                         if (lat)
                                 lat[done] = now_ns() - c->t0;
+                        if (lat && served_prebuilt)
+                                served_prebuilt[done] = strstr(c->response, "\"sandbox\":\"prebuilt\"") != NULL;
                         done++;
                         if (started < total) {
                                 client_prepare(c, (unsigned) (c - clients), seq++);
@@ -370,6 +374,7 @@ int main(int argc, char *argv[]) {
 
         uint64_t *lat_fork = calloc(n, sizeof(uint64_t)), *lat_bwrap = calloc(n, sizeof(uint64_t));
         uint64_t *lat_env = calloc(n, sizeof(uint64_t));
+        bool *prebuilt = calloc(n, sizeof(bool));
         _cleanup_strv_free_ char **bwrap_argv = NULL;
         double secs1 = 0;
 
@@ -394,8 +399,10 @@ int main(int argc, char *argv[]) {
                 floor_fork_exec(lat_fork + done, k);
                 if (floor_bwrap(bwrap, bwrap_argv, lat_bwrap + done, k) < 0)
                         return 1;
+                served_prebuilt = prebuilt + done;
                 if (run_http(1, k, lat + done, &secs) < 0)
                         return 1;
+                served_prebuilt = NULL;
                 secs1 += secs;
                 if (arg_environment) {
                         use_environment = true;
@@ -417,6 +424,16 @@ int main(int argc, char *argv[]) {
                batch_p75 = batch[(n_batches * 3) / 4 < n_batches ? (n_batches * 3) / 4 : n_batches - 1];
         free(batch);
 
+        /* Bursts of 20 after an idle second (issue 23): what a pool of sandboxes built ahead serves
+         * at once, and what it has to build meanwhile; their p50 over the floor's median. */
+        uint64_t lat_burst[5 * 20];
+        for (unsigned b = 0; b < 5; b++) {
+                (void) usleep(1000 * 1000);
+                if (run_http(1, 20, lat_burst + b * 20, &secs) < 0)
+                        return 1;
+        }
+        Stats burst_s = stats(lat_burst, 5 * 20);
+
         Stats fork_s = stats(lat_fork, n);
         Stats bwrap_s = stats(lat_bwrap, n);
         Stats http_s = stats(lat, n);
@@ -437,6 +454,30 @@ int main(int argc, char *argv[]) {
         printf("ratio per batch of %d  median %.3f  (p25 %.3f, p75 %.3f; %zu batches)\n", INTERLEAVE, batch_med, batch_p25,
                batch_p75, n_batches);
         printf("throughput            1 client %.1f/s, 2 clients %.1f/s, 8 clients %.1f/s\n", rps1, rps2, rps8);
+        printf("burst of 20 after 1 s median %7.3f ms (%.3f of bare bwrap), 5 bursts\n", burst_s.median_ms,
+               burst_s.median_ms / bwrap_s.median_ms);
+        {
+                /* The paths apart ([Execution] Prebuilt=): how many the pool served, and each one's median. */
+                uint64_t *pre = calloc(n, sizeof(uint64_t)), *cold = calloc(n, sizeof(uint64_t));
+                size_t n_pre = 0, n_cold = 0;
+
+                for (size_t i = 0; i < n; i++) {
+                        if (prebuilt[i])
+                                pre[n_pre++] = lat[i];
+                        else
+                                cold[n_cold++] = lat[i];
+                }
+                printf("served prebuilt       %zu of %zu", n_pre, n);
+                if (n_pre > 0)
+                        printf(", median %.3f ms (%.3f of bare bwrap)", median_of(pre, n_pre) / 1e6,
+                               median_of(pre, n_pre) / 1e6 / bwrap_s.median_ms);
+                if (n_cold > 0)
+                        printf("; cold median %.3f ms (%.3f)", median_of(cold, n_cold) / 1e6,
+                               median_of(cold, n_cold) / 1e6 / bwrap_s.median_ms);
+                printf("\n");
+                free(pre);
+                free(cold);
+        }
         if (arg_environment) {
                 Stats env_s = stats(lat_env, n);
                 double *eb = calloc(n_batches, sizeof(double));
@@ -467,6 +508,7 @@ int main(int argc, char *argv[]) {
         free(lat_fork);
         free(lat_bwrap);
         free(lat_env);
+        free(prebuilt);
         curl_global_cleanup();
         return 0;
 }

@@ -770,6 +770,7 @@ def c_mount(ctx, res):
 
 def persistent_case(ctx, res, path, body):
     ws = "ws-persist-%s" % secrets.token_hex(4)
+    L.wait_prebuilt_settled(ctx.d.port)   # the pool's builds change the children otherwise
     before = L.children(ctx.d.pid)
     st0, _ = ctx.get("/status")
     b = dict(body, workspaceId=ws, kernelMode="persistent")

@@ -346,6 +346,24 @@ def prebuilt_sandboxes(daemon_pid, table=None):
     return out
 
 
+def wait_prebuilt_settled(port, limit=15.0):
+    """Wait until the daemon on @port builds no sandbox ahead and will not start one: every wanted
+    shape of /health.sandbox.prebuilt has its max ready, none is building (the pool changes the
+    daemon's children in the background until then). Return whether it settled."""
+    deadline = now() + limit
+    while now() < deadline:
+        try:
+            p = ((http(port, "GET", "/health", timeout=5.0).json() or {}).get("sandbox") or {}).get("prebuilt") or {}
+        except (OSError, HttpError):
+            p = {}
+        shapes = (p.get("shapes") or {}).values()
+        if p and all(s.get("building", 0) == 0 and (not s.get("wanted") or s.get("ready", 0) >= p.get("max", 0))
+                     for s in shapes):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 class DaemonError(Exception):
     pass
 

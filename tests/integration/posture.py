@@ -350,14 +350,20 @@ def case_cgroups_gone(p, want_uid, want_mech, res):
             break
         time.sleep(0.1)
     res.check(not left, "per-execution cgroups left behind under %s: %r" % (root, left))
-    # Stopped with SIGTERM, the daemon leaves none at all (its idle keepers' go with them).
-    idle = {pid for pid in L.children(p.d.pid) if (L.cmdline(pid) or [b""])[0].endswith(b"sandbox-runner-keeper")}
+    # Stopped with SIGTERM, the daemon leaves none at all (its idle keepers' go with them, and
+    # those of the sandboxes built ahead: x-<daemon pid>-p<keeper pid>).
+    L.wait_prebuilt_settled(p.d.port)
+    pre = L.prebuilt_sandboxes(p.d.pid)
+    res.check(all(os.path.isdir(os.path.join(root, "x-%d-p%d" % (p.d.pid, k))) for k in pre),
+              "the sandboxes built ahead %r are not each in a cgroup of their own" % sorted(pre))
+    idle = {pid for pid in L.children(p.d.pid)
+            if (L.cmdline(pid) or [b""])[0].endswith(b"sandbox-runner-keeper") and pid not in pre}
     res.check(idle and all(os.path.isdir(os.path.join(root, "%s%d" % (mine, pid))) for pid in idle),
               "the idle keepers %r are not each in a cgroup of their own (%s<pid>): %r" %
               (sorted(idle), mine, sorted(os.listdir(root))))
     rc, _ = p.d.terminate()
     res.eq("exit status after SIGTERM", rc, 0)
-    left = ours_left(idle)
+    left = ours_left(idle) + sorted(n for n in os.listdir(root) if n.startswith("x-%d-p" % p.d.pid))
     res.check(not left, "cgroups left behind after SIGTERM under %s: %r" % (root, left))
 
 
