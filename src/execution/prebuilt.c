@@ -130,8 +130,10 @@ static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
                 Scope *scope = NULL;
 
                 /* Told to go: it kills bwrap and reaps the sandbox (its subreaper), then exits; reaped
-                 * from the loop, its cgroup removed once it is gone. */
-                (void) write(s->proc.control_fd, "K", 1);
+                 * from the loop, its cgroup removed once it is gone. A keeper already gone reads
+                 * nothing: the reap below finds it all the same. */
+                if (write(s->proc.control_fd, "K", 1) != 1)
+                        log_debug_errno(errno, "Prebuilt sandbox: the keeper %d did not take 'K': %m", (int) s->proc.keeper_pid);
                 s->proc.control_fd = safe_close(s->proc.control_fd);
                 if (keeper_reap_add(s->pool->ctx, s->proc.keeper_pid, &s->proc.keeper_pidfd, &s->keeper_source,
                                     &scope, &s->cgroup, true) < 0) {

@@ -149,8 +149,7 @@ int keeper_bind(const KeeperBind *b) {
                 e = bind_child(b);
                 /* Said before the exit: the end of the child's own mount namespace (an unmount of
                  * all its mounts and an RCU grace period, milliseconds) is nobody's wait. */
-                (void) write(p[1], &e, sizeof(e));
-                _exit(0);
+                _exit(write(p[1], &e, sizeof(e)) == (ssize_t) sizeof(e) ? 0 : 1);
         }
         (void) close(p[1]);
         do

@@ -403,24 +403,55 @@ scope_units() {
         bx systemctl list-units --all --no-legend --plain "${SCOPE_PREFIX}*" | awk 'NF { print $1 }'
 }
 
-# Processes of the service user other than the daemon itself and its idle keepers: those started
-# ahead of runs (src/keeper/), at most 2, children of the daemon in its own cgroup (not a scope),
-# with no children of their own. Anything else is printed as "PID ARGS".
+# Processes of the service user other than the daemon itself, its idle keepers and the sandboxes
+# built ahead of runs. Idle keepers (src/keeper/): at most 2, children of the daemon in its own
+# cgroup (not a scope), with no children of their own. Sandboxes built ahead ([Execution]
+# Prebuilt=, src/execution/prebuilt.c; only where runs are not put in scopes): at most 2 per shape
+# (shell, code), each a keeper child of the daemon whose every descendant is the sandbox's bwrap
+# (its last argument the exec helper, /proc/self/fd/11) or that helper waiting for its run.
+# Anything else is printed as "PID ARGS".
 stray_processes() {
         local main
         main=$(bx systemctl show -p MainPID --value sandbox-runner.service)
         bx sh -c '
-                main=$1; idle=0
-                ps -u "$2" -o pid=,ppid=,args= | while read -r pid ppid args; do
-                        [ "$pid" = "$main" ] && continue
-                        if [ "$ppid" = "$main" ] && [ "${args%% *}" = sandbox-runner-keeper ] &&
-                           [ "$(cat /proc/$pid/cgroup 2>/dev/null)" = "$(cat /proc/$main/cgroup)" ] &&
-                           [ -z "$(ps --ppid "$pid" -o pid=)" ] && [ "$idle" -lt 2 ]; then
-                                idle=$((idle + 1))
-                                continue
-                        fi
-                        echo "$pid $args"
-                done' sh "$main" "$SERVICE_USER"
+                main=$1; user=$2
+                desc() { local k; for k in $(ps --ppid "$1" -o pid=); do echo "$k"; desc "$k"; done; }
+                prebuilt() {
+                        local d a n=0
+                        for d in $(desc "$1"); do
+                                a=$(ps -o args= -p "$d") || continue
+                                case "$a" in
+                                /proc/self/fd/11|*bwrap\ *" -- /proc/self/fd/11") n=$((n + 1)) ;;
+                                *) return 1 ;;
+                                esac
+                        done
+                        [ "$n" -gt 0 ]
+                }
+                strays() {
+                        local skip=" $main " idle=0 pre=0 pid args
+                        for pid in $(ps --ppid "$main" -o pid=); do
+                                args=$(ps -o args= -p "$pid") || continue
+                                [ "${args%% *}" = sandbox-runner-keeper ] || continue
+                                if [ "$(cat /proc/$pid/cgroup 2>/dev/null)" = "$(cat /proc/$main/cgroup)" ] &&
+                                   [ -z "$(ps --ppid "$pid" -o pid=)" ] && [ "$idle" -lt 2 ]; then
+                                        idle=$((idle + 1)); skip="$skip$pid "
+                                elif [ "$pre" -lt 4 ] && prebuilt "$pid"; then
+                                        pre=$((pre + 1)); skip="$skip$pid $(desc "$pid" | tr "\n" " ")"
+                                fi
+                        done
+                        ps -u "$user" -o pid=,args= | while read -r pid args; do
+                                case "$skip" in *" $pid "*) continue ;; esac
+                                echo "$pid $args"
+                        done
+                }
+                # A sandbox built ahead may be half built at the first look (the pool builds in the
+                # quiet after runs): look again before calling anything a stray.
+                for try in 1 2 3 4 5; do
+                        left=$(strays)
+                        [ -z "$left" ] && exit 0
+                        sleep 0.5
+                done
+                echo "$left"' sh "$main" "$SERVICE_USER"
 }
 
 # -----------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ check_deb_files() {
         dpkg-deb -x "$deb" "$WORK/root"
 
         check "the daemon is /usr/libexec/sandbox-runnerd, executable" test -x "$WORK/root/usr/libexec/sandbox-runnerd"
-        for f in sandbox-runner-egress sandbox-runner-bridge sandbox-runner-npu sandbox-runner-keeper \
+        for f in sandbox-runner-egress sandbox-runner-bridge sandbox-runner-npu sandbox-runner-keeper sandbox-runner-exec \
                  sandbox-runner-provision.py; do
                 check "its helper /usr/libexec/$f, executable" test -x "$WORK/root/usr/libexec/$f"
         done
