@@ -541,6 +541,12 @@ static void manager_fill_execution_context(Manager *m) {
                 .keeper_pool = m->keeper_pool,
                 .keeper_path = m->keeper_path,
                 .prebuilt_max = m->config.prebuilt,
+                /* A request that names no limits gets these (execution_request_parse()). */
+                .prebuilt_limits = {
+                        .memory_max = m->config.memory_max,
+                        .tasks_max = m->config.tasks_max > 0 ? m->config.tasks_max + TASKS_OVERHEAD : 0,
+                        .cpu_quota_percent = m->config.cpu_quota_percent,
+                },
                 .exec_helper_fd = m->exec_helper_fd,
                 .runtime_dir = m->runtime_dir,
                 .workspaces_fd = m->workspaces_fd,

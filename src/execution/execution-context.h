@@ -14,6 +14,10 @@
 #include "config/settings.h"
 #include "execution/quota-cache.h"
 #include "execution/workspace-heads.h"
+#include "sandbox/limits.h"
+
+/* The keeper, the outer bwrap and bwrap's init in the pid namespace count against TasksMax. */
+#define TASKS_OVERHEAD 3
 
 typedef struct Execution Execution;
 typedef struct Cas Cas;
@@ -54,6 +58,7 @@ typedef struct ExecutionContext {
          * helper they run (sandbox-runner-exec, an O_PATH fd; -EBADF: none); where a run's code
          * file waits to be bound (<runtime_dir>/prebuilt). */
         unsigned prebuilt_max;
+        ScopeLimits prebuilt_limits;     /* with scopes: a built sandbox's scope's, a request's unless it asks less */
         int exec_helper_fd;
         const char *runtime_dir;
         /* Stores and sources. */

@@ -29,9 +29,6 @@
 typedef struct EgressEpoch EgressEpoch;
 typedef struct QuotaWatch QuotaWatch;
 
-/* The keeper, the outer bwrap and bwrap's init in the pid namespace count against TasksMax. */
-#define TASKS_OVERHEAD 3
-
 /*
  * Where a run is. The finish is one pass of execution_advance() from the top, which every callback
  * that an unfinished end waits for calls again (on_init_gone(), on_snapshot_done(), the keeper's
@@ -120,6 +117,7 @@ struct Execution {
          * socket, the helper's request socket and what the request carries (stdin, the stdout
          * and stderr pipes' write ends, the strings' memfd), and the code's file until bound. */
         bool prebuilt;
+        bool scope_limits_pending;       /* prebuilt with scopes: SetUnitProperties() of its limits in flight */
         int bind_fd, request_fd;
         int request_fds[EXEC_REQUEST_FDS];
         ExecRequest request;

@@ -241,6 +241,9 @@ json_object *execution_to_json(const Execution *e) {
         json_object_object_add(lim, "enforcedBy", json_object_new_string(
                         e->ctx->limits == LIMITS_SYSTEMD_SCOPE ? "scope" :
                         e->ctx->limits == LIMITS_CGROUP ? "cgroup" : "rlimit"));
+        /* The run's scope: sandbox-runner-x-<id>.scope, or the one its sandbox was built in. */
+        if (e->unit)
+                json_object_object_add(lim, "scope", json_object_new_string(e->unit));
         json_object_object_add(o, "limits", lim);
         json_object_object_add(o, "network", json_object_new_string(e->network ?: "none"));
         /* Which path served it: a sandbox built ahead, or one built for it (once launched). */

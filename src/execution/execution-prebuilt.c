@@ -20,6 +20,7 @@
 
 #include "execution/execution-internal.h"
 #include "execution/prebuilt.h"
+#include "sandbox/scope.h"
 #include "sandbox/sandbox-argv.h"
 #include "util/fd-util.h"
 #include "util/io-util.h"
@@ -31,8 +32,7 @@
 static bool prebuilt_fits(const Execution *e, PrebuiltShape *ret) {
         const ExecutionContext *c = e->ctx;
 
-        if (c->prebuilt_max == 0 || c->exec_helper_fd < 0 || c->limits == LIMITS_SYSTEMD_SCOPE ||
-            !c->probe->proc_fresh || e->egress || e->env.hold || e->devices.hold || e->devices.npu ||
+        if (c->prebuilt_max == 0 || c->exec_helper_fd < 0 || !c->probe->proc_fresh || e->egress || e->env.hold || e->devices.hold || e->devices.npu ||
             e->devices.n_nodes > 0 || e->devices.n_binds > 0 || strv_length(e->extra) > 0 || e->detachable)
                 return false;
         *ret = e->req->code ? PREBUILT_CODE : PREBUILT_SHELL;
@@ -130,6 +130,49 @@ static int send_bind(Execution *e) {
         return 0;
 }
 
+static void on_scope_limits_set(Scope *scope, int error, const char *message, void *userdata) {
+        Execution *e = userdata;
+        int r;
+
+        e->scope_limits_pending = false;
+        if (e->phase == EXECUTION_DONE || e->kill_reason != EXECUTION_STATUS_RUNNING)
+                return;
+        if (error < 0) {
+                execution_fail(e, error, "could not set the limits of the execution's scope %s: %s", e->unit,
+                               message ?: strerror(-error));
+                return;
+        }
+        r = send_bind(e);
+        if (r < 0)
+                execution_fail(e, r, "could not start the sandbox (%s): %s", e->ctx->bwrap, strerror(-r));
+}
+
+/* With scopes: the run's description on the scope, and its limits where they are not those it was
+ * built with (a request that names none has those): then the bind waits for systemd's answer, so
+ * that the payload never runs under other limits than its own. */
+static int scope_limits_set(Execution *e) {
+        _cleanup_free_ char *description = NULL;
+        ScopeLimits want = {
+                .memory_max = e->req->memory_max,
+                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
+                .cpu_quota_percent = e->req->cpu_quota_percent,
+        };
+        const ScopeLimits *have = scope_limits(e->scope);
+        bool same = want.memory_max == have->memory_max && want.tasks_max == have->tasks_max &&
+                    want.cpu_quota_percent == have->cpu_quota_percent;
+        int r;
+
+        if (asprintf(&description, "sandbox-runner execution %s (workspace %s, sandbox built ahead)", e->id,
+                     e->req->workspace_id) < 0) {
+                description = NULL;
+                return -ENOMEM;
+        }
+        r = scope_set_properties(e->scope, same ? NULL : &want, description, same ? NULL : on_scope_limits_set, e);
+        if (r >= 0 && !same)
+                e->scope_limits_pending = true;
+        return r;
+}
+
 int execution_launch_prebuilt(Execution *e, const SandboxLimits *limits) {
         ExecutionContext *c = e->ctx;
         PrebuiltTaken t;
@@ -149,6 +192,13 @@ int execution_launch_prebuilt(Execution *e, const SandboxLimits *limits) {
         e->bind_fd = t.bind_fd;
         e->request_fd = t.request_fd;
         e->cgroup = t.cgroup;
+        e->scope = t.scope;
+        if (e->scope) {
+                e->unit = strdup(scope_name(e->scope));
+                if (!e->unit)
+                        return execution_fail(e, -ENOMEM, "out of memory");
+                scope_set_userdata(e->scope, NULL, NULL);   /* started: not called again */
+        }
         log_debug("Execution '%s' takes a sandbox built ahead (%s, keeper %d).", e->id,
                   prebuilt_shape_to_string(shape), (int) e->proc.keeper_pid);
 
@@ -182,9 +232,17 @@ int execution_launch_prebuilt(Execution *e, const SandboxLimits *limits) {
         r = write_code_file(e);
         if (r < 0)
                 return execution_fail(e, r, "could not prepare the sandbox's files: the code: %s", strerror(-r));
-        r = send_bind(e);
-        if (r < 0)
-                return execution_fail(e, r, "could not start the sandbox (%s): %s", c->bwrap, strerror(-r));
+        if (e->scope) {
+                r = scope_limits_set(e);
+                if (r < 0)
+                        return execution_fail(e, r, "could not set the limits of the execution's scope %s: %s",
+                                              e->unit, strerror(-r));
+        }
+        if (!e->scope_limits_pending) {
+                r = send_bind(e);
+                if (r < 0)
+                        return execution_fail(e, r, "could not start the sandbox (%s): %s", c->bwrap, strerror(-r));
+        }
         r = execution_launch_watch(e, -EBADF);
         return r < 0 ? r : 1;
 }
@@ -232,6 +290,10 @@ void execution_prebuilt_bound(Execution *e, int error) {
 }
 
 void execution_prebuilt_done(Execution *e) {
+        if (e->scope_limits_pending) {
+                scope_set_properties_cancel(e->scope);
+                e->scope_limits_pending = false;
+        }
         for (int i = 0; i < EXEC_REQUEST_FDS; i++)
                 e->request_fds[i] = safe_close(e->request_fds[i]);
         e->request_fd = safe_close(e->request_fd);

@@ -41,6 +41,8 @@ struct PrebuiltSandbox {
         pid_t bwrap_pid, init_pid;
         int init_pidfd;
         Cgroup *cgroup;
+        Scope *scope;                    /* with scopes: the sandbox's, from its build on */
+        bool scope_ready;                /* its start job done, 'G' sent */
         int info_fd;
         char info_buf[512];          /* bwrap's JSON: child-pid and the namespaces, ~240 bytes */
         size_t info_len;
@@ -82,7 +84,8 @@ static void pool_ask(PrebuiltPool *p) {
 }
 
 static bool sandbox_ready(const PrebuiltSandbox *s) {
-        return s->bwrap_pid > 0 && s->init_pid > 0 && s->init_pidfd >= 0 && s->helper_ready;
+        return s->bwrap_pid > 0 && s->init_pid > 0 && s->init_pidfd >= 0 && s->helper_ready &&
+               (s->pool->ctx->limits != LIMITS_SYSTEMD_SCOPE || s->scope_ready);
 }
 
 static void sandbox_unlink(PrebuiltSandbox *s) {
@@ -107,6 +110,7 @@ static void sandbox_free(PrebuiltSandbox *s) {
         safe_close(s->init_pidfd);
         sandbox_process_done(&s->proc);
         cgroup_free(s->cgroup);
+        scope_free(s->scope);
         free(s);
 }
 
@@ -127,8 +131,6 @@ static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
         sandbox_unlink(s);
         pool_ask(s->pool);   /* a build may go on (or start over) */
         if (s->proc.keeper_pid > 0) {
-                Scope *scope = NULL;
-
                 /* Told to go: it kills bwrap and reaps the sandbox (its subreaper), then exits; reaped
                  * from the loop, its cgroup removed once it is gone. A keeper already gone reads
                  * nothing: the reap below finds it all the same. */
@@ -136,7 +138,7 @@ static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
                         log_debug_errno(errno, "Prebuilt sandbox: the keeper %d did not take 'K': %m", (int) s->proc.keeper_pid);
                 s->proc.control_fd = safe_close(s->proc.control_fd);
                 if (keeper_reap_add(s->pool->ctx, s->proc.keeper_pid, &s->proc.keeper_pidfd, &s->keeper_source,
-                                    &scope, &s->cgroup, true) < 0) {
+                                    &s->scope, &s->cgroup, true) < 0) {
                         /* No loop (the daemon's end): wait for it here, as keeper_reaps_flush() would. */
                         struct pollfd pf = { .fd = s->proc.keeper_pidfd, .events = POLLIN };
 
@@ -148,6 +150,45 @@ static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
                 s->proc.keeper_pid = 0;
         }
         sandbox_free(s);
+}
+
+/* With scopes: the scope holds keeper, bwrap and the sandbox's pid 1; 'G' lets the pid 1 go on. */
+static void on_scope_started(Scope *scope, int error, const char *message, void *userdata) {
+        PrebuiltSandbox *s = userdata;
+        char why[256];
+
+        if (error < 0) {
+                (void) snprintf(why, sizeof(why), "its scope could not be created: %s", message ?: strerror(-error));
+                s->pool->failures++;
+                sandbox_discard(s, why);
+                return;
+        }
+        if (write(s->proc.control_fd, "G", 1) != 1) {
+                sandbox_discard(s, "its keeper went away before the go");
+                return;
+        }
+        s->scope_ready = true;
+}
+
+/* Once bwrap's pid and its pid 1's are known: the scope, under the name of the keeper (a run
+ * taking the sandbox gives it the run's description, see execution-prebuilt.c). */
+static void sandbox_scope_start(PrebuiltSandbox *s) {
+        ExecutionContext *c = s->pool->ctx;
+        char name[64], description[96];
+        int r;
+
+        if (c->limits != LIMITS_SYSTEMD_SCOPE || s->scope || s->bwrap_pid <= 0 || s->init_pid <= 0)
+                return;
+        /* p<daemon pid>-<keeper pid>: unique while it lives, whose it is. */
+        (void) snprintf(name, sizeof(name), SCOPE_PREFIX "p%d-%d.scope", (int) getpid(), (int) s->proc.keeper_pid);
+        (void) snprintf(description, sizeof(description), "sandbox-runner sandbox built ahead (%s), not yet taken",
+                        shape_names[s->shape]);
+        r = scope_start_pids(c->scopes, name, (pid_t[]) { s->proc.keeper_pid, s->bwrap_pid, s->init_pid }, 3,
+                             &c->prebuilt_limits, description, on_scope_started, s, &s->scope);
+        if (r < 0) {
+                s->pool->failures++;
+                sandbox_discard(s, "its scope could not be asked for");
+        }
 }
 
 static int on_keeper_exit(sd_event_source *src, const siginfo_t *si, void *userdata) {
@@ -190,6 +231,7 @@ static int on_report(sd_event_source *src, int fd, uint32_t revents, void *userd
         s->report_len = 0;
         /* The rest of the report pipe is the run's: no more reading here. */
         s->report_source = sd_event_source_disable_unref(s->report_source);
+        sandbox_scope_start(s);
         if (sandbox_ready(s))
                 s->pool->failures = 0;
         return 0;
@@ -225,6 +267,7 @@ static int on_info(sd_event_source *src, int fd, uint32_t revents, void *userdat
                 sandbox_discard(s, "its pid 1 is gone");
                 return 0;
         }
+        sandbox_scope_start(s);
         if (sandbox_ready(s))
                 s->pool->failures = 0;
         return 0;
@@ -330,7 +373,9 @@ static int sandbox_build(PrebuiltPool *p, PrebuiltShape shape) {
                           &(SandboxFds) {
                                   .stdin_fd = files.stdin_fd, .seccomp_fd = files.seccomp_fd,
                                   .passwd_fd = files.passwd_fd, .group_fd = files.group_fd, .hosts_fd = files.hosts_fd,
-                                  .code_fd = files.code_fd, .info_fd = info[1], .start_now = true,
+                                  .code_fd = files.code_fd, .info_fd = info[1],
+                                  /* With scopes, bwrap's pid 1 waits for the go (sandbox_scope_start()). */
+                                  .start_now = c->limits != LIMITS_SYSTEMD_SCOPE,
                                   .exec_fd = c->exec_helper_fd, .request_fd = req[1], .ret_bind_fd = &bind_fd,
                           },
                           &(SandboxLimits) { .nofile = 4096 }, &keeper, &s->proc, &keeper_exit);
@@ -491,6 +536,7 @@ int prebuilt_take(ExecutionContext *c, PrebuiltShape shape, PrebuiltTaken *ret) 
                 .init_pid = s->init_pid,
                 .init_pidfd = STEAL_FD(s->init_pidfd),
                 .cgroup = STEAL(s->cgroup),
+                .scope = STEAL(s->scope),
         };
         s->proc = (SandboxProcess) { .keeper_pidfd = -EBADF, .control_fd = -EBADF, .report_fd = -EBADF,
                                      .stdout_fd = -EBADF, .stderr_fd = -EBADF };
@@ -504,6 +550,7 @@ void prebuilt_taken_done(PrebuiltTaken *t) {
         t->request_fd = safe_close(t->request_fd);
         t->init_pidfd = safe_close(t->init_pidfd);
         t->cgroup = cgroup_free(t->cgroup);
+        t->scope = scope_free(t->scope);
 }
 
 void prebuilt_drain(ExecutionContext *c) {

@@ -6,7 +6,9 @@
  * will serve. A run of that shape takes one (prebuilt_take()) and binds its workspace into it
  * (the keeper's KeeperBind) instead of building a sandbox; the pool builds a replacement off the
  * request path. A sandbox is never used twice. Shapes so far: no egress, no environment, no
- * device, no extra bind, not detachable, without systemd scopes; with or without a code file.
+ * device, no extra bind, not detachable; with or without a code file. With systemd scopes each is
+ * built in a scope of its own (sandbox-runner-x-p<daemon pid>-<keeper pid>.scope), whose limits
+ * and description the run that takes it sets.
  */
 #pragma once
 
@@ -15,6 +17,7 @@
 
 #include "execution/execution-context.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/scope.h"
 #include "sandbox/sandbox.h"
 
 typedef enum PrebuiltShape {
@@ -34,6 +37,7 @@ typedef struct PrebuiltTaken {
         pid_t init_pid;
         int init_pidfd;
         Cgroup *cgroup;          /* LIMITS_CGROUP: the sandbox's cgroup (limits not set yet) */
+        Scope *scope;            /* LIMITS_SYSTEMD_SCOPE: its scope, started with ExecutionContext.prebuilt_limits */
 } PrebuiltTaken;
 
 /* prebuilt_take() - a ready sandbox of @shape into @ret, and a replacement asked for; the shape is

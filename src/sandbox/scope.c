@@ -44,6 +44,9 @@ struct Scope {
         bool started;                   /* JobRemoved seen (or failed) */
         bool referenced;                /* AddRef=yes took effect */
         char *early_result;             /* JobRemoved seen before the method reply */
+        sd_bus_slot *set_slot;          /* SetUnitProperties() in flight */
+        ScopeStartedFn set_cb;
+        void *set_userdata;
 };
 
 static void scope_job_finished(Scope *s, const char *result) {
@@ -277,6 +280,78 @@ int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits
         return scope_start_pids(sm, name, &pid, 1, limits, description, cb, userdata, ret);
 }
 
+static int on_set_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
+        Scope *s = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        ScopeStartedFn cb = s->set_cb;
+
+        s->set_slot = sd_bus_slot_unref(s->set_slot);
+        s->set_cb = NULL;
+        if (cb)
+                cb(s, e ? (-sd_bus_error_get_errno(e) ?: -EIO) : 0, e ? e->message : NULL, s->set_userdata);
+        return 0;
+}
+
+/* A limit of 0 is none: systemd's "infinity". */
+static uint64_t or_infinity(uint64_t v) {
+        return v > 0 ? v : UINT64_MAX;
+}
+
+int scope_set_properties(Scope *s, const ScopeLimits *limits, const char *description, ScopeStartedFn cb,
+                         void *userdata) {
+        sd_bus_message *m = NULL;
+        int r;
+
+        if (s->set_slot)
+                return -EBUSY;
+        r = bus_message_new_manager_call(s->manager->bus, &m, "SetUnitProperties");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "sb", s->name, 1);   /* runtime: gone with the unit */
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "(sv)");
+        if (r >= 0 && description)
+                r = sd_bus_message_append(m, "(sv)", "Description", "s", description);
+        if (r >= 0 && limits)
+                r = sd_bus_message_append(m, "(sv)(sv)(sv)(sv)",
+                                          "MemoryMax", "t", or_infinity(limits->memory_max),
+                                          "MemorySwapMax", "t", (uint64_t) 0,
+                                          "TasksMax", "t", or_infinity(limits->tasks_max),
+                                          "CPUQuotaPerSecUSec", "t",
+                                          limits->cpu_quota_percent > 0 ?
+                                                  (uint64_t) limits->cpu_quota_percent * 10000U : UINT64_MAX);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r >= 0)
+                /* Without @cb no reply is asked for (sd_bus_call_async() then only sends). */
+                r = sd_bus_call_async(s->manager->bus, cb ? &s->set_slot : NULL, m, cb ? on_set_reply : NULL, s,
+                                      30 * USEC_PER_SEC);
+        sd_bus_message_unref(m);
+        if (r < 0)
+                return r;
+        s->set_cb = cb;
+        s->set_userdata = userdata;
+        if (limits)
+                s->limits = *limits;
+        return 0;
+}
+
+void scope_set_properties_cancel(Scope *s) {
+        if (!s)
+                return;
+        s->set_slot = sd_bus_slot_unref(s->set_slot);
+        s->set_cb = NULL;
+        s->set_userdata = NULL;
+}
+
+const ScopeLimits *scope_limits(const Scope *s) {
+        return &s->limits;
+}
+
+void scope_set_userdata(Scope *s, ScopeStartedFn cb, void *userdata) {
+        s->cb = cb;
+        s->userdata = userdata;
+}
+
 int scope_kill_by_name(ScopeManager *sm, const char *name) {
         return bus_call_manager_async(sm->bus, NULL, "KillUnit", NULL, NULL, "ssi", name, "all",
                                       (int32_t) SIGKILL);
@@ -298,6 +373,7 @@ Scope *scope_free(Scope *s) {
                 return NULL;
         sm = s->manager;
         s->start_slot = sd_bus_slot_unref(s->start_slot);
+        s->set_slot = sd_bus_slot_unref(s->set_slot);
         if (s->referenced)
                 (void) bus_call_manager_async(sm->bus, NULL, "UnrefUnit", NULL, NULL, "s", s->name);
         if (s->prev)

@@ -53,6 +53,19 @@ int scope_start(ScopeManager *sm, const char *name, pid_t pid, const ScopeLimits
 #define SCOPE_PIDS_MAX 4
 int scope_start_pids(ScopeManager *sm, const char *name, const pid_t *pids, size_t n_pids, const ScopeLimits *limits,
                      const char *description, ScopeStartedFn cb, void *userdata, Scope **ret);
+/*
+ * scope_set_properties() - SetUnitProperties() of a started scope, for its runtime: @limits (all
+ * three; 0 is none) unless NULL, @description unless NULL. @cb, unless NULL, runs with the reply
+ * (error 0 once systemd applied them). Return: 0, -EBUSY (one in flight) or -errno.
+ */
+int scope_set_properties(Scope *s, const ScopeLimits *limits, const char *description, ScopeStartedFn cb,
+                         void *userdata);
+/* scope_set_properties_cancel() - no callback for the call in flight, if any (its owner goes). */
+void scope_set_properties_cancel(Scope *s);
+/* scope_limits() - the limits the scope was started with, or last set. */
+const ScopeLimits *scope_limits(const Scope *s);
+/* scope_set_userdata() - a new owner of a started scope (its start callback is not called again). */
+void scope_set_userdata(Scope *s, ScopeStartedFn cb, void *userdata);
 /* scope_kill_by_name() - SIGKILL every process of a unit we did not start (recovery). */
 int scope_kill_by_name(ScopeManager *sm, const char *name);
 /* scope_kill() - SIGKILL every process of the scope (asynchronous). */

@@ -68,7 +68,7 @@
 #   box_install_client    TOKEN and SIGNING_KEY to /root/sr-token and /root/sr-key, the python3
 #                         client to /root/sr-client.py (request timeout BOX_CLIENT_TIMEOUT, 120 s)
 #   box_client ARGS       run it: health | get PATH | post PATH BODY-JSON (signed, API.md v1) |
-#                         bench N ID-PREFIX; prints {"http", "elapsedMs", "body"} (bench: its stats)
+#                         bench N ID-PREFIX [PAUSE-MS]; prints {"http", "elapsedMs", "body"} (bench: its stats)
 #   client ARGS           the same into RES; r EXPR / rt EXPR: jprint / jtest over RES
 #   health                GET /health into HEALTH; restart_until EXPR: restart the service until
 #                         its /health matches EXPR
@@ -497,10 +497,13 @@ elif cmd == "get":                      # get PATH
     st, doc, dt = request("GET", sys.argv[2])
 elif cmd == "post":                     # post PATH BODY-JSON (signed)
     st, doc, dt = request("POST", sys.argv[2], json.loads(sys.argv[3]), signed=True)
-elif cmd == "bench":                    # bench N ID-PREFIX: N sequential `true` runs
+elif cmd == "bench":                    # bench N ID-PREFIX [PAUSE-MS]: N sequential `true` runs
     n, prefix = int(sys.argv[2]), sys.argv[3]
-    lat, bad = [], []
+    pause = int(sys.argv[4]) / 1000 if len(sys.argv) > 4 else 0
+    lat, bad, paths = [], [], []
     for i in range(-1, n):              # -1: one warm-up run, not counted
+        if pause and i >= 0:
+            time.sleep(pause)           # the daemon idles: sandboxes are built ahead meanwhile
         body = {"executionId": "%s-%d" % (prefix, i + 1), "workspaceId": "bench",
                 "command": "true", "timeoutMs": 30000}
         st, doc, dt = request("POST", "/execute-shell", body, signed=True)
@@ -509,11 +512,12 @@ elif cmd == "bench":                    # bench N ID-PREFIX: N sequential `true`
                         "stderr": (doc.get("stderr") or "")[:120], "error": doc.get("error")})
         if i >= 0:
             lat.append(dt * 1000)
+            paths.append(doc.get("sandbox"))   # "prebuilt" or "cold"
         enforced = doc.get("limits", {}).get("enforcedBy")
-    print(json.dumps({"latMs": lat, "nbad": len(bad), "bad": bad[:2], "enforcedBy": enforced}))
+    print(json.dumps({"latMs": lat, "sandbox": paths, "nbad": len(bad), "bad": bad[:2], "enforcedBy": enforced}))
     sys.exit(0)
 else:
-    sys.exit("usage: health | get PATH | post PATH BODY | bench N PREFIX")
+    sys.exit("usage: health | get PATH | post PATH BODY | bench N PREFIX [PAUSE-MS]")
 print(json.dumps({"http": st, "elapsedMs": round(dt * 1000, 1), "body": doc}))
 EOF
 }
