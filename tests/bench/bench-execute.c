@@ -58,16 +58,23 @@ typedef struct Stats {
         double median_ms, p99_ms, mean_ms;
 } Stats;
 
-static Stats stats(uint64_t *v, size_t n) {
+/* Over a sorted copy: the runs keep their order (the per-batch ratios and the paths apart read them
+ * by index). */
+static Stats stats(const uint64_t *runs, size_t n) {
+        uint64_t *v = malloc(n * sizeof(*v));
         Stats s = {};
         double sum = 0;
 
+        if (!v)
+                abort();
+        memcpy(v, runs, n * sizeof(*v));
         qsort(v, n, sizeof(*v), cmp_u64);
         for (size_t i = 0; i < n; i++)
                 sum += (double) v[i];
         s.median_ms = (double) v[n / 2] / 1e6;
         s.p99_ms = (double) v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6;
         s.mean_ms = sum / (double) n / 1e6;
+        free(v);
         return s;
 }
 
