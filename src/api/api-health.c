@@ -42,7 +42,7 @@ static json_object *health_kernels(Manager *m) {
 }
 
 /* [Execution] Prebuilt=: {max (per shape), available (whether sandboxes can be built ahead here),
- * shapes: {shell: {wanted, ready, building}, code: {...}}} (docs/architecture.md, "Sandboxes built
+ * shapes: {shell: {wanted, ready, building, memoryPerIdleBytes}, code: {...}}} (docs/architecture.md, "Sandboxes built
  * ahead"); a shape is wanted once a run of it started, and then kept at max ready. */
 static json_object *health_prebuilt(Manager *m) {
         json_object *p = json_object_new_object(), *shapes = json_object_new_object();
@@ -54,8 +54,7 @@ static json_object *health_prebuilt(Manager *m) {
         }
         json_object_object_add(p, "max", json_new_u64(m->exec.prebuilt_max));
         json_object_object_add(p, "available", json_object_new_boolean(
-                        m->exec.prebuilt_max > 0 && m->exec.exec_helper_fd >= 0 && m->probe.probe.proc_fresh &&
-                        m->limits != LIMITS_SYSTEMD_SCOPE));
+                        m->exec.prebuilt_max > 0 && m->exec.exec_helper_fd >= 0 && m->probe.probe.proc_fresh));
         for (PrebuiltShape s = 0; s < _PREBUILT_SHAPE_MAX; s++) {
                 json_object *one = json_object_new_object();
                 unsigned ready, building;
@@ -64,6 +63,11 @@ static json_object *health_prebuilt(Manager *m) {
                 json_object_object_add(one, "wanted", json_object_new_boolean(prebuilt_wanted(&m->exec, s)));
                 json_object_object_add(one, "ready", json_new_u64(ready));
                 json_object_object_add(one, "building", json_new_u64(building));
+                /* What one idle sandbox of the shape costs in memory: the proportional set size of
+                 * its keeper, bwrap's two processes and the exec helper (kernel memory, about
+                 * another 0.5 MiB in a cgroup's count, not included); null while none is ready. */
+                uint64_t pss = ready > 0 ? prebuilt_idle_pss(&m->exec, s) : 0;
+                json_object_object_add(one, "memoryPerIdleBytes", pss > 0 ? json_new_u64(pss) : NULL);
                 json_object_object_add(shapes, prebuilt_shape_to_string(s), one);
         }
         json_object_object_add(p, "shapes", shapes);

@@ -9,6 +9,7 @@
  */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -595,4 +596,54 @@ void prebuilt_counts(ExecutionContext *c, PrebuiltShape shape, unsigned *ret_rea
                 }
         *ret_ready = ready;
         *ret_building = building;
+}
+
+/* "Pss: N kB" of /proc/@pid/smaps_rollup, in bytes; 0 if it cannot be read. */
+static uint64_t pid_pss(pid_t pid) {
+        char path[64], line[256];
+        uint64_t kb = 0;
+        FILE *f;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "Pss: %" SCNu64 " kB", &kb) == 1)
+                        break;
+        (void) fclose(f);
+        return kb * 1024;
+}
+
+/* The exec helper: the only child of bwrap's pid 1 while the sandbox waits. */
+static pid_t helper_pid(pid_t init_pid) {
+        char path[64];
+        int pid = 0;
+        FILE *f;
+
+        (void) snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) init_pid, (int) init_pid);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        if (fscanf(f, "%d", &pid) != 1)
+                pid = 0;
+        (void) fclose(f);
+        return (pid_t) pid;
+}
+
+uint64_t prebuilt_idle_pss(ExecutionContext *c, PrebuiltShape shape) {
+        uint64_t sum = 0;
+        unsigned n = 0;
+
+        for (PrebuiltSandbox *s = c->prebuilt ? c->prebuilt->sandboxes : NULL; s; s = s->next) {
+                pid_t helper;
+
+                if (s->shape != shape || !sandbox_ready(s) || s->report_source)
+                        continue;
+                helper = helper_pid(s->init_pid);
+                sum += pid_pss(s->proc.keeper_pid) + pid_pss(s->bwrap_pid) + pid_pss(s->init_pid) +
+                       (helper > 0 ? pid_pss(helper) : 0);
+                n++;
+        }
+        return n > 0 ? sum / n : 0;
 }

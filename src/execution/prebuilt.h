@@ -58,3 +58,6 @@ void prebuilt_pool_free(ExecutionContext *c);
 bool prebuilt_wanted(ExecutionContext *c, PrebuiltShape shape);
 /* prebuilt_counts() - sandboxes ready and being built of @shape (/health). */
 void prebuilt_counts(ExecutionContext *c, PrebuiltShape shape, unsigned *ret_ready, unsigned *ret_building);
+/* prebuilt_idle_pss() - the mean proportional set size, in bytes, of the ready sandboxes of @shape
+ * (keeper, bwrap, bwrap's pid 1, the exec helper; from /proc/PID/smaps_rollup); 0: none ready. */
+uint64_t prebuilt_idle_pss(ExecutionContext *c, PrebuiltShape shape);

@@ -205,6 +205,12 @@ def c_pool(ctx, res):
     res.eq("sandboxes of the shell shape ready", ctx.ready("shell"), 2)
     p = (ctx.health().get("sandbox") or {}).get("prebuilt") or {}
     res.eq("/health.sandbox.prebuilt max, available", (p.get("max"), p.get("available")), (2, True))
+    # What an idle one costs: the PSS of its keeper, bwrap's two processes and the exec helper
+    # (measured about 0.8 MiB; more than 64 KiB and less than 64 MiB, else the reading is wrong).
+    mem = ((p.get("shapes") or {}).get("shell") or {}).get("memoryPerIdleBytes")
+    res.note("memory per idle sandbox (PSS): %r bytes" % mem)
+    res.check(isinstance(mem, int) and (64 << 10) < mem < (64 << 20),
+              "/health.sandbox.prebuilt.shapes.shell.memoryPerIdleBytes is %r" % mem)
     a = ctx.shell("true")
     res.eq("the next run", (a.get("status"), a.get("sandbox")), ("exited", "prebuilt"))
 
