@@ -24,7 +24,9 @@ against a daemon started by hand with [Execution] Prebuilt=2 (as an unprivileged
     entries, its exit code and stderr, an unknown command's error as a cold run does;
   - keeper-killed: a waiting sandbox whose keeper is killed is discarded (journal: warning) and
     replaced, and runs go on;
-  - stop: at the daemon's stop no sandbox built ahead is left (no process with the exec helper).
+  - stop: at the daemon's stop no sandbox built ahead is left (no process with the exec helper);
+  - killed: a second daemon, its pool filled, is killed (SIGKILL): its sandboxes built ahead die
+    with their keepers (parent-death signals), none is left.
 
     prebuilt.py --daemon build/src/sandbox-runnerd [--run-as self] [--only NAME] [--verbose]"""
 
@@ -300,7 +302,39 @@ def c_keeper_killed(ctx, res):
     res.eq("a run afterwards", (a.get("stdout"), a.get("sandbox")), ("ok\n", "prebuilt"))
 
 
-CASES_LAST = [("stop", None)]
+CASES_LAST = [("stop", None), ("killed", None)]
+
+
+def waiting_below(d):
+    return [b for b, k in helper_sandboxes() if k and k in L.descendants(d.pid)]
+
+
+def gone_within(pids, seconds):
+    """The pids of @pids still alive (not zombies) after up to @seconds."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = [b for b in pids if (L.proc_stat(b) or ("", "Z"))[1] != "Z"]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def case_killed(args, res):
+    """A daemon killed with its pool filled leaves no sandbox built ahead behind."""
+    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=T.resolve_run_as(args.run_as), config=CONFIG)
+    try:
+        d.start()
+        ctx = Ctx(d)
+        a = ctx.shell("true")
+        res.eq("its first run", a.get("status"), "exited")
+        res.eq("sandboxes of the shell shape ready", ctx.ready("shell", 2), 2)
+        before = waiting_below(d)
+        # each waiting sandbox is two bwrap processes (bwrap, and its pid 1 in the sandbox)
+        res.check(len(before) == 4, "control: 2 waiting sandboxes (4 bwrap processes) before the kill, found %r" % before)
+        d.kill()
+        res.eq("waiting sandboxes left 5 s after the daemon's SIGKILL", gone_within(before, 5), [])
+    finally:
+        d.cleanup()
 
 
 def main():
@@ -322,19 +356,18 @@ def main():
         ctx = Ctx(d)
         for name, fn in cases:
             res = T.Result(name)
-            if fn is None:
+            if name == "killed":
+                try:
+                    case_killed(args, res)
+                except Exception:                              # noqa: BLE001
+                    res.fail("test error:\n" + traceback.format_exc())
+            elif fn is None:
                 # stop: no sandbox built ahead survives the daemon
-                before = [b for b, k in helper_sandboxes() if k and k in L.descendants(d.pid)]
+                before = waiting_below(d)
                 res.check(before, "control: no waiting sandbox before the stop")
                 rc, took = d.terminate(grace=15)
                 res.eq("the daemon's exit status", rc, 0)
-                deadline = time.monotonic() + 5
-                while True:
-                    left = [b for b in before if (L.proc_stat(b) or ("", "Z"))[1] != "Z"]
-                    if not left or time.monotonic() > deadline:
-                        break
-                    time.sleep(0.1)
-                res.eq("waiting sandboxes left after the stop", left, [])
+                res.eq("waiting sandboxes left after the stop", gone_within(before, 5), [])
             else:
                 try:
                     fn(ctx, res)
