@@ -202,6 +202,36 @@ static int floor_bwrap(const char *bwrap, char **argv, uint64_t *lat, size_t n) 
         return 0;
 }
 
+/* The throughput floor at @conc: @conc workers, each a subreaper running its share of @total bare
+ * bwrap sandboxes one after another (as floor_bwrap()), all at once. Return: sandboxes per second,
+ * or a negative value if one failed. */
+static double floor_bwrap_rate(const char *bwrap, char **argv, unsigned conc, size_t total) {
+        size_t share = (total + conc - 1) / conc;
+        uint64_t t0 = now_ns();
+        pid_t workers[64];
+        bool failed = false;
+
+        if (conc == 0 || conc > 64)
+                return -1;
+        for (unsigned w = 0; w < conc; w++) {
+                workers[w] = fork();
+                if (workers[w] < 0)
+                        return -1;
+                if (workers[w] == 0) {
+                        uint64_t *lat = calloc(share, sizeof(uint64_t));
+                        if (!lat || prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                                _exit(1);
+                        _exit(floor_bwrap(bwrap, argv, lat, share) < 0 ? 1 : 0);
+                }
+        }
+        for (unsigned w = 0; w < conc; w++) {
+                int status;
+                if (waitpid(workers[w], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                        failed = true;
+        }
+        return failed ? -1 : (double) (share * conc) / ((double) (now_ns() - t0) / 1e9);
+}
+
 /* ---- HTTP ------------------------------------------------------------------------------------ */
 
 typedef struct Client {
@@ -508,6 +538,13 @@ int main(int argc, char *argv[]) {
         if (run_http(8, n, NULL, &secs) < 0)
                 return 1;
         double rps8 = (double) n / secs;
+        /* Issue 23: with 8 clients the runner keeps up with bare bwrap at 8 (its build rate). */
+        wait_pool_settled();
+        double bwrap_rps8 = floor_bwrap_rate(bwrap, bwrap_argv, 8, n);
+        if (bwrap_rps8 < 0) {
+                fprintf(stderr, "bare bwrap failed at 8 in parallel\n");
+                return 1;
+        }
 
         printf("# bench-execute (%s), %zu requests each\n", label, n);
         printf("fork+exec true        median %7.3f ms  p99 %7.3f ms\n", fork_s.median_ms, fork_s.p99_ms);
@@ -518,8 +555,10 @@ int main(int argc, char *argv[]) {
         printf("ratio per batch of %d  median %.3f  (p25 %.3f, p75 %.3f; %zu batches)\n", INTERLEAVE, batch_med, batch_p25,
                batch_p75, n_batches);
         printf("throughput            1 client %.1f/s, 2 clients %.1f/s, 8 clients %.1f/s\n", rps1, rps2, rps8);
+        printf("throughput at 8       bare bwrap %.1f/s; 8 clients %.3f of it\n", bwrap_rps8, rps8 / bwrap_rps8);
         printf("burst of 20 after 1 s median %7.3f ms (%.3f of bare bwrap), 5 bursts\n", burst_s.median_ms,
                burst_s.median_ms / bwrap_s.median_ms);
+        size_t n_served_prebuilt = 0;
         {
                 /* The paths apart ([Execution] Prebuilt=): how many the pool served, and each one's median. */
                 uint64_t *pre = calloc(n, sizeof(uint64_t)), *cold = calloc(n, sizeof(uint64_t));
@@ -531,6 +570,7 @@ int main(int argc, char *argv[]) {
                         else
                                 cold[n_cold++] = lat[i];
                 }
+                n_served_prebuilt = n_pre;
                 printf("served prebuilt       %zu of %zu", n_pre, n);
                 if (n_pre > 0)
                         printf(", median %.3f ms (%.3f of bare bwrap)", median_of(pre, n_pre) / 1e6,
@@ -565,9 +605,11 @@ int main(int argc, char *argv[]) {
         }
         printf("{\"label\":\"%s\",\"n\":%zu,\"forkMedianMs\":%.4f,\"bwrapMedianMs\":%.4f,\"bwrapP99Ms\":%.4f,"
                "\"httpMedianMs\":%.4f,\"httpP99Ms\":%.4f,\"ratioMedian\":%.4f,\"ratioBatchMedian\":%.4f,"
-               "\"ratioBatchP25\":%.4f,\"ratioBatchP75\":%.4f,\"rps1\":%.1f,\"rps2\":%.1f,\"rps8\":%.1f}\n",
+               "\"ratioBatchP25\":%.4f,\"ratioBatchP75\":%.4f,\"rps1\":%.1f,\"rps2\":%.1f,\"rps8\":%.1f,"
+               "\"bwrapRps8\":%.1f,\"burstMedianMs\":%.4f,\"prebuiltServed\":%zu}\n",
                label, n, fork_s.median_ms, bwrap_s.median_ms, bwrap_s.p99_ms, http_s.median_ms, http_s.p99_ms,
-               http_s.median_ms / bwrap_s.median_ms, batch_med, batch_p25, batch_p75, rps1, rps2, rps8);
+               http_s.median_ms / bwrap_s.median_ms, batch_med, batch_p25, batch_p75, rps1, rps2, rps8, bwrap_rps8,
+               burst_s.median_ms, n_served_prebuilt);
         free(lat);
         free(lat_fork);
         free(lat_bwrap);

@@ -55,6 +55,20 @@ TARGETS = {
         what="POST /execute-shell `true` over HTTP, unscoped (daemon started by hand)",
         floor="bare bwrap running `true` with the daemon's argv, seccomp program and fd layout, interleaved",
         op="<", value=1.25, unit="ratio", source="issue 3: the HTTP round trip adds under 25% to the bwrap floor"),
+    ("execute", "http-over-bwrap-prebuilt"): dict(
+        what="POST /execute-shell `true` over HTTP, unscoped, with sandboxes built ahead ([Execution] "
+             "Prebuilt=, the default 2 per shape): the median of all runs, the pool's and the cold ones",
+        floor="bare bwrap running `true` with the daemon's argv, seccomp program and fd layout, interleaved",
+        op="<=", value=0.70, unit="ratio", source="issue 23: answer faster than a sandbox can be built"),
+    ("execute", "burst-over-bwrap"): dict(
+        what="the median of 5 bursts of 20 sequential POST /execute-shell `true`, each after an idle second "
+             "(one figure: batches 1)",
+        floor="the bare bwrap median of the same run",
+        op="<=", value=0.70, unit="ratio", source="issue 23: a burst after an idle second"),
+    ("execute", "throughput-8-over-bwrap"): dict(
+        what="POST /execute-shell `true` per second with 8 concurrent clients (one figure: batches 1)",
+        floor="bare bwrap `true` per second, 8 at a time, measured after the clients",
+        op=">=", value=0.85, unit="ratio", source="issue 23: under sustained load the pool cannot beat the build rate"),
     ("environment", "environment-over-plain"): dict(
         what="POST /execute-shell `true` with \"environment\" (python-base; sizes.environment says which)",
         floor="the same request without \"environment\", interleaved",
@@ -198,9 +212,16 @@ def pick(objs, key, what):
 def from_execute(text):
     j = pick(json_lines(text), "ratioBatchMedian", "bench-execute")
     batches = (j["n"] + 19) // 20
-    return {"requests": j["n"]}, [result("execute", "http-over-bwrap", j["ratioMedian"], j["bwrapMedianMs"], "ms",
-                                         batch=(batches, j["ratioBatchMedian"], j["ratioBatchP25"],
-                                                j["ratioBatchP75"]))]
+    one = lambda v: (1, v, v, v)   # noqa: E731  (a single figure, no batches)
+    burst = j["burstMedianMs"] / j["bwrapMedianMs"]
+    rate8 = j["rps8"] / j["bwrapRps8"]
+    return {"requests": j["n"], "prebuiltServed": j["prebuiltServed"]}, [
+        result("execute", "http-over-bwrap", j["ratioMedian"], j["bwrapMedianMs"], "ms",
+               batch=(batches, j["ratioBatchMedian"], j["ratioBatchP25"], j["ratioBatchP75"])),
+        result("execute", "http-over-bwrap-prebuilt", j["ratioMedian"], j["bwrapMedianMs"], "ms",
+               batch=(batches, j["ratioBatchMedian"], j["ratioBatchP25"], j["ratioBatchP75"])),
+        result("execute", "burst-over-bwrap", burst, j["bwrapMedianMs"], "ms", batch=one(burst)),
+        result("execute", "throughput-8-over-bwrap", rate8, j["bwrapRps8"], "per s", batch=one(rate8))]
 
 
 def from_environment(text):
