@@ -61,6 +61,7 @@ static json_object *health_prebuilt(Manager *m) {
 
                 prebuilt_counts(&m->exec, s, &ready, &building);
                 json_object_object_add(one, "wanted", json_object_new_boolean(prebuilt_wanted(&m->exec, s)));
+                json_object_object_add(one, "target", json_new_u64(prebuilt_target(&m->exec, s)));
                 json_object_object_add(one, "ready", json_new_u64(ready));
                 json_object_object_add(one, "building", json_new_u64(building));
                 /* What one idle sandbox of the shape costs in memory: the proportional set size of

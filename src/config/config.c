@@ -413,6 +413,7 @@ static const ConfigKey config_keys[] = {
         K("Execution", "CPUQuota", cp_percent, cpu_quota_percent),
         K("Execution", "TmpSize", cp_bytes, tmp_size),
         K("Execution", "Prebuilt", cp_unsigned, prebuilt),
+        K("Execution", "PrebuiltBurst", cp_unsigned, prebuilt_burst),
         K("Quota", "MaxWorkspaceBytes", cp_bytes, max_workspace_bytes),
         K("Quota", "MaxOutputBytes", cp_bytes, max_output_bytes),
         K("Quota", "MaxUploadFileBytes", cp_bytes, max_upload_file_bytes),

@@ -40,6 +40,7 @@ typedef struct Config {
         unsigned cpu_quota_percent;     /* 0 = no limit */
         uint64_t tmp_size;
         unsigned prebuilt;              /* sandboxes built ahead per shape in use, 0 = none */
+        unsigned prebuilt_burst;        /* up to this many per shape after a burst of its runs (0: Prebuilt=) */
 
         /* [Quota]: 0 = unlimited */
         uint64_t max_workspace_bytes;

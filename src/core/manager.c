@@ -541,6 +541,7 @@ static void manager_fill_execution_context(Manager *m) {
                 .keeper_pool = m->keeper_pool,
                 .keeper_path = m->keeper_path,
                 .prebuilt_max = m->config.prebuilt,
+                .prebuilt_burst = m->config.prebuilt_burst,
                 /* A request that names no limits gets these (execution_request_parse()). */
                 .prebuilt_limits = {
                         .memory_max = m->config.memory_max,

@@ -58,6 +58,7 @@ typedef struct ExecutionContext {
          * helper they run (sandbox-runner-exec, an O_PATH fd; -EBADF: none); where a run's code
          * file waits to be bound (<runtime_dir>/prebuilt). */
         unsigned prebuilt_max;
+        unsigned prebuilt_burst;         /* [Execution] PrebuiltBurst=: a shape's pool grows to its bursts, up to this */
         ScopeLimits prebuilt_limits;     /* with scopes: a built sandbox's scope's, a request's unless it asks less */
         int exec_helper_fd;
         const char *runtime_dir;

@@ -61,6 +61,11 @@ struct PrebuiltPool {
         sd_event_source *refill;         /* idle priority: one build per dispatch */
         sd_event_source *quiet_timer;    /* builds wait for PREBUILT_QUIET_USEC without a run */
         uint64_t last_run_usec;          /* CLOCK_MONOTONIC: the last take or cold start */
+        /* PrebuiltBurst=: runs of each shape since the last quiet moment, and the size its pool is
+         * kept at (the largest such burst lately, at least Prebuilt=, at most PrebuiltBurst=). */
+        unsigned demand[_PREBUILT_SHAPE_MAX];
+        unsigned target[_PREBUILT_SHAPE_MAX];
+        uint64_t target_usec[_PREBUILT_SHAPE_MAX];   /* when a burst last reached the target */
         unsigned failures;               /* builds that failed in a row: no more until a take */
 };
 
@@ -70,6 +75,8 @@ struct PrebuiltPool {
  * CPU for milliseconds, and a burst of runs needs the CPUs (measured on 2 CPUs: a build beside
  * each run made prebuilt runs as slow as cold ones). */
 #define PREBUILT_QUIET_USEC (50 * USEC_PER_MSEC)
+/* A pool grown by a burst goes back to Prebuilt= when no burst as large came for this long. */
+#define PREBUILT_BURST_KEEP_USEC (10 * 60 * USEC_PER_SEC)
 
 static const char *const shape_names[_PREBUILT_SHAPE_MAX] = {
         [PREBUILT_SHELL] = "shell",
@@ -430,6 +437,33 @@ static unsigned pool_building(PrebuiltPool *p) {
         return n;
 }
 
+/* How many sandboxes of @shape the pool is kept at. */
+static unsigned shape_target(const PrebuiltPool *p, PrebuiltShape shape) {
+        return MAX(p->ctx->prebuilt_max, p->target[shape]);
+}
+
+/* In a quiet moment: the runs of each shape since its pool was last full (a burst, even one the
+ * pool's refills split) set its target (PrebuiltBurst=); a full pool starts the count again. */
+static void pool_settle_demand(PrebuiltPool *p, uint64_t now) {
+        unsigned cap = p->ctx->prebuilt_burst;
+
+        for (PrebuiltShape shape = 0; shape < _PREBUILT_SHAPE_MAX; shape++) {
+                unsigned d = MIN(p->demand[shape], cap), ready, building;
+
+                if (d > shape_target(p, shape)) {
+                        p->target[shape] = d;
+                        p->target_usec[shape] = now;
+                } else if (p->target[shape] > 0 && now > p->target_usec[shape] + PREBUILT_BURST_KEEP_USEC)
+                        p->target[shape] = 0;   /* back to Prebuilt= (those built stay until taken) */
+                prebuilt_counts(p->ctx, shape, &ready, &building);
+                if (ready >= shape_target(p, shape)) {
+                        if (p->demand[shape] >= shape_target(p, shape))
+                                p->target_usec[shape] = now;   /* a burst as large as the pool: kept */
+                        p->demand[shape] = 0;
+                }
+        }
+}
+
 static int on_refill(sd_event_source *src, void *userdata) {
         PrebuiltPool *p = userdata;
         ExecutionContext *c = p->ctx;
@@ -447,8 +481,9 @@ static int on_refill(sd_event_source *src, void *userdata) {
                 return 0;
         }
 
+        pool_settle_demand(p, now);
         for (PrebuiltShape shape = 0; shape < _PREBUILT_SHAPE_MAX; shape++) {
-                if (!p->wanted[shape] || pool_count(p, shape) >= c->prebuilt_max)
+                if (!p->wanted[shape] || pool_count(p, shape) >= shape_target(p, shape))
                         continue;
                 if (p->failures >= PREBUILT_FAILURES_MAX)
                         break;
@@ -514,6 +549,7 @@ int prebuilt_take(ExecutionContext *c, PrebuiltShape shape, PrebuiltTaken *ret) 
         p->wanted[shape] = true;
         p->failures = 0;
         p->last_run_usec = now_usec(CLOCK_MONOTONIC);
+        p->demand[shape]++;
         /* No build now: builds wait for a quiet moment (on_refill()). */
         /* The oldest ready one: the list is newest first. */
         PrebuiltSandbox *found = NULL;
@@ -578,6 +614,10 @@ void prebuilt_pool_free(ExecutionContext *c) {
         sd_event_source_disable_unref(p->refill);
         sd_event_source_disable_unref(p->quiet_timer);
         free(p);
+}
+
+unsigned prebuilt_target(ExecutionContext *c, PrebuiltShape shape) {
+        return c->prebuilt ? shape_target(c->prebuilt, shape) : c->prebuilt_max;
 }
 
 bool prebuilt_wanted(ExecutionContext *c, PrebuiltShape shape) {

@@ -54,6 +54,9 @@ void prebuilt_taken_done(PrebuiltTaken *t);
 void prebuilt_drain(ExecutionContext *c);
 /* prebuilt_pool_free() - prebuilt_drain(), and the pool itself (execution_context_done()). */
 void prebuilt_pool_free(ExecutionContext *c);
+/* prebuilt_target() - how many sandboxes of @shape are kept ready: Prebuilt=, or more after a burst
+ * of its runs (PrebuiltBurst=). */
+unsigned prebuilt_target(ExecutionContext *c, PrebuiltShape shape);
 /* prebuilt_wanted() - sandboxes of @shape are kept ready (a run of it started). */
 bool prebuilt_wanted(ExecutionContext *c, PrebuiltShape shape);
 /* prebuilt_counts() - sandboxes ready and being built of @shape (/health). */

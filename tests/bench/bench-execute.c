@@ -330,13 +330,16 @@ static void wait_pool_settled(void) {
                 if (o && json_object_object_get_ex(o, "sandbox", &pre) && json_object_object_get_ex(pre, "prebuilt", &pre) &&
                     json_object_object_get_ex(pre, "shapes", &shapes) && json_object_object_get_ex(pre, "max", &max)) {
                         json_object_object_foreach(shapes, name, shape) {
-                                json_object *w, *r, *b;
+                                json_object *w, *r, *b, *t;
                                 (void) name;
                                 if (json_object_object_get_ex(shape, "building", &b) && json_object_get_int(b) > 0)
                                         settled = false;
+                                /* its target (PrebuiltBurst=: more after a burst), else max */
+                                if (!json_object_object_get_ex(shape, "target", &t))
+                                        t = max;
                                 if (json_object_object_get_ex(shape, "wanted", &w) && json_object_get_boolean(w) &&
                                     json_object_object_get_ex(shape, "ready", &r) &&
-                                    json_object_get_int(r) < json_object_get_int(max))
+                                    json_object_get_int(r) < json_object_get_int(t))
                                         settled = false;
                         }
                 }

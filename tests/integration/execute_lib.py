@@ -357,7 +357,8 @@ def wait_prebuilt_settled(port, limit=15.0):
         except (OSError, HttpError):
             p = {}
         shapes = (p.get("shapes") or {}).values()
-        if p and all(s.get("building", 0) == 0 and (not s.get("wanted") or s.get("ready", 0) >= p.get("max", 0))
+        if p and all(s.get("building", 0) == 0 and
+                     (not s.get("wanted") or s.get("ready", 0) >= s.get("target", p.get("max", 0)))
                      for s in shapes):
             return True
         time.sleep(0.05)

@@ -26,7 +26,9 @@ against a daemon started by hand with [Execution] Prebuilt=2 (as an unprivileged
     replaced, and runs go on;
   - stop: at the daemon's stop no sandbox built ahead is left (no process with the exec helper);
   - killed: a second daemon, its pool filled, is killed (SIGKILL): its sandboxes built ahead die
-    with their keepers (parent-death signals), none is left.
+    with their keepers (parent-death signals), none is left;
+  - burst: a third daemon with PrebuiltBurst=6: after a burst of 6 runs of a shape (back to back),
+    its pool grows to 6 (/health target 6, 6 ready), and the next burst of 6 is served by it all.
 
     prebuilt.py --daemon build/src/sandbox-runnerd [--run-as self] [--only NAME] [--verbose]"""
 
@@ -302,7 +304,7 @@ def c_keeper_killed(ctx, res):
     res.eq("a run afterwards", (a.get("stdout"), a.get("sandbox")), ("ok\n", "prebuilt"))
 
 
-CASES_LAST = [("stop", None), ("killed", None)]
+CASES_LAST = [("stop", None), ("killed", None), ("burst", None)]
 
 
 def waiting_below(d):
@@ -317,6 +319,25 @@ def gone_within(pids, seconds):
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
+
+
+def case_burst(args, res):
+    """PrebuiltBurst=: the pool of a shape grows to the size of its last burst."""
+    d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=T.resolve_run_as(args.run_as),
+                 config=CONFIG.replace("Prebuilt=2\n", "Prebuilt=2\nPrebuiltBurst=6\n"))
+    try:
+        d.start()
+        ctx = Ctx(d)
+        first = [ctx.shell("true").get("sandbox") for _ in range(6)]
+        res.note("first burst: %s" % first)
+        res.eq("the first burst's first run (nothing wanted yet)", first[0], "cold")
+        res.eq("sandboxes of the shell shape ready after the burst", ctx.ready("shell", 6, limit=60.0), 6)
+        shell = ((ctx.health().get("sandbox") or {}).get("prebuilt") or {}).get("shapes", {}).get("shell", {})
+        res.eq("/health target of the shell shape", shell.get("target"), 6)
+        second = [ctx.shell("true").get("sandbox") for _ in range(6)]
+        res.eq("the second burst", second, ["prebuilt"] * 6)
+    finally:
+        d.cleanup()
 
 
 def case_killed(args, res):
@@ -356,9 +377,9 @@ def main():
         ctx = Ctx(d)
         for name, fn in cases:
             res = T.Result(name)
-            if name == "killed":
+            if name in ("killed", "burst"):
                 try:
-                    case_killed(args, res)
+                    (case_killed if name == "killed" else case_burst)(args, res)
                 except Exception:                              # noqa: BLE001
                     res.fail("test error:\n" + traceback.format_exc())
             elif fn is None:
