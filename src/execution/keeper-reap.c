@@ -83,6 +83,8 @@ int keeper_reap_add(ExecutionContext *c, pid_t pid, int *pidfd, sd_event_source 
                 (void) kill(k->pid, SIGKILL);
         k->pidfd = STEAL_FD(*pidfd);
         k->scope = STEAL(*scope);
+        /* Its owner goes: no callback of a SetUnitProperties() still in flight reaches it. */
+        scope_set_properties_cancel(k->scope);
         k->cgroup = STEAL(*cgroup);
         k->next = c->keeper_reaps;
         if (k->next)
