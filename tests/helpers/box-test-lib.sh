@@ -406,9 +406,9 @@ scope_units() {
 # Processes of the service user other than the daemon itself, its idle keepers and the sandboxes
 # built ahead of runs. Idle keepers (src/keeper/): at most 2, children of the daemon in its own
 # cgroup (not a scope), with no children of their own. Sandboxes built ahead ([Execution]
-# Prebuilt=, src/execution/prebuilt.c; only where runs are not put in scopes): at most 2 per shape
-# (shell, code), each a keeper child of the daemon whose every descendant is the sandbox's bwrap
-# (its last argument the exec helper, /proc/self/fd/11) or that helper waiting for its run.
+# Prebuilt=, src/execution/prebuilt.c; more after a burst with PrebuiltBurst=): each a keeper child
+# of the daemon whose every descendant is the sandbox's bwrap (its last argument the exec helper,
+# /proc/self/fd/11) or that helper waiting for its run.
 # Anything else is printed as "PID ARGS".
 stray_processes() {
         local main
@@ -428,15 +428,15 @@ stray_processes() {
                         [ "$n" -gt 0 ]
                 }
                 strays() {
-                        local skip=" $main " idle=0 pre=0 pid args
+                        local skip=" $main " idle=0 pid args
                         for pid in $(ps --ppid "$main" -o pid=); do
                                 args=$(ps -o args= -p "$pid") || continue
                                 [ "${args%% *}" = sandbox-runner-keeper ] || continue
                                 if [ "$(cat /proc/$pid/cgroup 2>/dev/null)" = "$(cat /proc/$main/cgroup)" ] &&
                                    [ -z "$(ps --ppid "$pid" -o pid=)" ] && [ "$idle" -lt 2 ]; then
                                         idle=$((idle + 1)); skip="$skip$pid "
-                                elif [ "$pre" -lt 4 ] && prebuilt "$pid"; then
-                                        pre=$((pre + 1)); skip="$skip$pid $(desc "$pid" | tr "\n" " ")"
+                                elif prebuilt "$pid"; then
+                                        skip="$skip$pid $(desc "$pid" | tr "\n" " ")"
                                 fi
                         done
                         ps -u "$user" -o pid=,args= | while read -r pid args; do
