@@ -138,6 +138,14 @@ static void sandbox_discard(PrebuiltSandbox *s, const char *why) {
         }
         sandbox_unlink(s);
         pool_ask(s->pool);   /* a build may go on (or start over) */
+        /* Our ends first: an exec helper that started although its bwrap is killed (a kill during
+         * the build, before bwrap's pid 1 set its parent-death signal) reads EOF and exits, and
+         * with it that pid 1, which the keeper waits for before it exits itself. */
+        s->request_fd = safe_close(s->request_fd);
+        s->bind_fd = safe_close(s->bind_fd);
+        s->info_source = sd_event_source_disable_unref(s->info_source);
+        s->info_fd = safe_close(s->info_fd);
+        s->helper_source = sd_event_source_disable_unref(s->helper_source);
         if (s->proc.keeper_pid > 0) {
                 /* Told to go: it kills bwrap and reaps the sandbox (its subreaper), then exits; reaped
                  * from the loop, its cgroup removed once it is gone. A keeper already gone reads
