@@ -265,6 +265,12 @@ void execution_prebuilt_bound(Execution *e, int error) {
                 (void) unlink(e->code_file);   /* bound (or never to be): the mount keeps it */
                 e->code_file = mfree(e->code_file);
         }
+        if (e->kill_reason != EXECUTION_STATUS_RUNNING) {
+                /* Stopped before its start (a cancel, a timeout): the keeper was told 'K', the helper
+                 * is gone or going; the run ends with that reason, not as a failed start. */
+                execution_prebuilt_done(e);
+                return;
+        }
         if (error != 0) {
                 execution_fail(e, -error, "could not start the sandbox: its workspace could not be bound: %s",
                                strerror(error));
