@@ -167,6 +167,8 @@ int execution_launch_watch(Execution *e, int info_fd);
 int execution_launch_prebuilt(Execution *e, const SandboxLimits *limits);
 void execution_prebuilt_bound(Execution *e, int error);
 void execution_prebuilt_done(Execution *e);
+/* execution_scope_limits() - the run's limits for its scope or cgroup (tasks with TASKS_OVERHEAD). */
+ScopeLimits execution_scope_limits(const Execution *e);
 /* execution_scope_start() - early start: keeper, bwrap and the sandbox's pid 1 into the scope. */
 void execution_scope_start(Execution *e);
 

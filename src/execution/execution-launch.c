@@ -156,13 +156,17 @@ static int execution_quota_begin(Execution *e) {
                                           USEC_PER_MSEC, on_quota_tick, e);
 }
 
-/* The run's limits on the daemon's own cgroup: the keeper's, or a new one it is moved into. */
-static int execution_cgroup_setup(Execution *e, pid_t keeper_pid) {
-        ScopeLimits limits = {
+ScopeLimits execution_scope_limits(const Execution *e) {
+        return (ScopeLimits) {
                 .memory_max = e->req->memory_max,
                 .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
                 .cpu_quota_percent = e->req->cpu_quota_percent,
         };
+}
+
+/* The run's limits on the daemon's own cgroup: the keeper's, or a new one it is moved into. */
+static int execution_cgroup_setup(Execution *e, pid_t keeper_pid) {
+        ScopeLimits limits = execution_scope_limits(e);
         int r;
 
         if (e->cgroup)
@@ -196,6 +200,7 @@ void execution_keeper_detach(void *attached, void *userdata) {
 void execution_scope_start(Execution *e) {
         ExecutionContext *c = e->ctx;
         _cleanup_free_ char *description = NULL;
+        ScopeLimits limits = execution_scope_limits(e);
         int r;
 
         if (!e->early || e->scope || e->bwrap_pid <= 0 || e->init_pid <= 0 ||
@@ -207,12 +212,7 @@ void execution_scope_start(Execution *e) {
                 return;
         }
         r = scope_start_pids(c->scopes, e->unit, (pid_t[]) { e->proc.keeper_pid, e->bwrap_pid, e->init_pid }, 3,
-                        &(ScopeLimits) {
-                                .memory_max = e->req->memory_max,
-                                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
-                                .cpu_quota_percent = e->req->cpu_quota_percent,
-                        },
-                        description, on_scope_started, e, &e->scope);
+                             &limits, description, on_scope_started, e, &e->scope);
         if (r < 0)
                 execution_fail(e, r, "could not ask systemd for the scope %s: %s", e->unit, strerror(-r));
 }

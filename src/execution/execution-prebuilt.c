@@ -32,8 +32,8 @@
 static bool prebuilt_fits(const Execution *e, PrebuiltShape *ret) {
         const ExecutionContext *c = e->ctx;
 
-        if (c->prebuilt_max == 0 || c->exec_helper_fd < 0 || !c->probe->proc_fresh || e->egress || e->env.hold || e->devices.hold || e->devices.npu ||
-            e->devices.n_nodes > 0 || e->devices.n_binds > 0 || strv_length(e->extra) > 0 || e->detachable)
+        if (c->prebuilt_max == 0 || c->exec_helper_fd < 0 || !c->probe->proc_fresh || e->egress || e->env.hold ||
+            e->devices.hold || e->devices.npu || e->devices.n_nodes > 0 || e->devices.n_binds > 0 || strv_length(e->extra) > 0 || e->detachable)
                 return false;
         *ret = e->req->code ? PREBUILT_CODE : PREBUILT_SHELL;
         return true;
@@ -152,11 +152,7 @@ static void on_scope_limits_set(Scope *scope, int error, const char *message, vo
  * that the payload never runs under other limits than its own. */
 static int scope_limits_set(Execution *e) {
         _cleanup_free_ char *description = NULL;
-        ScopeLimits want = {
-                .memory_max = e->req->memory_max,
-                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
-                .cpu_quota_percent = e->req->cpu_quota_percent,
-        };
+        ScopeLimits want = execution_scope_limits(e);
         const ScopeLimits *have = scope_limits(e->scope);
         bool same = want.memory_max == have->memory_max && want.tasks_max == have->tasks_max &&
                     want.cpu_quota_percent == have->cpu_quota_percent;
@@ -203,11 +199,9 @@ int execution_launch_prebuilt(Execution *e, const SandboxLimits *limits) {
                   prebuilt_shape_to_string(shape), (int) e->proc.keeper_pid);
 
         if (c->limits == LIMITS_CGROUP) {
-                r = cgroup_set_limits(e->cgroup, &(ScopeLimits) {
-                                .memory_max = e->req->memory_max,
-                                .tasks_max = e->req->tasks_max > 0 ? e->req->tasks_max + TASKS_OVERHEAD : 0,
-                                .cpu_quota_percent = e->req->cpu_quota_percent,
-                        });
+                ScopeLimits want = execution_scope_limits(e);
+
+                r = cgroup_set_limits(e->cgroup, &want);
                 if (r < 0)
                         return execution_fail(e, r, "could not put the sandbox into its cgroup: %s", strerror(-r));
         }
