@@ -41,9 +41,11 @@ static json_object *health_kernels(Manager *m) {
         return k;
 }
 
-/* [Execution] Prebuilt=: {max (per shape), available (whether sandboxes can be built ahead here),
- * shapes: {shell: {wanted, ready, building, memoryPerIdleBytes}, code: {...}}} (docs/architecture.md, "Sandboxes built
- * ahead"); a shape is wanted once a run of it started, and then kept at max ready. */
+/* [Execution] Prebuilt=: {max (per shape), burstMax and burstKeepSec (PrebuiltBurst=,
+ * PrebuiltBurstKeepSec=), available (whether sandboxes can be built ahead here), shapes: {shell:
+ * {wanted, target, ready, building, memoryPerIdleBytes}, code: {...}}} (docs/architecture.md,
+ * "Sandboxes built ahead"); a shape is wanted once a run of it started, and then kept at its
+ * target ready. */
 static json_object *health_prebuilt(Manager *m) {
         json_object *p = json_object_new_object(), *shapes = json_object_new_object();
 
@@ -53,6 +55,8 @@ static json_object *health_prebuilt(Manager *m) {
                 return NULL;
         }
         json_object_object_add(p, "max", json_new_u64(m->exec.prebuilt_max));
+        json_object_object_add(p, "burstMax", json_new_u64(MAX(m->exec.prebuilt_burst, m->exec.prebuilt_max)));
+        json_object_object_add(p, "burstKeepSec", json_new_u64(m->exec.prebuilt_burst_keep_usec / USEC_PER_SEC));
         json_object_object_add(p, "available", json_object_new_boolean(
                         m->exec.prebuilt_max > 0 && m->exec.exec_helper_fd >= 0 && m->probe.probe.proc_fresh));
         for (PrebuiltShape s = 0; s < _PREBUILT_SHAPE_MAX; s++) {

@@ -41,6 +41,7 @@ typedef struct Config {
         uint64_t tmp_size;
         unsigned prebuilt;              /* sandboxes built ahead per shape in use, 0 = none */
         unsigned prebuilt_burst;        /* up to this many per shape after a burst of its runs (0: Prebuilt=) */
+        uint64_t prebuilt_burst_keep_usec; /* a grown pool goes back to Prebuilt= after this without a burst */
 
         /* [Quota]: 0 = unlimited */
         uint64_t max_workspace_bytes;

@@ -542,6 +542,7 @@ static void manager_fill_execution_context(Manager *m) {
                 .keeper_path = m->keeper_path,
                 .prebuilt_max = m->config.prebuilt,
                 .prebuilt_burst = m->config.prebuilt_burst,
+                .prebuilt_burst_keep_usec = m->config.prebuilt_burst_keep_usec,
                 /* A request that names no limits gets these (execution_request_parse()). */
                 .prebuilt_limits = {
                         .memory_max = m->config.memory_max,

@@ -59,6 +59,7 @@ typedef struct ExecutionContext {
          * file waits to be bound (<runtime_dir>/prebuilt). */
         unsigned prebuilt_max;
         unsigned prebuilt_burst;         /* [Execution] PrebuiltBurst=: a shape's pool grows to its bursts, up to this */
+        uint64_t prebuilt_burst_keep_usec; /* [Execution] PrebuiltBurstKeepSec=: and goes back after this */
         ScopeLimits prebuilt_limits;     /* with scopes: a built sandbox's scope's, a request's unless it asks less */
         int exec_helper_fd;
         const char *runtime_dir;

@@ -60,6 +60,7 @@ struct PrebuiltPool {
         bool wanted[_PREBUILT_SHAPE_MAX];
         sd_event_source *refill;         /* idle priority: one build per dispatch */
         sd_event_source *quiet_timer;    /* builds wait for PREBUILT_QUIET_USEC without a run */
+        sd_event_source *decay_timer;    /* a target grown by a burst goes back (and its excess) */
         uint64_t last_run_usec;          /* CLOCK_MONOTONIC: the last take or cold start */
         /* PrebuiltBurst=: runs of each shape since the last quiet moment, and the size its pool is
          * kept at (the largest such burst lately, at least Prebuilt=, at most PrebuiltBurst=). */
@@ -70,13 +71,12 @@ struct PrebuiltPool {
 };
 
 #define PREBUILT_FAILURES_MAX 3
+#define PREBUILT_PSS_SAMPLE 4         /* memoryPerIdleBytes: the mean over at most this many */
 #define PREBUILT_STOP_GRACE_MS 2000   /* a keeper told to go kills and reaps its sandbox */
 /* Builds run only once no run has started for this long, and none runs: a build takes most of a
  * CPU for milliseconds, and a burst of runs needs the CPUs (measured on 2 CPUs: a build beside
  * each run made prebuilt runs as slow as cold ones). */
 #define PREBUILT_QUIET_USEC (50 * USEC_PER_MSEC)
-/* A pool grown by a burst goes back to Prebuilt= when no burst as large came for this long. */
-#define PREBUILT_BURST_KEEP_USEC (10 * 60 * USEC_PER_SEC)
 
 static const char *const shape_names[_PREBUILT_SHAPE_MAX] = {
         [PREBUILT_SHELL] = "shell",
@@ -450,8 +450,43 @@ static unsigned shape_target(const PrebuiltPool *p, PrebuiltShape shape) {
         return MAX(p->ctx->prebuilt_max, p->target[shape]);
 }
 
+/* The ready sandboxes of @shape beyond its target (a burst's, gone back to Prebuilt=): discarded,
+ * the oldest first (they are listed newest first). */
+static void pool_trim(PrebuiltPool *p, PrebuiltShape shape) {
+        unsigned keep = shape_target(p, shape), ready = 0;
+
+        for (PrebuiltSandbox *s = p->sandboxes; s; s = s->next)
+                if (s->shape == shape && sandbox_ready(s))
+                        ready++;
+        while (ready > keep) {
+                PrebuiltSandbox *last = NULL;
+
+                for (PrebuiltSandbox *s = p->sandboxes; s; s = s->next)
+                        if (s->shape == shape && sandbox_ready(s))
+                                last = s;
+                sandbox_discard(last, NULL);
+                ready--;
+        }
+}
+
+/* Wake when the first grown target is due to go back, so that an idle daemon gives back what a
+ * burst made it build (PrebuiltBurstKeepSec= after the burst). */
+static void pool_arm_decay(PrebuiltPool *p) {
+        uint64_t due = UINT64_MAX;
+
+        for (PrebuiltShape shape = 0; shape < _PREBUILT_SHAPE_MAX; shape++)
+                if (p->target[shape] > 0)
+                        due = MIN(due, p->target_usec[shape] + p->ctx->prebuilt_burst_keep_usec + 1);
+        if (due == UINT64_MAX)
+                (void) sd_event_source_set_enabled(p->decay_timer, SD_EVENT_OFF);
+        else if (sd_event_source_set_time(p->decay_timer, due) >= 0)
+                (void) sd_event_source_set_enabled(p->decay_timer, SD_EVENT_ONESHOT);
+}
+
 /* In a quiet moment: the runs of each shape since its pool was last full (a burst, even one the
- * pool's refills split) set its target (PrebuiltBurst=); a full pool starts the count again. */
+ * pool's refills split) set its target (PrebuiltBurst=); a full pool starts the count again. A
+ * target that no burst as large renewed for PrebuiltBurstKeepSec= goes back to Prebuilt=, and
+ * the ready sandboxes beyond it are discarded. */
 static void pool_settle_demand(PrebuiltPool *p, uint64_t now) {
         unsigned cap = p->ctx->prebuilt_burst;
 
@@ -461,8 +496,10 @@ static void pool_settle_demand(PrebuiltPool *p, uint64_t now) {
                 if (d > shape_target(p, shape)) {
                         p->target[shape] = d;
                         p->target_usec[shape] = now;
-                } else if (p->target[shape] > 0 && now > p->target_usec[shape] + PREBUILT_BURST_KEEP_USEC)
-                        p->target[shape] = 0;   /* back to Prebuilt= (those built stay until taken) */
+                } else if (p->target[shape] > 0 && now > p->target_usec[shape] + p->ctx->prebuilt_burst_keep_usec) {
+                        p->target[shape] = 0;   /* back to Prebuilt= */
+                        pool_trim(p, shape);
+                }
                 prebuilt_counts(p->ctx, shape, &ready, &building);
                 if (ready >= shape_target(p, shape)) {
                         if (p->demand[shape] >= shape_target(p, shape))
@@ -470,6 +507,7 @@ static void pool_settle_demand(PrebuiltPool *p, uint64_t now) {
                         p->demand[shape] = 0;
                 }
         }
+        pool_arm_decay(p);
 }
 
 static int on_refill(sd_event_source *src, void *userdata) {
@@ -522,9 +560,12 @@ static PrebuiltPool *pool_get(ExecutionContext *c) {
             sd_event_source_set_priority(p->refill, SD_EVENT_PRIORITY_IDLE) < 0 ||
             sd_event_source_set_enabled(p->refill, SD_EVENT_OFF) < 0 ||
             sd_event_add_time(c->event, &p->quiet_timer, CLOCK_MONOTONIC, 0, USEC_PER_MSEC, on_quiet, p) < 0 ||
-            sd_event_source_set_enabled(p->quiet_timer, SD_EVENT_OFF) < 0) {
+            sd_event_source_set_enabled(p->quiet_timer, SD_EVENT_OFF) < 0 ||
+            sd_event_add_time(c->event, &p->decay_timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, on_quiet, p) < 0 ||
+            sd_event_source_set_enabled(p->decay_timer, SD_EVENT_OFF) < 0) {
                 sd_event_source_disable_unref(p->refill);
                 sd_event_source_disable_unref(p->quiet_timer);
+                sd_event_source_disable_unref(p->decay_timer);
                 free(p);
                 return NULL;
         }
@@ -609,6 +650,7 @@ void prebuilt_drain(ExecutionContext *c) {
                 p->wanted[shape] = false;
         (void) sd_event_source_set_enabled(p->refill, SD_EVENT_OFF);
         (void) sd_event_source_set_enabled(p->quiet_timer, SD_EVENT_OFF);
+        (void) sd_event_source_set_enabled(p->decay_timer, SD_EVENT_OFF);
 }
 
 void prebuilt_pool_free(ExecutionContext *c) {
@@ -621,6 +663,7 @@ void prebuilt_pool_free(ExecutionContext *c) {
         c->prebuilt = NULL;
         sd_event_source_disable_unref(p->refill);
         sd_event_source_disable_unref(p->quiet_timer);
+        sd_event_source_disable_unref(p->decay_timer);
         free(p);
 }
 
@@ -691,7 +734,9 @@ uint64_t prebuilt_idle_pss(ExecutionContext *c, PrebuiltShape shape) {
                 helper = helper_pid(s->init_pid);
                 sum += pid_pss(s->proc.keeper_pid) + pid_pss(s->bwrap_pid) + pid_pss(s->init_pid) +
                        (helper > 0 ? pid_pss(helper) : 0);
-                n++;
+                /* a sample: /health may be asked often, and a pool grown by a burst is large */
+                if (++n == PREBUILT_PSS_SAMPLE)
+                        break;
         }
         return n > 0 ? sum / n : 0;
 }

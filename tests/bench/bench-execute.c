@@ -11,7 +11,8 @@
  * Before each floor's turn the daemon's pool of sandboxes built ahead ([Execution] Prebuilt=) is let
  * settle (it builds in the quiet after runs): its builds would otherwise weigh on the floors only.
  * The report gives the runs the pool served apart from the cold ones, and bursts of 20 requests
- * after an idle second (issue 23).
+ * after an idle second, the p95s, and python `pass` over POST /execute next to python3 -c pass in a
+ * cold bare bwrap of the daemon's argv, in turns too (issue 23).
  *
  * With --environment, a fourth path takes its turn in the same runs: the same request naming the
  * environment (its prefix bound read-only at /opt/science-env, the host's interpreters covered),
@@ -55,7 +56,7 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 typedef struct Stats {
-        double median_ms, p99_ms, mean_ms;
+        double median_ms, p95_ms, p99_ms, mean_ms;
 } Stats;
 
 /* Over a sorted copy: the runs keep their order (the per-batch ratios and the paths apart read them
@@ -72,6 +73,7 @@ static Stats stats(const uint64_t *runs, size_t n) {
         for (size_t i = 0; i < n; i++)
                 sum += (double) v[i];
         s.median_ms = (double) v[n / 2] / 1e6;
+        s.p95_ms = (double) v[(n * 95) / 100 < n ? (n * 95) / 100 : n - 1] / 1e6;
         s.p99_ms = (double) v[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1e6;
         s.mean_ms = sum / (double) n / 1e6;
         free(v);
@@ -130,10 +132,9 @@ static void floor_fork_exec(uint64_t *lat, size_t n) {
         }
 }
 
-/* The daemon's argv for `true` in @workspace, built once (the probe runs bwrap a few times). */
-static int bwrap_prepare(const char *bwrap, const char *workspace, char ***ret_argv) {
+/* The daemon's argv for @payload in @workspace, built once (the probe runs bwrap a few times). */
+static int bwrap_prepare(const char *bwrap, const char *workspace, char **payload, char ***ret_argv) {
         SandboxProbeReport probe = {};
-        char *payload[] = { (char *) "true", NULL };
         int r;
 
         r = sandbox_probe(bwrap, &probe);
@@ -246,6 +247,7 @@ typedef struct Client {
 
 static const char *arg_url, *arg_token, *arg_key, *arg_environment;
 static bool use_environment;   /* the requests of run_http() name arg_environment */
+static bool use_python;        /* the requests of run_http() are POST /execute python `pass` */
 /* Which path served each measured request ("sandbox": "prebuilt" or "cold"), when recorded. */
 static bool *served_prebuilt;
 
@@ -262,12 +264,15 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *userdata) {
 static void client_prepare(Client *c, unsigned workspace, uint64_t seq) {
         char ts[32], sig[65], h[256], url[512];
 
+        const char *path = use_python ? "/execute" : "/execute-shell";
+
         (void) snprintf(c->body, sizeof(c->body),
-                        "{\"command\":\"true\",\"workspaceId\":\"bench-%u\",\"executionId\":\"bench-%d-%" PRIu64 "\"%s%s%s}",
+                        "{%s,\"workspaceId\":\"bench-%u\",\"executionId\":\"bench-%d-%" PRIu64 "\"%s%s%s}",
+                        use_python ? "\"language\":\"python\",\"code\":\"pass\"" : "\"command\":\"true\"",
                         workspace, (int) getpid(), seq, use_environment ? ",\"environment\":\"" : "",
                         use_environment ? arg_environment : "", use_environment ? "\"" : "");
         (void) snprintf(ts, sizeof(ts), "%lld", (long long) time(NULL));
-        auth_signature_compute((const uint8_t *) arg_key, strlen(arg_key), ts, "POST", "/execute-shell",
+        auth_signature_compute((const uint8_t *) arg_key, strlen(arg_key), ts, "POST", path,
                                c->body, strlen(c->body), sig);
         curl_slist_free_all(c->headers);
         c->headers = NULL;
@@ -279,7 +284,7 @@ static void client_prepare(Client *c, unsigned workspace, uint64_t seq) {
         c->headers = curl_slist_append(c->headers, h);
         c->headers = curl_slist_append(c->headers, "Content-Type: application/json");
         c->headers = curl_slist_append(c->headers, "Expect:");
-        (void) snprintf(url, sizeof(url), "%s/execute-shell", arg_url);
+        (void) snprintf(url, sizeof(url), "%s%s", arg_url, path);
         curl_easy_setopt(c->curl, CURLOPT_URL, url);
         curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, c->headers);
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, c->body);
@@ -471,10 +476,12 @@ int main(int argc, char *argv[]) {
         uint64_t *lat_fork = calloc(n, sizeof(uint64_t)), *lat_bwrap = calloc(n, sizeof(uint64_t));
         uint64_t *lat_env = calloc(n, sizeof(uint64_t));
         bool *prebuilt = calloc(n, sizeof(bool));
-        _cleanup_strv_free_ char **bwrap_argv = NULL;
+        _cleanup_strv_free_ char **bwrap_argv = NULL, **python_argv = NULL;
         double secs1 = 0;
 
-        if (bwrap_prepare(bwrap, workspace, &bwrap_argv) < 0)
+        if (bwrap_prepare(bwrap, workspace, (char *[]) { (char *) "true", NULL }, &bwrap_argv) < 0 ||
+            bwrap_prepare(bwrap, workspace, (char *[]) { (char *) "python3", (char *) "-c", (char *) "pass", NULL },
+                          &python_argv) < 0)
                 return 1;
         /* Warm up every path once so that page cache and first-time costs do not skew. */
         floor_fork_exec(lat, 10);
@@ -521,6 +528,38 @@ int main(int argc, char *argv[]) {
                batch_p75 = batch[(n_batches * 3) / 4 < n_batches ? (n_batches * 3) / 4 : n_batches - 1];
         free(batch);
 
+        /* Python `pass` (POST /execute, the code shape) against python3 -c pass in a cold bare bwrap
+         * of the daemon's argv, in turns as above: n/2 of each (issue 23: at most 0.85). */
+        size_t n_py = n / 2;
+        uint64_t *lat_py = calloc(n_py, sizeof(uint64_t)), *lat_py_floor = calloc(n_py, sizeof(uint64_t));
+        bool *py_prebuilt = calloc(n_py, sizeof(bool));
+        use_python = true;
+        if (floor_bwrap(bwrap, python_argv, lat_py_floor, 5) < 0 || run_http(1, 5, NULL, &secs) < 0)
+                return 1;
+        for (size_t done = 0; done < n_py; done += INTERLEAVE) {
+                size_t k = n_py - done < INTERLEAVE ? n_py - done : INTERLEAVE;
+
+                wait_pool_settled();
+                if (floor_bwrap(bwrap, python_argv, lat_py_floor + done, k) < 0)
+                        return 1;
+                served_prebuilt = py_prebuilt + done;
+                if (run_http(1, k, lat_py + done, &secs) < 0)
+                        return 1;
+                served_prebuilt = NULL;
+        }
+        use_python = false;
+        size_t n_py_prebuilt = 0;
+        for (size_t i = 0; i < n_py; i++)
+                n_py_prebuilt += py_prebuilt[i];
+        double *py_batch = calloc((n_py + INTERLEAVE - 1) / INTERLEAVE, sizeof(double));
+        size_t n_py_batches = 0;
+        for (size_t off = 0; off < n_py; off += INTERLEAVE) {
+                size_t k = n_py - off < INTERLEAVE ? n_py - off : INTERLEAVE;
+                py_batch[n_py_batches++] = median_of(lat_py + off, k) / median_of(lat_py_floor + off, k);
+        }
+        qsort(py_batch, n_py_batches, sizeof(double), cmp_double);
+        Stats py_s = stats(lat_py, n_py), py_floor_s = stats(lat_py_floor, n_py);
+
         /* Bursts of 20 after an idle second (issue 23): what a pool of sandboxes built ahead serves
          * at once, and what it has to build meanwhile; their p50 over the floor's median. */
         uint64_t lat_burst[5 * 20];
@@ -557,6 +596,12 @@ int main(int argc, char *argv[]) {
                http_s.p99_ms / bwrap_s.p99_ms);
         printf("ratio per batch of %d  median %.3f  (p25 %.3f, p75 %.3f; %zu batches)\n", INTERLEAVE, batch_med, batch_p25,
                batch_p75, n_batches);
+        printf("p95                   POST /execute-shell %.3f ms, bare bwrap %.3f ms: %.3f of the floor's median, "
+               "%.3f of its p95\n", http_s.p95_ms, bwrap_s.p95_ms, http_s.p95_ms / bwrap_s.median_ms,
+               http_s.p95_ms / bwrap_s.p95_ms);
+        printf("python pass           bare bwrap median %7.3f ms, POST /execute median %7.3f ms: %.3f "
+               "(per batch median %.3f; %zu of %zu served prebuilt)\n", py_floor_s.median_ms, py_s.median_ms,
+               py_s.median_ms / py_floor_s.median_ms, py_batch[n_py_batches / 2], n_py_prebuilt, n_py);
         printf("throughput            1 client %.1f/s, 2 clients %.1f/s, 8 clients %.1f/s\n", rps1, rps2, rps8);
         printf("throughput at 8       bare bwrap %.1f/s; 8 clients %.3f of it\n", bwrap_rps8, rps8 / bwrap_rps8);
         printf("burst of 20 after 1 s median %7.3f ms (%.3f of bare bwrap), 5 bursts\n", burst_s.median_ms,
@@ -609,15 +654,25 @@ int main(int argc, char *argv[]) {
         printf("{\"label\":\"%s\",\"n\":%zu,\"forkMedianMs\":%.4f,\"bwrapMedianMs\":%.4f,\"bwrapP99Ms\":%.4f,"
                "\"httpMedianMs\":%.4f,\"httpP99Ms\":%.4f,\"ratioMedian\":%.4f,\"ratioBatchMedian\":%.4f,"
                "\"ratioBatchP25\":%.4f,\"ratioBatchP75\":%.4f,\"rps1\":%.1f,\"rps2\":%.1f,\"rps8\":%.1f,"
-               "\"bwrapRps8\":%.1f,\"burstMedianMs\":%.4f,\"prebuiltServed\":%zu}\n",
+               "\"bwrapRps8\":%.1f,\"burstMedianMs\":%.4f,\"prebuiltServed\":%zu,\"httpP95Ms\":%.4f,"
+               "\"bwrapP95Ms\":%.4f,\"pyN\":%zu,\"pyBwrapMedianMs\":%.4f,\"pyHttpMedianMs\":%.4f,"
+               "\"pyRatioBatchMedian\":%.4f,\"pyRatioBatchP25\":%.4f,\"pyRatioBatchP75\":%.4f,"
+               "\"pyPrebuiltServed\":%zu}\n",
                label, n, fork_s.median_ms, bwrap_s.median_ms, bwrap_s.p99_ms, http_s.median_ms, http_s.p99_ms,
                http_s.median_ms / bwrap_s.median_ms, batch_med, batch_p25, batch_p75, rps1, rps2, rps8, bwrap_rps8,
-               burst_s.median_ms, n_served_prebuilt);
+               burst_s.median_ms, n_served_prebuilt, http_s.p95_ms, bwrap_s.p95_ms, n_py, py_floor_s.median_ms,
+               py_s.median_ms, py_batch[n_py_batches / 2], py_batch[n_py_batches / 4],
+               py_batch[(n_py_batches * 3) / 4 < n_py_batches ? (n_py_batches * 3) / 4 : n_py_batches - 1],
+               n_py_prebuilt);
         free(lat);
         free(lat_fork);
         free(lat_bwrap);
         free(lat_env);
         free(prebuilt);
+        free(lat_py);
+        free(lat_py_floor);
+        free(py_prebuilt);
+        free(py_batch);
         curl_global_cleanup();
         return 0;
 }

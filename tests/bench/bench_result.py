@@ -60,6 +60,14 @@ TARGETS = {
              "Prebuilt=, the default 2 per shape): the median of all runs, the pool's and the cold ones",
         floor="bare bwrap running `true` with the daemon's argv, seccomp program and fd layout, interleaved",
         op="<=", value=0.70, unit="ratio", source="issue 23: answer faster than a sandbox can be built"),
+    ("execute", "p95-over-bwrap"): dict(
+        what="the p95 of POST /execute-shell `true` (the runs of http-over-bwrap-prebuilt; one figure: batches 1)",
+        floor="the p95 of bare bwrap `true` in the same run",
+        op="<=", value=1.0, unit="ratio", source="issue 23: p95 no slower than a cold build"),
+    ("execute", "python-over-bwrap"): dict(
+        what="POST /execute python `pass` (the code shape; sandboxes built ahead as configured)",
+        floor="python3 -c pass in a cold bare bwrap with the daemon's argv, interleaved",
+        op="<=", value=0.85, unit="ratio", source="issue 23: python faster than its cold sandbox"),
     ("execute", "burst-over-bwrap"): dict(
         what="the median of 5 bursts of 20 sequential POST /execute-shell `true`, each after an idle second "
              "(one figure: batches 1)",
@@ -215,11 +223,16 @@ def from_execute(text):
     one = lambda v: (1, v, v, v)   # noqa: E731  (a single figure, no batches)
     burst = j["burstMedianMs"] / j["bwrapMedianMs"]
     rate8 = j["rps8"] / j["bwrapRps8"]
-    return {"requests": j["n"], "prebuiltServed": j["prebuiltServed"]}, [
+    p95 = j["httpP95Ms"] / j["bwrapP95Ms"]
+    return {"requests": j["n"], "prebuiltServed": j["prebuiltServed"], "pythonRequests": j["pyN"],
+            "pythonPrebuiltServed": j["pyPrebuiltServed"]}, [
         result("execute", "http-over-bwrap", j["ratioMedian"], j["bwrapMedianMs"], "ms",
                batch=(batches, j["ratioBatchMedian"], j["ratioBatchP25"], j["ratioBatchP75"])),
         result("execute", "http-over-bwrap-prebuilt", j["ratioMedian"], j["bwrapMedianMs"], "ms",
                batch=(batches, j["ratioBatchMedian"], j["ratioBatchP25"], j["ratioBatchP75"])),
+        result("execute", "p95-over-bwrap", p95, j["bwrapP95Ms"], "ms", batch=one(p95)),
+        result("execute", "python-over-bwrap", j["pyHttpMedianMs"] / j["pyBwrapMedianMs"], j["pyBwrapMedianMs"], "ms",
+               batch=((j["pyN"] + 19) // 20, j["pyRatioBatchMedian"], j["pyRatioBatchP25"], j["pyRatioBatchP75"])),
         result("execute", "burst-over-bwrap", burst, j["bwrapMedianMs"], "ms", batch=one(burst)),
         result("execute", "throughput-8-over-bwrap", rate8, j["bwrapRps8"], "per s", batch=one(rate8))]
 

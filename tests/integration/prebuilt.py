@@ -27,8 +27,9 @@ against a daemon started by hand with [Execution] Prebuilt=2 (as an unprivileged
   - stop: at the daemon's stop no sandbox built ahead is left (no process with the exec helper);
   - killed: a second daemon, its pool filled, is killed (SIGKILL): its sandboxes built ahead die
     with their keepers (parent-death signals), none is left;
-  - burst: a third daemon with PrebuiltBurst=6: after a burst of 6 runs of a shape (back to back),
-    its pool grows to 6 (/health target 6, 6 ready), and the next burst of 6 is served by it all.
+  - burst: a third daemon with PrebuiltBurst=6 and PrebuiltBurstKeepSec=5: after a burst of 6 runs of a shape (back to back),
+    its pool grows to 6 (/health target 6, 6 ready), and the next burst of 6 is served by it all;
+    5 s later, the daemon idle, the target is back at 2 and the 4 beyond it are gone.
 
     prebuilt.py --daemon build/src/sandbox-runnerd [--run-as self] [--only NAME] [--verbose]"""
 
@@ -290,16 +291,29 @@ def helper_sandboxes():
 
 @case("keeper-killed")
 def c_keeper_killed(ctx, res):
-    ctx.ready("shell", 2)
+    # the shell shape's target: Prebuilt=2, or more once the cases before made a burst of it
+    target = (((ctx.health().get("sandbox") or {}).get("prebuilt") or {}).get("shapes") or {}).get(
+        "shell", {}).get("target", 2)
+    ctx.ready("shell", target)
     mine = [(b, k) for b, k in helper_sandboxes() if k and k in L.descendants(ctx.d.pid)]
     if not res.check(mine, "no waiting sandbox found below the daemon"):
         return
     os.kill(mine[0][1], signal.SIGKILL)
-    res.check(ctx.ready("shell", 2) == 2, "the pool was not refilled")
     deadline = time.monotonic() + 5
     while "is discarded" not in ctx.d.log_text() and time.monotonic() < deadline:
         time.sleep(0.1)
     res.check("is discarded" in ctx.d.log_text(), "no log entry about the discarded sandbox")
+    deadline, parents, n = time.monotonic() + 20, [], 0
+    while time.monotonic() < deadline:
+        # the parents of the waiting sandboxes' bwrap processes (keepers, and bwrap for its pid 1)
+        parents = [k for b, k in helper_sandboxes() if k and k in L.descendants(ctx.d.pid)]
+        n = ctx.ready("shell", target, limit=1.0)
+        if mine[0][1] not in parents and n >= target:
+            break
+        time.sleep(0.1)
+    res.note("shell target %d, %d ready" % (target, n))
+    res.check(mine[0][1] not in parents and n >= target,
+              "the pool was not refilled to %d without the killed keeper %d: %d ready" % (target, mine[0][1], n))
     a = ctx.shell("echo ok")
     res.eq("a run afterwards", (a.get("stdout"), a.get("sandbox")), ("ok\n", "prebuilt"))
 
@@ -324,7 +338,7 @@ def gone_within(pids, seconds):
 def case_burst(args, res):
     """PrebuiltBurst=: the pool of a shape grows to the size of its last burst."""
     d = L.Daemon(args.daemon, keep_tmp=args.keep_tmp, run_as=T.resolve_run_as(args.run_as),
-                 config=CONFIG.replace("Prebuilt=2\n", "Prebuilt=2\nPrebuiltBurst=6\n"))
+                 config=CONFIG.replace("Prebuilt=2\n", "Prebuilt=2\nPrebuiltBurst=6\nPrebuiltBurstKeepSec=5\n"))
     try:
         d.start()
         ctx = Ctx(d)
@@ -336,6 +350,27 @@ def case_burst(args, res):
         res.eq("/health target of the shell shape", shell.get("target"), 6)
         second = [ctx.shell("true").get("sandbox") for _ in range(6)]
         res.eq("the second burst", second, ["prebuilt"] * 6)
+        res.eq("sandboxes of the shell shape ready again after it", ctx.ready("shell", 6, limit=60.0), 6)
+        # PrebuiltBurstKeepSec=5: with no burst since, the target goes back to Prebuilt= and the
+        # sandboxes beyond it are discarded, with the daemon idle (its own timer, no request but /health)
+        t0 = time.monotonic()
+        deadline, shell = t0 + 30.0, {}
+        while time.monotonic() < deadline:
+            shell = ((ctx.health().get("sandbox") or {}).get("prebuilt") or {}).get("shapes", {}).get("shell", {})
+            if shell.get("target") == 2 and shell.get("ready") == 2:
+                break
+            time.sleep(0.2)
+        waited = time.monotonic() - t0
+        res.note("back to Prebuilt= after %.1f s: %r" % (waited, shell))
+        res.eq("/health target and ready of the shell shape once the burst is 5 s old", (shell.get("target"),
+               shell.get("ready")), (2, 2))
+        res.check(waited >= 1.0, "the pool shrank %.1f s after the burst, before PrebuiltBurstKeepSec=5" % waited)
+        left = waiting_below(d)
+        deadline = time.monotonic() + 5.0
+        while len(left) != 4 and time.monotonic() < deadline:   # the discarded ones are reaped off the loop
+            time.sleep(0.1)
+            left = waiting_below(d)
+        res.eq("the bwrap processes left waiting (2 sandboxes, 2 each)", len(left), 4)
     finally:
         d.cleanup()
 
