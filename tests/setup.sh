@@ -32,6 +32,7 @@ packages=(
         r-cran-irkernel
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
+        etcd-server     # the fleet suite (issue 24): the members tests/helpers/etcd-cluster.py starts
         # bench-kernels.py: jupyter_server 1.23 (the unsandboxed floor); it and kernels.py: the Kernel
         # Gateway's WebSocket client (DocsGPT's)
         python3-jupyter-server python3-websocket
@@ -58,6 +59,12 @@ install_packages() {
                 export DEBIAN_FRONTEND=noninteractive
                 apt-get update -qq
                 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+                # etcd-server's package enables and starts a system etcd on 127.0.0.1:2379; the
+                # fleet tests start members of their own on free ports, so the one this installed
+                # is stopped and disabled (on a machine that had it before, nothing is touched)
+                if [[ " ${missing[*]} " == *" etcd-server "* ]] && [ -d /run/systemd/system ]; then
+                        systemctl disable --now etcd.service >/dev/null 2>&1 || true
+                fi
         fi
 }
 
