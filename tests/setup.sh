@@ -33,6 +33,8 @@ packages=(
         # tests
         libcmocka-dev python3 curl iproute2 procps util-linux valgrind man-db
         etcd-server     # the fleet suite (issue 24): the members tests/helpers/etcd-cluster.py starts
+        nodejs          # the fleet suite: runs s3rver, the S3 server tests/helpers/s3-server.sh starts
+        python3-botocore        # the fleet suite: tests/helpers/sigv4-check.py, libcurl's SigV4 checked
         # bench-kernels.py: jupyter_server 1.23 (the unsandboxed floor); it and kernels.py: the Kernel
         # Gateway's WebSocket client (DocsGPT's)
         python3-jupyter-server python3-websocket
@@ -46,6 +48,8 @@ packages=(
         # helpers, lintian (the build dependencies are the build's above, plus python3)
         dpkg-dev debhelper lintian
 )
+# npm installs s3rver (install_s3rver); NodeSource's nodejs bundles its own and conflicts with Debian's
+command -v npm >/dev/null || packages+=(npm)
 
 die() { echo "setup.sh: $*" >&2; exit 1; }
 
@@ -66,6 +70,20 @@ install_packages() {
                         systemctl disable --now etcd.service >/dev/null 2>&1 || true
                 fi
         fi
+}
+
+# The fleet suite's S3 server (tests/helpers/s3-server.sh finds it here): the npm package s3rver,
+# pinned, outside the tree; npm (the registry) is asked only when that version is not there yet.
+s3rver_prefix=/usr/local/lib/sandbox-runner-tests
+s3rver_version=3.7.1
+install_s3rver() {
+        local have
+        have=$(node -p "require('$s3rver_prefix/node_modules/s3rver/package.json').version" 2>/dev/null) || true
+        [ "$have" = "$s3rver_version" ] && return 0
+        echo "Installing s3rver $s3rver_version into $s3rver_prefix"
+        mkdir -p "$s3rver_prefix"
+        npm install --prefix "$s3rver_prefix" --no-audit --no-fund --loglevel=error "s3rver@$s3rver_version" \
+                >/dev/null || die "npm could not install s3rver $s3rver_version into $s3rver_prefix"
 }
 
 # The gcc build "build", for both commands with the same options (`run` then `test` neither
@@ -194,6 +212,7 @@ PY
 
 cmd_test() {
         install_packages
+        install_s3rver
         local rc=0 logs=()
 
         echo "== gcc build (-Werror, --prefix=$gcc_prefix as the package), all suites"
