@@ -51,6 +51,7 @@ struct PrebuiltSandbox {
         size_t report_len;
         sd_event_source *info_source, *report_source, *keeper_source, *helper_source;
         bool helper_ready;               /* the exec helper said EXEC_HELPER_READY */
+        bool bind_prepared;              /* its keeper was told to prepare the bind */
         PrebuiltSandbox *next;
 };
 
@@ -207,6 +208,24 @@ static void sandbox_scope_start(PrebuiltSandbox *s) {
         }
 }
 
+/* Once its tree is final (the helper runs) and its pid 1 known: its keeper prepares the bind's
+ * child (keeper-bind.c), off the request path. If the word does not go, the bind forks it then. */
+static void sandbox_prepare_bind(PrebuiltSandbox *s) {
+        _cleanup_free_ KeeperBind *b = NULL;
+
+        if (s->bind_prepared || !s->helper_ready || s->init_pid <= 0 || s->bind_fd < 0)
+                return;
+        b = calloc(1, sizeof(*b));
+        if (!b)
+                return;
+        b->magic = KEEPER_BIND_PREPARE_MAGIC;
+        b->init_pid = s->init_pid;
+        if (s->shape == PREBUILT_CODE)
+                b->code_path[0] = '/';
+        if (send(s->bind_fd, b, sizeof(*b), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t) sizeof(*b))
+                s->bind_prepared = true;
+}
+
 static int on_keeper_exit(sd_event_source *src, const siginfo_t *si, void *userdata) {
         PrebuiltSandbox *s = userdata;
         char why[64];
@@ -284,6 +303,7 @@ static int on_info(sd_event_source *src, int fd, uint32_t revents, void *userdat
                 return 0;
         }
         sandbox_scope_start(s);
+        sandbox_prepare_bind(s);
         if (sandbox_ready(s))
                 s->pool->failures = 0;
         return 0;
@@ -304,6 +324,7 @@ static int on_helper(sd_event_source *src, int fd, uint32_t revents, void *userd
                 return 0;
         }
         s->helper_ready = true;
+        sandbox_prepare_bind(s);
         if (sandbox_ready(s))
                 s->pool->failures = 0;
         pool_ask(s->pool);   /* the next build, if one is missing */
@@ -707,16 +728,17 @@ static uint64_t pid_pss(pid_t pid) {
 }
 
 /* The exec helper: the only child of bwrap's pid 1 while the sandbox waits. */
-static pid_t helper_pid(pid_t init_pid) {
+/* The first child of @parent other than @not (0: none). */
+static pid_t child_pid(pid_t parent, pid_t not) {
         char path[64];
         int pid = 0;
         FILE *f;
 
-        (void) snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) init_pid, (int) init_pid);
+        (void) snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) parent, (int) parent);
         f = fopen(path, "re");
         if (!f)
                 return 0;
-        if (fscanf(f, "%d", &pid) != 1)
+        while (fscanf(f, "%d", &pid) == 1 && pid == (int) not)
                 pid = 0;
         (void) fclose(f);
         return (pid_t) pid;
@@ -727,13 +749,14 @@ uint64_t prebuilt_idle_pss(ExecutionContext *c, PrebuiltShape shape) {
         unsigned n = 0;
 
         for (PrebuiltSandbox *s = c->prebuilt ? c->prebuilt->sandboxes : NULL; s; s = s->next) {
-                pid_t helper;
+                pid_t helper, binder;
 
                 if (s->shape != shape || !sandbox_ready(s) || s->report_source)
                         continue;
-                helper = helper_pid(s->init_pid);
+                helper = child_pid(s->init_pid, 0);
+                binder = child_pid(s->proc.keeper_pid, s->bwrap_pid);   /* the bind's, prepared */
                 sum += pid_pss(s->proc.keeper_pid) + pid_pss(s->bwrap_pid) + pid_pss(s->init_pid) +
-                       (helper > 0 ? pid_pss(helper) : 0);
+                       (helper > 0 ? pid_pss(helper) : 0) + (binder > 0 ? pid_pss(binder) : 0);
                 /* a sample: /health may be asked often, and a pool grown by a burst is large */
                 if (++n == PREBUILT_PSS_SAMPLE)
                         break;

@@ -43,6 +43,10 @@ typedef struct ExecRequest {
  * code's path. The keeper answers "B<errno>\n" (0: done) on its report pipe. One per sandbox.
  */
 #define KEEPER_BIND_MAGIC UINT32_C(0x53524231)    /* "SRB1" */
+/* Before it, once the sandbox is ready, the daemon may send a KeeperBind with this magic, its
+ * @init_pid and (the code shape) a non-empty @code_path, the rest empty: the keeper then prepares
+ * the bind's child ahead (keeper-bind.c), and answers nothing. */
+#define KEEPER_BIND_PREPARE_MAGIC UINT32_C(0x53524250)    /* "SRBP" */
 #define KEEPER_BIND_PATH_MAX 4096
 
 typedef struct KeeperBind {

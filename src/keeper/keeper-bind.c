@@ -15,6 +15,10 @@
  *     whose lease the daemon holds (device and inode), made nosuid and nodev as bwrap's --bind
  *     makes it (the code: read-only too);
  *  3. joins the sandbox's mount namespace and moves the detached tree onto /workspace.
+ * Steps 1 and 2 up to the clone need only the sandbox, not the request: once the sandbox is ready
+ * the daemon may ask for them ahead (KEEPER_BIND_PREPARE_MAGIC), and a child prepared so waits for
+ * the bind with its namespaces joined, which takes the fork and most of the system calls off the
+ * request path. It serves that sandbox's one bind (same pid 1, same shape) and nothing else.
  * A mount made so is the only one at /workspace (no slot, no stack, no propagation to or from
  * it); the sandbox sees that one directory and nothing else of the host. The clone is of one
  * directory, not recursive: nothing mounted below it on the host comes along.
@@ -22,11 +26,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -79,50 +85,201 @@ static int clone_tree(const char *path, uint64_t attr, bool check, uint64_t dev,
         return fd;
 }
 
-/* In the child: the whole bind. Return: 0 or an errno. */
-static int bind_child(const KeeperBind *b) {
-        char path[64];
-        int mnt_ns, user_ns, root, ws_target, code_target = -1, ws_tree, code_tree = -1;
-        bool code = b->code_path[0] != '\0';
+/* What the child holds between its two steps. */
+typedef struct BindTargets {
+        int mnt_ns, ws_target, code_target;
+        bool code;
+} BindTargets;
 
-        (void) snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int) b->init_pid);
-        mnt_ns = open(path, O_RDONLY | O_CLOEXEC);
-        if (mnt_ns < 0)
+/* Step 1 and the start of step 2, in the child: the sandbox's namespaces and mount points opened
+ * (from the host), then its user namespace joined and a mount namespace of our own made in it.
+ * Return: 0 or an errno. */
+static int bind_open(pid_t init_pid, bool code, BindTargets *t) {
+        char path[64];
+        int user_ns, root;
+
+        *t = (BindTargets) { .mnt_ns = -1, .ws_target = -1, .code_target = -1, .code = code };
+        (void) snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int) init_pid);
+        t->mnt_ns = open(path, O_RDONLY | O_CLOEXEC);
+        if (t->mnt_ns < 0)
                 return errno;
-        user_ns = ioctl(mnt_ns, NS_GET_USERNS);
+        user_ns = ioctl(t->mnt_ns, NS_GET_USERNS);
         if (user_ns < 0)
                 return errno;
-        (void) snprintf(path, sizeof(path), "/proc/%d/root", (int) b->init_pid);
+        (void) snprintf(path, sizeof(path), "/proc/%d/root", (int) init_pid);
         root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (root < 0)
                 return errno;
-        ws_target = openat(root, SANDBOX_WORKSPACE_REL, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (ws_target < 0)
+        t->ws_target = openat(root, SANDBOX_WORKSPACE_REL, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (t->ws_target < 0)
                 return errno;
         if (code) {
-                code_target = openat(root, SANDBOX_CODE_REL, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-                if (code_target < 0)
+                t->code_target = openat(root, SANDBOX_CODE_REL, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                if (t->code_target < 0)
                         return errno;
         }
-
+        (void) close(root);
         if (setns(user_ns, CLONE_NEWUSER) < 0 || unshare(CLONE_NEWNS) < 0)
                 return errno;
+        (void) close(user_ns);
+        return 0;
+}
+
+/* The rest of step 2 and step 3: the clones made, the sandbox's mount namespace joined, the
+ * clones moved onto their mount points. Return: 0 or an errno. */
+static int bind_finish(const KeeperBind *b, const BindTargets *t) {
+        int ws_tree, code_tree = -1;
+
         ws_tree = clone_tree(b->ws_path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true, b->ws_dev, b->ws_ino);
         if (ws_tree < 0)
                 return -ws_tree;
-        if (code) {
+        if (t->code) {
                 code_tree = clone_tree(b->code_path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                                        false, 0, 0);
                 if (code_tree < 0)
                         return -code_tree;
         }
-        if (setns(mnt_ns, CLONE_NEWNS) < 0)
+        if (setns(t->mnt_ns, CLONE_NEWNS) < 0)
                 return errno;
-        if (move_mount_(ws_tree, "", ws_target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        if (move_mount_(ws_tree, "", t->ws_target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
                 return errno;
-        if (code && move_mount_(code_tree, "", code_target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        if (t->code && move_mount_(code_tree, "", t->code_target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
                 return errno;
         return 0;
+}
+
+static bool bind_valid(const KeeperBind *b, uint32_t magic) {
+        return b->magic == magic && b->init_pid > 1 &&
+               memchr(b->ws_path, '\0', sizeof(b->ws_path)) != NULL &&
+               memchr(b->code_path, '\0', sizeof(b->code_path)) != NULL &&
+               (magic == KEEPER_BIND_PREPARE_MAGIC || b->ws_path[0] == '/') &&
+               (b->code_path[0] == '\0' || b->code_path[0] == '/');
+}
+
+/* The child prepared ahead (keeper_bind_prepare()): its pid, where the bind goes to it, where its
+ * word comes from, and what it was prepared for. */
+static struct {
+        pid_t pid;
+        int request_fd, answer_fd;
+        pid_t init_pid;
+        bool code;
+} prepared = { .request_fd = -1, .answer_fd = -1 };
+
+static void prepared_close(void) {
+        if (prepared.request_fd >= 0)
+                (void) close(prepared.request_fd);
+        if (prepared.answer_fd >= 0)
+                (void) close(prepared.answer_fd);
+        prepared.request_fd = prepared.answer_fd = -1;
+        prepared.pid = 0;
+}
+
+void keeper_bind_abandon(void) {
+        if (prepared.pid > 0)
+                (void) kill(prepared.pid, SIGKILL);
+        prepared_close();
+}
+
+/* Read exactly @size bytes. Return: true if all came. */
+static bool read_all(int fd, void *buf, size_t size) {
+        for (size_t done = 0; done < size;) {
+                ssize_t k = read(fd, (char *) buf + done, size - done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return false;
+                done += (size_t) k;
+        }
+        return true;
+}
+
+/* The prepared child: opened and joined, it waits for the bind (or the end of the pipe). */
+static _Noreturn void prepared_child(pid_t init_pid, bool code, int request_fd, int answer_fd) {
+        static KeeperBind b;
+        BindTargets t;
+        int e;
+
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        (void) prctl(PR_SET_NAME, "keeper-bind");   /* ps -o comm: what it is (its args: the keeper's) */
+        e = bind_open(init_pid, code, &t);
+        if (!read_all(request_fd, &b, sizeof(b)))
+                _exit(0);   /* not used */
+        if (e == 0 && (!bind_valid(&b, KEEPER_BIND_MAGIC) || b.init_pid != init_pid || (b.code_path[0] != '\0') != code))
+                e = EINVAL;
+        if (e == 0)
+                e = bind_finish(&b, &t);
+        _exit(write(answer_fd, &e, sizeof(e)) == (ssize_t) sizeof(e) ? 0 : 1);
+}
+
+int keeper_bind_prepare(const KeeperBind *p) {
+        int req[2], ans[2];
+        pid_t pid;
+
+        if (!bind_valid(p, KEEPER_BIND_PREPARE_MAGIC) || prepared.pid > 0)
+                return -EINVAL;
+        if (pipe2(req, O_CLOEXEC) < 0)
+                return -errno;
+        if (pipe2(ans, O_CLOEXEC) < 0) {
+                int r = -errno;
+                (void) close(req[0]);
+                (void) close(req[1]);
+                return r;
+        }
+        pid = fork();
+        if (pid == 0) {
+                (void) close(req[1]);
+                (void) close(ans[0]);
+                prepared_child(p->init_pid, p->code_path[0] != '\0', req[0], ans[1]);
+        }
+        (void) close(req[0]);
+        (void) close(ans[1]);
+        if (pid < 0) {
+                int r = -errno;
+                (void) close(req[1]);
+                (void) close(ans[0]);
+                return r;
+        }
+        prepared.pid = pid;
+        prepared.request_fd = req[1];
+        prepared.answer_fd = ans[0];
+        prepared.init_pid = p->init_pid;
+        prepared.code = p->code_path[0] != '\0';
+        return 0;
+}
+
+/* The bind through the prepared child. Return: its errno (0: bound), or -1 if it could not be
+ * asked (it is gone: a new child then does the whole bind). */
+static int bind_prepared(const KeeperBind *b) {
+        const char *p = (const char *) b;
+        int e = -1;
+
+        if (prepared.pid <= 0 || prepared.init_pid != b->init_pid || prepared.code != (b->code_path[0] != '\0')) {
+                keeper_bind_abandon();
+                return -1;
+        }
+        for (size_t done = 0; done < sizeof(*b);) {
+                ssize_t k = write(prepared.request_fd, p + done, sizeof(*b) - done);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        keeper_bind_abandon();
+                        return -1;
+                }
+                done += (size_t) k;
+        }
+        if (!read_all(prepared.answer_fd, &e, sizeof(e)))
+                e = EIO;   /* it took the bind and died: the bind may be half done, never again */
+        prepared_close();   /* reaped later, with the sandbox */
+        return e;
+}
+
+/* In a new child: the whole bind. Return: 0 or an errno. */
+static int bind_child(const KeeperBind *b) {
+        BindTargets t;
+        int e;
+
+        e = bind_open(b->init_pid, b->code_path[0] != '\0', &t);
+        return e != 0 ? e : bind_finish(b, &t);
 }
 
 int keeper_bind(const KeeperBind *b) {
@@ -130,11 +287,12 @@ int keeper_bind(const KeeperBind *b) {
         ssize_t k;
         pid_t pid;
 
-        if (b->magic != KEEPER_BIND_MAGIC || b->init_pid <= 1 || b->ws_path[0] != '/' ||
-            memchr(b->ws_path, '\0', sizeof(b->ws_path)) == NULL ||
-            memchr(b->code_path, '\0', sizeof(b->code_path)) == NULL ||
-            (b->code_path[0] != '\0' && b->code_path[0] != '/'))
+        if (!bind_valid(b, KEEPER_BIND_MAGIC))
                 return -EINVAL;
+        e = bind_prepared(b);
+        if (e >= 0)
+                return -e;
+        e = 0;
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
         pid = fork();

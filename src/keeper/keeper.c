@@ -344,6 +344,7 @@ static bool handle_exit(pid_t pid, int *program_w) {
         /* The sandbox's pid 1, if it outlived bwrap (see above); if it
          * still waits for its program, an empty one ends it. */
         *program_w = safe_close(*program_w);
+        keeper_bind_abandon();
         reap_all();
         report('X', status);
         while (read(KEEPER_FD_CONTROL, &c, 1) > 0)
@@ -353,7 +354,8 @@ static bool handle_exit(pid_t pid, int *program_w) {
 
 /* Until bwrap has exited (reported) or the daemon is gone (bwrap killed, unless @detachable: then
  * until bwrap has exited, with nobody to report to). Return: the exit status. */
-/* Prebuilt: the one bind on the job socket, answered on the report pipe; then the socket goes. */
+/* Prebuilt: the one bind on the job socket, answered on the report pipe; then the socket goes.
+ * Before it, maybe, the word to prepare it (keeper_bind_prepare()), not answered. */
 static void handle_bind(int *bind_sock) {
         KeeperBind b = {};
         ssize_t k;
@@ -361,6 +363,10 @@ static void handle_bind(int *bind_sock) {
         do
                 k = recv(*bind_sock, &b, sizeof(b), 0);
         while (k < 0 && errno == EINTR);
+        if (k == (ssize_t) sizeof(b) && b.magic == KEEPER_BIND_PREPARE_MAGIC) {
+                (void) keeper_bind_prepare(&b);   /* if it fails, the bind forks its child then */
+                return;
+        }
         if (k == (ssize_t) sizeof(b))
                 report('B', -keeper_bind(&b));
         else if (k > 0)
@@ -396,6 +402,7 @@ static int supervise(pid_t pid, int program_w, bool detachable, int bind_sock) {
         }
         (void) kill(pid, SIGKILL);
         program_w = safe_close(program_w);
+        keeper_bind_abandon();
         reap_all();
         return EXIT_SUCCESS;
 }

@@ -408,7 +408,8 @@ scope_units() {
 # cgroup (not a scope), with no children of their own. Sandboxes built ahead ([Execution]
 # Prebuilt=, src/execution/prebuilt.c; more after a burst with PrebuiltBurst=): each a keeper child
 # of the daemon whose every descendant is the sandbox's bwrap (its last argument the exec helper,
-# /proc/self/fd/11) or that helper waiting for its run.
+# /proc/self/fd/11), that helper waiting for its run, or the bind's child the keeper prepared (a
+# fork of the keeper named keeper-bind, src/keeper/keeper-bind.c).
 # Anything else is printed as "PID ARGS".
 stray_processes() {
         local main
@@ -422,6 +423,8 @@ stray_processes() {
                                 a=$(ps -o args= -p "$d") || continue
                                 case "$a" in
                                 /proc/self/fd/11|*bwrap\ *" -- /proc/self/fd/11") n=$((n + 1)) ;;
+                                "sandbox-runner-keeper "*)
+                                        [ "$(ps -o comm= -p "$d")" = keeper-bind ] || return 1 ;;
                                 *) return 1 ;;
                                 esac
                         done
