@@ -140,10 +140,12 @@ one_run() {
 
 CURSOR=
 journal_mark() { CURSOR=$(bx journalctl --show-cursor -n 0 -q --no-pager | sed -n 's/^-- cursor: //p'); }
-# scopes of the bench (execution ids bench-<pid>-<seq>) that systemd started since the mark
+# scopes of the bench that systemd started since the mark: a cold run's, named by its execution
+# id (bench-<pid>-<seq>), and those of the sandboxes built ahead (p<daemon pid>-<keeper pid>,
+# "sandbox built ahead": a run released into one keeps its scope), taken or not
 scopes_started() {
         bx journalctl _PID=1 -o cat --no-pager ${CURSOR:+--after-cursor="$CURSOR"} |
-                grep -cE "^Started (${SCOPE_PREFIX}bench-|sandbox-runner execution bench-)"
+                grep -cE "^Started (${SCOPE_PREFIX}bench-|sandbox-runner execution bench-|${SCOPE_PREFIX}p[0-9]+-[0-9]+\.scope|sandbox-runner sandbox built ahead)"
 }
 
 # cpu_snapshot FILE: CPU time (utime + stime, ms) of the processes a scope involves: PID 1,
