@@ -168,6 +168,7 @@ void api_health(Manager *m, HttpRequest *req, const Route *route, json_object *b
         }
 
         json_object_object_add(o, "kernels", health_kernels(m));
+        json_object_object_add(o, "fleet", manager_fleet_health(m));
 
         ws = json_object_new_object();
         {

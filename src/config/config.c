@@ -46,6 +46,7 @@ int config_init(Config *c) {
                 .prebuilt = 2,
                 .prebuilt_burst = 20,
                 .prebuilt_burst_keep_usec = 600 * USEC_PER_SEC,
+                .fleet_lease_ttl_usec = 10 * USEC_PER_SEC,
                 .default_timeout_usec = 30 * USEC_PER_SEC,
                 .max_timeout_usec = 3600 * USEC_PER_SEC,
                 .memory_max = 2ULL << 30,
@@ -122,6 +123,13 @@ void config_done(Config *c) {
         free(c->signing_key_file);
         free(c->bwrap);
         free(c->sandbox_user);
+        free(c->fleet_node_id);
+        free(c->fleet_advertise_url);
+        c->fleet_etcd = strv_free(c->fleet_etcd);
+        free(c->fleet_etcd_prefix);
+        free(c->fleet_etcd_ca);
+        free(c->fleet_etcd_cert);
+        free(c->fleet_etcd_key);
         *c = (Config) {};
 }
 
@@ -454,6 +462,15 @@ static const ConfigKey config_keys[] = {
         K("NPU", "Broker", cp_bool, npu_broker),
         K("NPU", "WorkloadsFile", cp_path, npu_workloads_file),
         K("NPU", "RepositoryDirectory", cp_path, npu_repo_dir),
+        K("Fleet", "Enable", cp_bool, fleet_enable),
+        K("Fleet", "NodeId", cp_word, fleet_node_id),
+        K("Fleet", "AdvertiseURL", cp_word, fleet_advertise_url),
+        K("Fleet", "Etcd", cp_strv, fleet_etcd),
+        K("Fleet", "EtcdPrefix", cp_word, fleet_etcd_prefix),
+        K("Fleet", "EtcdCAFile", cp_path, fleet_etcd_ca),
+        K("Fleet", "EtcdCertFile", cp_path, fleet_etcd_cert),
+        K("Fleet", "EtcdKeyFile", cp_path, fleet_etcd_key),
+        K("Fleet", "LeaseTTLSec", cp_seconds, fleet_lease_ttl_usec),
         K("Kernels", "Enable", cp_bool, kernels_enable),
         K("Kernels", "MaxKernels", cp_unsigned, kernels_max),
         K("Kernels", "IdleTimeoutSec", cp_seconds, kernels_idle_timeout_usec),
@@ -647,6 +664,14 @@ int config_verify(Config *c, char **ret_error) {
                 what = "[Kernels] IdleTimeoutSec= must be at least 1s (or 0 for never)";
         else if (c->kernels_max_lifetime_usec != 0 && c->kernels_max_lifetime_usec < USEC_PER_SEC)
                 what = "[Kernels] MaxLifetimeSec= must be at least 1s (or 0 for never)";
+        else if (c->fleet_enable && strv_length(c->fleet_etcd) == 0)
+                what = "[Fleet] Enable=yes needs Etcd= (etcd's client URLs)";
+        else if (c->fleet_enable && !c->fleet_advertise_url)
+                what = "[Fleet] Enable=yes needs AdvertiseURL= (where the other nodes reach this one)";
+        else if (c->fleet_lease_ttl_usec < 2 * USEC_PER_SEC)
+                what = "[Fleet] LeaseTTLSec= must be at least 2s";
+        else if (!c->fleet_etcd_cert != !c->fleet_etcd_key)
+                what = "[Fleet] EtcdCertFile= and EtcdKeyFile= must be set together";
         if (!what)
                 return 0;
         if (ret_error && !(*ret_error = strdup(what)))

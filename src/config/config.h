@@ -101,7 +101,18 @@ typedef struct Config {
         unsigned kernels_cpu_quota_percent;  /* per kernel, 0 = no limit */
         uint64_t kernels_max_message_bytes;  /* one inbound WebSocket message */
         uint64_t kernels_max_output_bytes;   /* one execution's iopub output, then a marker; 0 = no budget */
+
+        /* [Fleet] (issue 24, docs/fleet.md): membership of a fleet of runners in etcd */
+        bool fleet_enable;              /* off: a single node, as without this section */
+        char *fleet_node_id;            /* NULL: the host name */
+        char *fleet_advertise_url;      /* where the other nodes reach this one */
+        char **fleet_etcd;              /* etcd's client URLs */
+        char *fleet_etcd_prefix;        /* NULL: FLEET_ETCD_PREFIX_DEFAULT */
+        char *fleet_etcd_ca, *fleet_etcd_cert, *fleet_etcd_key;
+        uint64_t fleet_lease_ttl_usec;
 } Config;
+
+#define FLEET_ETCD_PREFIX_DEFAULT "/sandbox-runner/"
 
 /* config_init() - fill in the embedded defaults. Return: 0 or -ENOMEM. */
 int config_init(Config *c);

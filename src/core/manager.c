@@ -378,6 +378,7 @@ Manager *manager_free(Manager *m) {
         m->http = http_server_free(m->http);
         m->kernels = kernel_manager_free(m->kernels);          /* before the runs they are */
         free(m->kernels_error);
+        manager_fleet_done(m);
         execution_context_done(&m->exec);
         m->environments = env_manager_free(m->environments);   /* after the runs that held its prefixes */
         free(m->environments_error);
@@ -489,8 +490,8 @@ int manager_listen(Manager *m, char **extra_listen) {
                 return log_error_errno(ENOENT,
                                        "No socket to listen on: none was passed by systemd and no Listen= address is configured.");
 
-        /* Idle exit only makes sense when systemd keeps the listening socket for us. */
-        if (m->socket_activated && m->config.idle_exit_usec > 0) {
+        /* Idle exit only when systemd keeps our socket, and not a fleet's node (its lease is ours). */
+        if (m->socket_activated && m->config.idle_exit_usec > 0 && !m->config.fleet_enable) {
                 r = sd_event_add_time_relative(m->event, &m->idle_timer, CLOCK_MONOTONIC,
                                                m->config.idle_exit_usec, USEC_PER_SEC, on_idle, m);
                 if (r < 0)
@@ -660,6 +661,7 @@ int manager_run(Manager *m) {
         manager_setup_environments(m);
         manager_setup_npu(m);
         manager_setup_kernels(m);
+        manager_setup_fleet(m);
 
         log_struct(LOG_INFO,
                    "MESSAGE_ID=" SR_MESSAGE_STARTED,

@@ -80,6 +80,8 @@ typedef struct Manager {
         char *broker_error;              /* ... and why not, when enabled */
         struct KernelManager *kernels;   /* Jupyter kernels ([Kernels] Enable=yes), or NULL */
         char *kernels_error;             /* ... and why not, when enabled */
+        struct FleetMember *fleet;       /* this node's record in the fleet ([Fleet] Enable=yes), or NULL */
+        char *fleet_error;               /* ... and why not, when enabled */
         struct SdpSlot *sd_slots;        /* the ScienceDiscovery dialect's /execute* runs, waiting or
                                           * running (api/sd-queue.c; owned by their requests) */
 } Manager;
@@ -145,6 +147,13 @@ uint64_t manager_uptime_sec(Manager *m);
 
 /* manager_probe() - sandbox probes and scope availability, logged and kept for /health. */
 int manager_probe(Manager *m);
+
+/* manager-fleet.c: the node's membership of a fleet ([Fleet] Enable=yes): joined once the
+ * manager is set up, left (its lease revoked, on a loop of its own) when the manager is freed,
+ * and its part of /health. */
+void manager_setup_fleet(Manager *m);
+void manager_fleet_done(Manager *m);
+struct json_object *manager_fleet_health(Manager *m);
 
 #define MANAGER_RECORDS_KEEP 10000
 

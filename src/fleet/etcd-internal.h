@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "fleet/etcd.h"
+#include "fleet/fleet-fail.h"
 
 typedef enum EtcdOp {
         ETCD_OP_LEASE_GRANT,
@@ -63,8 +64,9 @@ typedef struct EtcdAnswer {
 int etcd_answer_parse(EtcdOp op, const char *prefix, long http_status, const char *body, size_t size,
                       EtcdAnswer *a);
 void etcd_answer_done(EtcdAnswer *a);
-/* etcd_answer_fail() - sets a->message (and result.message) from @format. Return: @error, or -ENOMEM. */
-int etcd_answer_fail(EtcdAnswer *a, int error, const char *format, ...) _printf_(3, 4);
+/* etcd_answer_fail(EtcdAnswer *a, int error, const char *format, ...) - sets a->message (and
+ * result.message) from @format: fleet_fail(). Return: @error, or -ENOMEM. */
+#define etcd_answer_fail(a, error, ...) fleet_fail(&(a)->message, &(a)->result.message, (error), __VA_ARGS__)
 
 /* etcd_errno_from_grpc() - a gRPC status code of etcd's errors as -errno (-EIO for unknown ones). */
 int etcd_errno_from_grpc(int64_t code);

@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <nettle/base64.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,22 +191,6 @@ int etcd_prefix_range_end(const char *prefix, size_t size, char **ret, size_t *r
 }
 
 /* ---- answers ---- */
-
-int etcd_answer_fail(EtcdAnswer *a, int error, const char *format, ...) {
-        va_list ap;
-        int r;
-
-        a->message = mfree(a->message);
-        va_start(ap, format);
-        r = vasprintf(&a->message, format, ap);
-        va_end(ap);
-        if (r < 0) {
-                a->message = NULL;
-                return -ENOMEM;
-        }
-        a->result.message = a->message;
-        return error;
-}
 
 int etcd_errno_from_grpc(int64_t code) {
         static const int errors[] = {

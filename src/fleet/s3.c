@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <nettle/sha2.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "fleet/curl-glue.h"
+#include "fleet/fleet-fail.h"
 #include "fleet/s3.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -86,6 +86,10 @@ typedef struct S3Answer {
         char etag[S3_ETAG_MAX];
 } S3Answer;
 
+/* answer_fail(S3Answer *a, int error, const char *format, ...) - fleet_fail() on @a's message and
+ * result. Return: @error, or -ENOMEM. */
+#define answer_fail(a, error, ...) fleet_fail(&(a)->message, &(a)->result.message, (error), __VA_ARGS__)
+
 static S3Call *call_free(S3Call *call) {
         S3Client *c;
 
@@ -109,22 +113,6 @@ SR_DEFINE_FREE_FUNC(S3Call *, call_free);
 
 S3Call *s3_call_cancel(S3Call *call) {
         return call_free(call);
-}
-
-static _printf_(3, 4) int answer_fail(S3Answer *a, int error, const char *format, ...) {
-        va_list ap;
-        int r;
-
-        a->message = mfree(a->message);
-        va_start(ap, format);
-        r = vasprintf(&a->message, format, ap);
-        va_end(ap);
-        if (r < 0) {
-                a->message = NULL;
-                return -ENOMEM;
-        }
-        a->result.message = a->message;
-        return error;
 }
 
 /*

@@ -7,19 +7,17 @@
  * accepts (a black hole) and tiny HTTP servers that answer what etcd never would. TAP on stdout.
  */
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include "fake-http-server.h"
 #include "fleet/etcd.h"
 #include "util/macro.h"
 #include "util/strv.h"
@@ -153,154 +151,17 @@ static const char *kv_value(const Reply *r, size_t i) {
         return i < r->n_kvs ? r->kvs[i].value : "(none)";
 }
 
-/* ---- sockets of the test's own ---- */
+/* ---- sockets of the test's own: dead ports, a black hole, fake servers (fake-http-server.h) ---- */
 
-static int loopback_socket(int *ret_port) {
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t len = sizeof(sa);
-        int fd;
+/* A server answering @answer (taken over). Return: it, or NULL (the reason on a TAP comment). */
+static FakeHttpServer *fake_server_new(char *answer) {
+        FakeHttpServer *server = NULL;
+        int r;
 
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
-            getsockname(fd, (struct sockaddr *) &sa, &len) < 0) {
-                safe_close(fd);
-                return -errno;
-        }
-        *ret_port = ntohs(sa.sin_port);
-        return fd;
-}
-
-/* A tiny HTTP server in the loop: reads one request, writes its canned answer, closes. Lives until exit. */
-typedef struct FakeServer {
-        int port;
-        char *answer;
-        size_t answer_size;
-        unsigned connections;
-        sd_event_source *source;
-        struct FakeServer *next;
-} FakeServer;
-
-static FakeServer *fake_servers;
-
-typedef struct FakeConnection {
-        FakeServer *server;
-        char request[8192];
-        size_t got, sent;
-        bool answering;
-} FakeConnection;
-
-/* The whole request read (headers and Content-Length bytes)? */
-static bool request_complete(const FakeConnection *conn) {
-        const char *end = memmem(conn->request, conn->got, "\r\n\r\n", 4), *cl;
-        size_t header = end ? (size_t) (end - conn->request) + 4 : 0;
-        unsigned long length = 0;
-
-        if (!end)
-                return false;
-        cl = memmem(conn->request, header, "Content-Length:", 15);
-        if (cl)
-                length = strtoul(cl + 15, NULL, 10);
-        return conn->got >= header + length;
-}
-
-/* Its source owns the fd and, through its destroy callback, the FakeConnection. */
-static int on_connection_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        FakeConnection *conn = userdata;
-        ssize_t n;
-
-        if (!conn->answering) {
-                n = recv(fd, conn->request + conn->got, sizeof(conn->request) - 1 - conn->got, 0);
-                if (n < 0 && errno == EAGAIN)
-                        return 0;
-                if (n <= 0) {
-                        (void) sd_event_source_disable_unref(s);
-                        return 0;
-                }
-                conn->got += n;
-                if (!request_complete(conn) && conn->got < sizeof(conn->request) - 1)
-                        return 0;
-                conn->answering = true;
-                (void) sd_event_source_set_io_events(s, EPOLLOUT);
-                return 0;
-        }
-
-        n = send(fd, conn->server->answer + conn->sent, conn->server->answer_size - conn->sent, MSG_NOSIGNAL);
-        if (n < 0 && errno == EAGAIN)
-                return 0;
-        if (n > 0)
-                conn->sent += n;
-        if (n <= 0 || conn->sent == conn->server->answer_size)
-                (void) sd_event_source_disable_unref(s);        /* the answer ends with the connection */
-        return 0;
-}
-
-static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        FakeServer *server = userdata;
-        sd_event_source *cs = NULL;
-        FakeConnection *conn;
-        int cfd;
-
-        cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (cfd < 0)
-                return 0;
-        conn = calloc(1, sizeof(*conn));
-        if (!conn || sd_event_add_io(event, &cs, cfd, EPOLLIN, on_connection_io, conn) < 0) {
-                free(conn);
-                (void) close(cfd);
-                return 0;
-        }
-        (void) sd_event_source_set_io_fd_own(cs, true);
-        (void) sd_event_source_set_destroy_callback(cs, free);
-        (void) sd_event_source_set_floating(cs, true);   /* the loop's until it ends */
-        sd_event_source_unref(cs);
-        conn->server = server;
-        server->connections++;
-        return 0;
-}
-
-/* A server answering @answer (taken over). Return: it, or NULL. */
-static FakeServer *fake_server_new(char *answer) {
-        FakeServer *server;
-        int fd;
-
-        server = calloc(1, sizeof(*server));
-        if (!server)
-                abort();
-        server->answer = answer;
-        server->answer_size = strlen(answer);
-        server->next = fake_servers;
-        fake_servers = server;
-
-        fd = loopback_socket(&server->port);
-        if (fd < 0)
-                return NULL;
-        if (listen(fd, 16) < 0 || sd_event_add_io(event, &server->source, fd, EPOLLIN, on_accept, server) < 0) {
-                (void) close(fd);
-                return NULL;
-        }
-        (void) sd_event_source_set_io_fd_own(server->source, true);
+        r = fake_http_server_new(event, answer, 0, &server);
+        if (r < 0)
+                printf("# a loopback server of the test's own: %s\n", strerror(-r));
         return server;
-}
-
-static void fake_servers_free(void) {
-        while (fake_servers) {
-                FakeServer *server = fake_servers;
-
-                fake_servers = server->next;
-                (void) sd_event_source_disable_unref(server->source);
-                free(server->answer);
-                free(server);
-        }
-}
-
-static char *url_of(int port) {
-        char *s;
-
-        if (asprintf(&s, "http://127.0.0.1:%i", port) < 0)
-                abort();
-        return s;
 }
 
 static EtcdClient *client_new(char **endpoints, const char *prefix, uint64_t timeout_usec, size_t max_response) {
@@ -513,7 +374,7 @@ static void test_leases(Ctx *t) {
 }
 
 static void test_failover(Ctx *t, int dead_port) {
-        _cleanup_free_ char *dead = url_of(dead_port);
+        _cleanup_free_ char *dead = fake_http_url(dead_port);
         _cleanup_(etcd_client_freep) EtcdClient *c =
                 client_new((char *[]) { dead, t->endpoints[1], NULL }, t->prefix, 5 * USEC_PER_SEC, 0);
         _cleanup_(reply_clear) Reply r = {};
@@ -527,8 +388,8 @@ static void test_failover(Ctx *t, int dead_port) {
 }
 
 static void test_unreachable(Ctx *t, const int dead_ports[3], int blackhole_port) {
-        _cleanup_free_ char *d0 = url_of(dead_ports[0]), *d1 = url_of(dead_ports[1]), *d2 = url_of(dead_ports[2]);
-        _cleanup_free_ char *hole = url_of(blackhole_port);
+        _cleanup_free_ char *d0 = fake_http_url(dead_ports[0]), *d1 = fake_http_url(dead_ports[1]);
+        _cleanup_free_ char *d2 = fake_http_url(dead_ports[2]), *hole = fake_http_url(blackhole_port);
         _cleanup_(etcd_client_freep) EtcdClient *dead = NULL, *slow = NULL;
         _cleanup_(reply_clear) Reply r = {};
         uint64_t start, elapsed;
@@ -578,7 +439,7 @@ static void test_garbage(Ctx *t) {
                   "{\"error\":\"etcdserver: no leader\",\"message\":\"etcdserver: no leader\",\"code\":14}", -EAGAIN,
                   false },
         };
-        FakeServer *servers[ELEMENTSOF(cases) + 1];
+        FakeHttpServer *servers[ELEMENTSOF(cases) + 1];
         _cleanup_(reply_clear) Reply r = {};
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
@@ -592,18 +453,18 @@ static void test_garbage(Ctx *t) {
                         check(false, "%s: a server for it", cases[i].name);
                         continue;
                 }
-                url = url_of(servers[i]->port);
+                url = fake_http_url(fake_http_server_port(servers[i]));
                 c = client_new((char *[]) { url, NULL }, t->prefix, 5 * USEC_PER_SEC, 0);
                 (void) SYNC(&r, cases[i].grant ? etcd_lease_grant(c, 5, on_reply, &r, NULL) :
                                                  etcd_get(c, "x", on_reply, &r, NULL));
-                check(r.done && r.error == cases[i].expect && servers[i]->connections == 1,
+                check(r.done && r.error == cases[i].expect && fake_http_server_connections(servers[i]) == 1,
                       "%s: %s, '%s' (%u connection)", cases[i].name, strerror(-r.error), MSG(r),
-                      servers[i]->connections);
+                      fake_http_server_connections(servers[i]));
         }
 
         /* the 503 member first, a real one next: the call moves on */
         if (servers[ELEMENTSOF(cases) - 1]) {
-                _cleanup_free_ char *url = url_of(servers[ELEMENTSOF(cases) - 1]->port);
+                _cleanup_free_ char *url = fake_http_url(fake_http_server_port(servers[ELEMENTSOF(cases) - 1]));
                 _cleanup_(etcd_client_freep) EtcdClient *c =
                         client_new((char *[]) { url, t->endpoints[2], NULL }, t->prefix, 5 * USEC_PER_SEC, 0);
 
@@ -622,7 +483,7 @@ static void test_garbage(Ctx *t) {
                 spaces[65536] = '\0';
                 servers[i] = fake_server_new(http_answer("200 OK", spaces, 65536));
                 if (servers[i]) {
-                        _cleanup_free_ char *url = url_of(servers[i]->port);
+                        _cleanup_free_ char *url = fake_http_url(fake_http_server_port(servers[i]));
                         _cleanup_(etcd_client_freep) EtcdClient *c =
                                 client_new((char *[]) { url, NULL }, t->prefix, 5 * USEC_PER_SEC, 4096);
 
@@ -635,7 +496,7 @@ static void test_garbage(Ctx *t) {
 }
 
 static void test_cancel(Ctx *t, int blackhole_port) {
-        _cleanup_free_ char *hole = url_of(blackhole_port);
+        _cleanup_free_ char *hole = fake_http_url(blackhole_port);
         _cleanup_(etcd_client_freep) EtcdClient *slow =
                 client_new((char *[]) { hole, NULL }, t->prefix, USEC_PER_SEC, 0);
         _cleanup_(reply_clear) Reply r1 = {}, r2 = {}, r3 = {};
@@ -678,8 +539,8 @@ static void run_cases(char **endpoints) {
 
         /* bound and not listening: a connect is refused, and nobody else can take the port */
         for (size_t i = 0; i < 3; i++)
-                dead_fds[i] = loopback_socket(&dead_ports[i]);
-        hole_fd = loopback_socket(&hole_port);
+                dead_fds[i] = fake_http_loopback_socket(&dead_ports[i]);
+        hole_fd = fake_http_loopback_socket(&hole_port);
         if (dead_fds[0] < 0 || dead_fds[1] < 0 || dead_fds[2] < 0 || hole_fd < 0 || listen(hole_fd, 64) < 0) {
                 printf("Bail out! loopback sockets of the test's own: %m\n");
                 exit(1);
@@ -793,7 +654,7 @@ int main(int argc, char *argv[]) {
         else
                 run_cases(endpoints);
 
-        fake_servers_free();
+        fake_http_servers_free();
         event = sd_event_unref(event);          /* and the connections still in it */
         printf("1..%u\n", n_tests);
         return n_failed == 0 ? 0 : 1;

@@ -8,22 +8,20 @@
  * own answers 412. Besides: a port nobody listens on, one that never accepts, canned answers. TAP.
  */
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <netinet/in.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
+#include "fake-http-server.h"
 #include "fleet/s3.h"
 #include "util/macro.h"
 #include "util/time-util.h"
@@ -142,169 +140,18 @@ static void spin(uint64_t usec) {
 
 #define has(s, part) ((s) && strstr((s), (part)))
 
-static int loopback_socket(int *ret_port) {
-        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        socklen_t len = sizeof(sa);
-        int fd;
+/* A loopback server of the test's own (fake-http-server.h) answering @answer (taken over), each
+ * request kept whole up to CAPTURE_MAX bytes; bails out if it cannot listen. */
+static FakeHttpServer *fake_server_new(char *answer) {
+        FakeHttpServer *server = NULL;
+        int r;
 
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
-            getsockname(fd, (struct sockaddr *) &sa, &len) < 0) {
-                safe_close(fd);
-                return -errno;
-        }
-        *ret_port = ntohs(sa.sin_port);
-        return fd;
-}
-
-/* A tiny HTTP server in the loop: reads one request, keeps it (also in a file of capture_dir when
- * set), writes its canned answer, closes. Lives until exit. */
-typedef struct FakeServer {
-        int port;
-        char *answer;
-        size_t answer_size;
-        unsigned connections;
-        const char *capture_dir;
-        unsigned captured;
-        char *last;                     /* the last request, NUL-terminated */
-        sd_event_source *source;
-        struct FakeServer *next;
-} FakeServer;
-
-static FakeServer *fake_servers;
-
-typedef struct FakeConnection {
-        FakeServer *server;
-        char request[CAPTURE_MAX];
-        size_t got, sent;
-        bool answering;
-} FakeConnection;
-
-/* The whole request read (headers and Content-Length bytes)? */
-static bool request_complete(const FakeConnection *conn) {
-        const char *end = memmem(conn->request, conn->got, "\r\n\r\n", 4), *cl;
-        size_t header = end ? (size_t) (end - conn->request) + 4 : 0;
-        unsigned long length = 0;
-
-        if (!end)
-                return false;
-        cl = memmem(conn->request, header, "Content-Length:", 15);
-        if (cl)
-                length = strtoul(cl + 15, NULL, 10);
-        return conn->got >= header + length;
-}
-
-static void write_file(const char *path, const char *data, size_t n) {
-        FILE *f = fopen(path, "we");
-
-        if (!f || fwrite(data, 1, n, f) != n)
-                printf("# failed to write %s: %m\n", path);
-        if (f)
-                (void) fclose(f);
-}
-
-static void connection_keep(FakeConnection *conn) {
-        FakeServer *server = conn->server;
-        char path[4096];
-
-        free(server->last);
-        server->last = xmemdup(conn->request, conn->got);
-        (void) snprintf(path, sizeof(path), "%s/capture-%02u.http", server->capture_dir ?: "", server->captured++);
-        if (server->capture_dir)
-                write_file(path, conn->request, conn->got);
-}
-
-/* Its source owns the fd and, through its destroy callback, the FakeConnection. */
-static int on_connection_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        FakeConnection *conn = userdata;
-        ssize_t n;
-
-        if (!conn->answering) {
-                n = recv(fd, conn->request + conn->got, sizeof(conn->request) - 1 - conn->got, 0);
-                if (n < 0 && errno == EAGAIN)
-                        return 0;
-                if (n <= 0) {
-                        (void) sd_event_source_disable_unref(s);
-                        return 0;
-                }
-                conn->got += n;
-                if (!request_complete(conn) && conn->got < sizeof(conn->request) - 1)
-                        return 0;
-                connection_keep(conn);
-                conn->answering = true;
-                (void) sd_event_source_set_io_events(s, EPOLLOUT);
-                return 0;
-        }
-
-        n = send(fd, conn->server->answer + conn->sent, conn->server->answer_size - conn->sent, MSG_NOSIGNAL);
-        if (n < 0 && errno == EAGAIN)
-                return 0;
-        if (n > 0)
-                conn->sent += n;
-        if (n <= 0 || conn->sent == conn->server->answer_size)
-                (void) sd_event_source_disable_unref(s);        /* the answer ends with the connection */
-        return 0;
-}
-
-static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        FakeServer *server = userdata;
-        sd_event_source *cs = NULL;
-        FakeConnection *conn;
-        int cfd;
-
-        cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (cfd < 0)
-                return 0;
-        conn = calloc(1, sizeof(*conn));
-        if (!conn || sd_event_add_io(event, &cs, cfd, EPOLLIN, on_connection_io, conn) < 0) {
-                free(conn);
-                (void) close(cfd);
-                return 0;
-        }
-        (void) sd_event_source_set_io_fd_own(cs, true);
-        (void) sd_event_source_set_destroy_callback(cs, free);
-        (void) sd_event_source_set_floating(cs, true);   /* the loop's until it ends */
-        sd_event_source_unref(cs);
-        conn->server = server;
-        server->connections++;
-        return 0;
-}
-
-/* A server answering @answer (taken over); bails out if it cannot listen. */
-static FakeServer *fake_server_new(char *answer) {
-        FakeServer *server;
-        int fd;
-
-        server = calloc(1, sizeof(*server));
-        if (!server)
-                abort();
-        server->answer = answer;
-        server->answer_size = strlen(answer);
-        server->next = fake_servers;
-        fake_servers = server;
-
-        fd = loopback_socket(&server->port);
-        if (fd < 0 || listen(fd, 16) < 0 ||
-            sd_event_add_io(event, &server->source, fd, EPOLLIN, on_accept, server) < 0) {
-                printf("Bail out! a loopback server of the test's own: %m\n");
+        r = fake_http_server_new(event, answer, CAPTURE_MAX, &server);
+        if (r < 0) {
+                printf("Bail out! a loopback server of the test's own: %s\n", strerror(-r));
                 exit(1);
         }
-        (void) sd_event_source_set_io_fd_own(server->source, true);
         return server;
-}
-
-static void fake_servers_free(void) {
-        while (fake_servers) {
-                FakeServer *server = fake_servers;
-
-                fake_servers = server->next;
-                (void) sd_event_source_disable_unref(server->source);
-                free(server->answer);
-                free(server->last);
-                free(server);
-        }
 }
 
 /* A whole HTTP answer: @status line, @type, @body. */
@@ -325,14 +172,6 @@ static char *s3_answer(const char *status, const char *code, const char *message
                      "<RequestId>4442587FB7D0A2F9</RequestId></Error>", code, message) < 0)
                 abort();
         return http_answer(status, "application/xml", xml);
-}
-
-static char *url_of(int port) {
-        char *s;
-
-        if (asprintf(&s, "http://127.0.0.1:%i", port) < 0)
-                abort();
-        return s;
 }
 
 typedef struct Env {
@@ -460,10 +299,11 @@ static void test_credentials(Env *t) {
 
 static void test_write_once(Env *t) {
         _cleanup_(reply_clear) Reply r = {};
-        FakeServer *server = fake_server_new(s3_answer("412 Precondition Failed", "PreconditionFailed",
+        FakeHttpServer *server = fake_server_new(s3_answer("412 Precondition Failed", "PreconditionFailed",
                 "At least one of the pre-conditions you specified did not hold"));
-        _cleanup_free_ char *url = url_of(server->port);
+        _cleanup_free_ char *url = fake_http_url(fake_http_server_port(server));
         _cleanup_(s3_client_freep) S3Client *c = client_new(config_of(t, url));
+        const char *last;
 
         check(SYNC(&r, s3_put(t->s3, "once/x", "first", 5, true, on_reply, &r, NULL)) == 0,
               "write-once put of a new key: 0 (%s)", MSG(r));
@@ -475,11 +315,13 @@ static void test_write_once(Env *t) {
         check(SYNC(&r, s3_put(c, "once/x", "third", 5, true, on_reply, &r, NULL)) == -EEXIST && r.status == 412 &&
               streq(STR(r.code), "PreconditionFailed") && has(r.message, "pre-conditions you specified"),
               "412 PreconditionFailed: %s, code %s: '%s'", strerror(-r.error), STR(r.code), MSG(r));
-        check(has(server->last, "\r\nIf-None-Match: *\r\n") && has(server->last, "\r\nx-amz-content-sha256: "),
+        last = fake_http_server_last_request(server);
+        check(has(last, "\r\nIf-None-Match: *\r\n") && has(last, "\r\nx-amz-content-sha256: "),
               "the write-once put carried 'If-None-Match: *' and x-amz-content-sha256");
         (void) SYNC(&r, s3_put(c, "once/x", "third", 5, false, on_reply, &r, NULL));
-        check(server->connections == 2 && server->last && !has(server->last, "If-None-Match"),
-              "a plain put carries no If-None-Match (%u requests)", server->connections);
+        last = fake_http_server_last_request(server);
+        check(fake_http_server_connections(server) == 2 && last && !has(last, "If-None-Match"),
+              "a plain put carries no If-None-Match (%u requests)", fake_http_server_connections(server));
 }
 
 static void test_limits(Env *t) {
@@ -503,7 +345,7 @@ static void test_limits(Env *t) {
 }
 
 static void test_unreachable(Env *t, int dead_port, int hole_port) {
-        _cleanup_free_ char *dead = url_of(dead_port), *hole = url_of(hole_port);
+        _cleanup_free_ char *dead = fake_http_url(dead_port), *hole = fake_http_url(hole_port);
         S3ClientConfig config = config_of(t, dead);
         _cleanup_(s3_client_freep) S3Client *d = NULL, *h = NULL;
         _cleanup_(reply_clear) Reply r = {};
@@ -561,21 +403,21 @@ static void test_garbage(Env *t) {
         _cleanup_(reply_clear) Reply r = {};
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                FakeServer *server = fake_server_new(cases[i].answer);
-                _cleanup_free_ char *url = url_of(server->port);
+                FakeHttpServer *server = fake_server_new(cases[i].answer);
+                _cleanup_free_ char *url = fake_http_url(fake_http_server_port(server));
                 _cleanup_(s3_client_freep) S3Client *c = client_new(config_of(t, url));
 
                 (void) SYNC(&r, (cases[i].head ? s3_head : s3_get)(c, "x", on_reply, &r, NULL));
                 check(r.done && r.error == cases[i].expect && streq(STR(r.code), STR(cases[i].code)) &&
-                      (!cases[i].part || has(r.message, cases[i].part)) && server->connections == 1,
+                      (!cases[i].part || has(r.message, cases[i].part)) && fake_http_server_connections(server) == 1,
                       "%s: %s, code %s, '%s' (%u connection)", cases[i].name, strerror(-r.error), STR(r.code),
-                      MSG(r), server->connections);
+                      MSG(r), fake_http_server_connections(server));
         }
         /* the servers stay until the end: nothing else takes their ports meanwhile */
 }
 
 static void test_cancel(Env *t, int hole_port) {
-        _cleanup_free_ char *hole = url_of(hole_port);
+        _cleanup_free_ char *hole = fake_http_url(hole_port);
         S3ClientConfig config = config_of(t, hole);
         _cleanup_(s3_client_freep) S3Client *slow = NULL;
         _cleanup_(reply_clear) Reply r1 = {}, r2 = {}, r3 = {};
@@ -681,8 +523,8 @@ static int sigv4_check(Env *t, const char *secret, const char *region, char (*fi
 static void test_sigv4(Env *t) {
         const char *secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", *region = "eu-central-1";
         char dir[] = "/tmp/sr-sigv4-XXXXXX", files[7][64], host[64], *p;
-        FakeServer *server = fake_server_new(http_answer("200 OK", "application/octet-stream", ""));
-        _cleanup_free_ char *url = url_of(server->port), *body = pattern(1000, 3);
+        FakeHttpServer *server = fake_server_new(http_answer("200 OK", "application/octet-stream", ""));
+        _cleanup_free_ char *url = fake_http_url(fake_http_server_port(server)), *body = pattern(1000, 3), *last = NULL;
         S3ClientConfig config = { .endpoint = url, .bucket = "sigv4-bucket", .region = region,
                                   .access_key_id = "AKIDEXAMPLE", .secret_access_key = secret, .prefix = "snap/" };
         _cleanup_(s3_client_freep) S3Client *good = NULL, *bad = NULL;
@@ -695,19 +537,19 @@ static void test_sigv4(Env *t) {
                 check(false, "a capture directory: %m");
                 return;
         }
-        server->capture_dir = dir;
+        fake_http_server_capture(server, dir);
         good = client_new(config);
         config.secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEz";
         bad = client_new(config);
-        (void) snprintf(host, sizeof(host), "\r\nHost: 127.0.0.1:%i\r\n", server->port);
+        (void) snprintf(host, sizeof(host), "\r\nHost: 127.0.0.1:%i\r\n", fake_http_server_port(server));
         check(SYNC(&r, s3_put(good, "objects/ab/0123", body, 1000, true, on_reply, &r, NULL)) == 0 &&
               SYNC(&r, s3_get(good, "objects/ab/0123", on_reply, &r, NULL)) == 0 &&
               SYNC(&r, s3_head(good, "objects/ab/0123", on_reply, &r, NULL)) == 0 &&
               SYNC(&r, s3_put(good, SPECIAL_KEY, "x", 1, false, on_reply, &r, NULL)) == 0 &&
-              SYNC(&r, s3_delete(good, SPECIAL_KEY, on_reply, &r, NULL)) == 0 && server->captured == 5 &&
-              has(server->last, host),
+              SYNC(&r, s3_delete(good, SPECIAL_KEY, on_reply, &r, NULL)) == 0 &&
+              fake_http_server_requests(server) == 5 && has(fake_http_server_last_request(server), host),
               "put with a body, get, head, put and delete of '%s' captured on port %i (%u)", SPECIAL_KEY,
-              server->port, server->captured);
+              fake_http_server_port(server), fake_http_server_requests(server));
         for (size_t i = 0; i < 7; i++)
                 (void) snprintf(files[i], sizeof(files[i]), "%s/capture-%02zu.http", dir, i);
         rc = sigv4_check(t, secret, region, files, 5, &out);
@@ -715,14 +557,15 @@ static void test_sigv4(Env *t) {
                 matched++;
         check(rc == 0 && matched == 5, "botocore computes the same 5 signatures (exit %i, %u ok)", rc, matched);
         /* the last one, the delete, with its key changed after signing */
-        p = server->last ? strstr(server->last, "/snap/dir/") : NULL;
+        last = xstrdup(fake_http_server_last_request(server));
+        p = last ? strstr(last, "/snap/dir/") : NULL;
         if (p) {
                 p[6] = 'e';
-                write_file(files[6], server->last, strlen(server->last));
+                fake_http_write_file(files[6], last, strlen(last));
         }
 
         rc = SYNC(&r, s3_put(bad, "objects/ab/0123", body, 1000, true, on_reply, &r, NULL)) == 0 &&
-                server->captured == 6 ? sigv4_check(t, secret, region, files + 5, 1, &out) : -1;
+                fake_http_server_requests(server) == 6 ? sigv4_check(t, secret, region, files + 5, 1, &out) : -1;
         check(rc == 1 && has(out, "MISMATCH") && has(out, "botocore computes"),
               "a put signed with a wrong secret captured: the check fails (exit %i)", rc);
         rc = sigv4_check(t, secret, "us-east-1", files, 1, &out);
@@ -732,6 +575,7 @@ static void test_sigv4(Env *t) {
         rc = sigv4_check(t, secret, region, files + 6, 1, &out);
         check(rc == 1 && has(out, "MISMATCH"), "... and for a captured request whose key was changed (exit %i)", rc);
 
+        fake_http_server_capture(server, NULL);         /* @dir is this function's */
         for (size_t i = 0; i < 7; i++)
                 (void) unlink(files[i]);
         (void) rmdir(dir);
@@ -763,8 +607,8 @@ int main(int argc, char *argv[]) {
                 return 1;
         }
         /* bound and not listening: a connect is refused, and nobody else can take the port */
-        dead_fd = loopback_socket(&dead_port);
-        hole_fd = loopback_socket(&hole_port);
+        dead_fd = fake_http_loopback_socket(&dead_port);
+        hole_fd = fake_http_loopback_socket(&hole_port);
         if (dead_fd < 0 || hole_fd < 0 || listen(hole_fd, 64) < 0) {
                 printf("Bail out! loopback sockets of the test's own: %m\n");
                 return 1;
@@ -793,7 +637,7 @@ int main(int argc, char *argv[]) {
         free(t.prefix);
         safe_close(dead_fd);
         safe_close(hole_fd);
-        fake_servers_free();
+        fake_http_servers_free();
         event = sd_event_unref(event);          /* and the connections still in it */
         printf("1..%u\n", n_tests);
         return n_failed == 0 ? 0 : 1;
