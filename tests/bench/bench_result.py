@@ -57,7 +57,7 @@ TARGETS = {
         op="<", value=1.25, unit="ratio", source="issue 3: the HTTP round trip adds under 25% to the bwrap floor"),
     ("execute", "http-over-bwrap-prebuilt"): dict(
         what="POST /execute-shell `true` over HTTP, unscoped, with sandboxes built ahead ([Execution] "
-             "Prebuilt=, the default 2 per shape): the median of all runs, the pool's and the cold ones",
+             "Prebuilt=2 and PrebuiltBurst=20 by default): the median of all runs, the pool's and the cold ones",
         floor="bare bwrap running `true` with the daemon's argv, seccomp program and fd layout, interleaved",
         op="<=", value=0.70, unit="ratio", source="issue 23: answer faster than a sandbox can be built"),
     ("execute", "p95-over-bwrap"): dict(
