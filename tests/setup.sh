@@ -86,6 +86,28 @@ install_s3rver() {
                 >/dev/null || die "npm could not install s3rver $s3rver_version into $s3rver_prefix"
 }
 
+# The fleet suite's manifest checks (tests/integration/fleet-manifests.py, its helpers
+# tests/helpers/k8s-validate.mjs and hcl2json.mjs find them here): the Kubernetes schemas as ajv
+# validators (kubernetes-models), a YAML parser (yaml) and HashiCorp's HCL2 parser compiled to
+# WebAssembly (@cdktf/hcl2json), pinned, in a prefix of their own beside s3rver's; npm (the
+# registry) is asked only when one of these versions is not there yet.
+manifest_tools_prefix=$s3rver_prefix/manifests
+manifest_tools=(kubernetes-models@5.1.0 yaml@2.9.1 @cdktf/hcl2json@0.21.0)
+install_manifest_tools() {
+        local spec name have missing=0
+        for spec in "${manifest_tools[@]}"; do
+                name=${spec%@*}
+                have=$(node -p "require('$manifest_tools_prefix/node_modules/$name/package.json').version" 2>/dev/null) || true
+                [ "$have" = "${spec##*@}" ] || missing=1
+        done
+        [ $missing = 0 ] && return 0
+        echo "Installing ${manifest_tools[*]} into $manifest_tools_prefix"
+        mkdir -p "$manifest_tools_prefix"
+        npm install --prefix "$manifest_tools_prefix" --save-exact --no-audit --no-fund --loglevel=error \
+                "${manifest_tools[@]}" >/dev/null ||
+                die "npm could not install ${manifest_tools[*]} into $manifest_tools_prefix"
+}
+
 # The gcc build "build", for both commands with the same options (`run` then `test` neither
 # reconfigures nor rebuilds it): configured as the Debian package is (tests/packaging/debian/rules
 # through dh's meson build system: --prefix=/usr --sysconfdir=/etc --localstatedir=/var), so that
@@ -213,6 +235,7 @@ PY
 cmd_test() {
         install_packages
         install_s3rver
+        install_manifest_tools
         local rc=0 logs=()
 
         echo "== gcc build (-Werror, --prefix=$gcc_prefix as the package), all suites"
